@@ -1,0 +1,39 @@
+--[[
+  complete: retire a job; only the current lease holder may.
+
+  Input:
+    KEYS[1] active set        emq:{q}:active
+    KEYS[2] job row           emq:{q}:job:<id>
+    ARGV[1] id                14-byte JOB id
+    ARGV[2] token             integer, 1 to 2^53: the attempts value claim returned
+
+  Reply:
+    "ok"   the row is deleted and the id leaves active: nothing remains
+
+  Errors:
+    EMQID     malformed id
+    EMQKIND   the id's kind is not JOB
+    EMQARG    token is not an integer in range
+    EMQSTALE  the job is not active, or its attempts moved past this token
+]]
+--- @include "checkJobId"
+--- @include "toInt"
+local rcall = redis.call
+local activeKey = KEYS[1]
+local jobKey = KEYS[2]
+local id = ARGV[1]
+local token = toInt(ARGV[2], 1, 9007199254740992)
+
+local err = checkJobId(id)
+if err then return err end
+if not token then
+  return redis.error_reply('EMQARG token must be an integer from 1 to 2^53')
+end
+
+local row = rcall('HMGET', jobKey, 'state', 'attempts')
+if row[1] ~= 'active' or tonumber(row[2]) ~= token then
+  return redis.error_reply('EMQSTALE token ' .. ARGV[2] .. ' does not hold the lease on ' .. id)
+end
+rcall('DEL', jobKey)
+rcall('ZREM', activeKey, id)
+return 'ok'
