@@ -1,0 +1,27 @@
+"""echomq: a job queue whose state machine is a set of Lua scripts, and the
+suite that measures it on Redis and Valkey."""
+
+from __future__ import annotations
+
+from .errors import (
+    EchoMQError,
+    InvalidArgumentError,
+    ServerUnavailableError,
+    StaleTokenError,
+    WrongKindError,
+)
+from .ids import mint, parse_id
+from .queue import Job, Queue
+
+__all__ = [
+    "Queue",
+    "Job",
+    "mint",
+    "parse_id",
+    "EchoMQError",
+    "StaleTokenError",
+    "WrongKindError",
+    "InvalidArgumentError",
+    "ServerUnavailableError",
+]
+__version__ = "0.1.0"

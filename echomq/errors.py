@@ -1,0 +1,63 @@
+"""The error tree, drawn once.
+
+    EchoMQError                     every failure the client raises
+    ├── StaleTokenError             EMQSTALE: the token no longer holds the lease
+    ├── WrongKindError              EMQKIND: an id of another kind (also ValueError)
+    ├── InvalidArgumentError        EMQID, EMQARG: a malformed id or argument (also ValueError)
+    └── ServerUnavailableError      the server could not be reached in time
+
+Wire errors are error replies whose first word is the code; `from_reply`
+maps them through one dict.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EchoMQError",
+    "StaleTokenError",
+    "WrongKindError",
+    "InvalidArgumentError",
+    "ServerUnavailableError",
+    "WIRE_CODES",
+    "from_reply",
+]
+
+
+class EchoMQError(Exception):
+    code: str = "EMQ"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class StaleTokenError(EchoMQError):
+    code = "EMQSTALE"
+
+
+class WrongKindError(EchoMQError, ValueError):
+    code = "EMQKIND"
+
+
+class InvalidArgumentError(EchoMQError, ValueError):
+    code = "EMQARG"
+
+
+class ServerUnavailableError(EchoMQError):
+    code = "EMQCONN"
+
+
+WIRE_CODES: dict[str, type[EchoMQError]] = {
+    "EMQSTALE": StaleTokenError,
+    "EMQKIND": WrongKindError,
+    "EMQID": InvalidArgumentError,
+    "EMQARG": InvalidArgumentError,
+}
+
+
+def from_reply(message: str) -> EchoMQError | None:
+    """The exception for an error reply, or None when it is not one of ours."""
+    code = message.split(" ", 1)[0]
+    cls = WIRE_CODES.get(code)
+    return cls(message, code=code) if cls else None

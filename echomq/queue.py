@@ -1,0 +1,161 @@
+"""Queue: the eight verbs of the echomq contract over one redis-py client."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Literal
+
+import redis
+
+from .errors import EchoMQError, InvalidArgumentError, ServerUnavailableError, from_reply
+from .ids import check_job_id
+from .keys import QueueKeys
+from .scripts import Scripts
+
+__all__ = ["Queue", "Job", "DEFAULT_MAX_PAYLOAD", "DEFAULT_REAP_LIMIT"]
+
+DEFAULT_MAX_PAYLOAD = 1 << 20
+DEFAULT_REAP_LIMIT = 100
+INT31 = 2**31 - 1
+INT53 = 2**53
+MAX_LIMIT = 100_000
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    payload: bytes
+    token: int
+
+
+def check_int(name: str, value: object, lo: int, hi: int) -> int:
+    # bool is an int to Python but never what a caller meant by a lease.
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgumentError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    if not lo <= value <= hi:
+        raise InvalidArgumentError(f"{name} must be from {lo} to {hi}, got {value}")
+    return value
+
+
+def check_bytes(name: str, value: object, cap: int) -> bytes:
+    if isinstance(value, str):
+        value = value.encode("utf-8")
+    elif isinstance(value, (bytearray, memoryview)):
+        value = bytes(value)
+    if not isinstance(value, bytes):
+        raise InvalidArgumentError(f"{name} must be bytes or str, got {type(value).__name__}")
+    if len(value) > cap:
+        raise InvalidArgumentError(f"{name} is {len(value)} bytes, over the cap of {cap}; nothing was sent")
+    return value
+
+
+@contextmanager
+def wire_errors(client: redis.Redis) -> Iterator[None]:
+    """Turn the server's error replies and connection failures into the tree."""
+    try:
+        yield
+    except redis.exceptions.ResponseError as exc:
+        mapped = from_reply(str(exc))
+        if mapped is None:
+            raise
+        raise mapped from None
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise ServerUnavailableError(f"server {describe(client)} unavailable: {exc}") from exc
+
+
+def describe(client: redis.Redis) -> str:
+    kw = client.connection_pool.connection_kwargs
+    if "path" in kw:
+        return str(kw["path"])
+    return f"{kw.get('host', '?')}:{kw.get('port', '?')}"
+
+
+class Queue:
+    """One queue's verbs. Scripts load when the queue is made, so the first
+    timed call never pays for a NOSCRIPT round trip."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        name: str,
+        *,
+        max_attempts: int = 3,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
+        lua_dir: Path | str | None = None,
+    ) -> None:
+        self.keys = QueueKeys(name)
+        self.name = name
+        self.max_attempts = check_int("max_attempts", max_attempts, 1, INT31)
+        self.max_payload_bytes = check_int("max_payload_bytes", max_payload_bytes, 0, 512 << 20)
+        if client.get_encoder().decode_responses:
+            raise InvalidArgumentError("Queue needs a client with decode_responses=False: payloads are bytes")
+        self.client = client
+        with wire_errors(client):
+            self.scripts = Scripts(client, lua_dir)
+
+    def _run(self, verb: str, keys: list[str], args: list[object]) -> object:
+        with wire_errors(self.client):
+            return self.scripts[verb](keys=keys, args=args, client=self.client)
+
+    def enqueue(self, job_id: str, payload: bytes | str) -> str:
+        check_job_id(job_id)
+        data = check_bytes("payload", payload, self.max_payload_bytes)
+        k = self.keys
+        return _text(self._run("enqueue", [k.pending, k.job(job_id)], [job_id, data]))
+
+    def browse(self, limit: int = 10, state: Literal["pending", "dead"] = "pending") -> list[str]:
+        check_int("limit", limit, 1, MAX_LIMIT)
+        if state not in ("pending", "dead"):
+            raise InvalidArgumentError(f"browse state must be 'pending' or 'dead', got {state!r}")
+        key = self.keys.pending if state == "pending" else self.keys.dead
+        with wire_errors(self.client):
+            ids = self.client.zrange(key, "+", "-", desc=True, bylex=True, offset=0, num=limit)
+        return [_text(i) for i in ids]
+
+    def pending_size(self) -> int:
+        with wire_errors(self.client):
+            return int(self.client.zcard(self.keys.pending))
+
+    def claim(self, lease_ms: int) -> Job | None:
+        check_int("lease_ms", lease_ms, 1, INT31)
+        k = self.keys
+        reply = self._run("claim", [k.pending, k.active], [k.job_prefix, lease_ms])
+        if not reply:
+            return None
+        job_id, payload, token = reply  # type: ignore[misc]
+        return Job(_text(job_id), payload if payload is not None else b"", int(token))
+
+    def complete(self, job_id: str, token: int) -> str:
+        check_job_id(job_id)
+        check_int("token", token, 1, INT53)
+        return _text(self._run("complete", [self.keys.active, self.keys.job(job_id)], [job_id, token]))
+
+    def retry(self, job_id: str, token: int, error: str | bytes, delay_ms: int = 0) -> str:
+        check_job_id(job_id)
+        check_int("token", token, 1, INT53)
+        text = check_bytes("error", error, self.max_payload_bytes)
+        check_int("delay_ms", delay_ms, 0, INT31)
+        k = self.keys
+        reply = self._run(
+            "retry",
+            [k.active, k.schedule, k.dead, k.job(job_id)],
+            [job_id, token, text, delay_ms, self.max_attempts],
+        )
+        return _text(reply)
+
+    def promote(self, limit: int = 100) -> int:
+        check_int("limit", limit, 1, MAX_LIMIT)
+        k = self.keys
+        return int(self._run("promote", [k.schedule, k.pending], [k.job_prefix, limit]))  # type: ignore[arg-type]
+
+    def reap(self, limit: int = DEFAULT_REAP_LIMIT) -> int:
+        check_int("limit", limit, 1, MAX_LIMIT)
+        k = self.keys
+        reply = self._run("reap", [k.active, k.pending, k.dead], [k.job_prefix, limit, self.max_attempts])
+        return int(reply)  # type: ignore[arg-type]
+
+
+def _text(value: object) -> str:
+    return value.decode("ascii") if isinstance(value, bytes) else str(value)

@@ -1,0 +1,101 @@
+"""Finding, expanding and loading the Lua scripts.
+
+The verbs are discovered from the folder: `lua/<verb>-<numkeys>.lua`. A line
+`--- @include "name"` is replaced by `lua/includes/name.lua` (BullMQ's
+convention), so shared checks are written once and every script stays one
+self-contained text with one SHA.
+
+redis-py's Script already computes the SHA locally, tries EVALSHA first and
+reloads on NOSCRIPT; `Scripts` wraps it and loads everything up front, so no
+timed call ever pays for the fallback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import redis
+
+__all__ = ["ScriptSource", "lua_dir", "discover", "Scripts"]
+
+_FILE = re.compile(r"(?P<verb>[a-z_]+)-(?P<numkeys>\d+)\.lua")
+_INCLUDE = re.compile(r'^--- @include "(?P<name>[A-Za-z0-9_]+)"\s*$', re.MULTILINE)
+
+
+def lua_dir() -> Path:
+    """ECHOMQ_LUA_DIR, else the copy inside an installed wheel, else the checkout's."""
+    env = os.environ.get("ECHOMQ_LUA_DIR")
+    if env:
+        path = Path(env)
+        if not path.is_dir():
+            raise FileNotFoundError(f"ECHOMQ_LUA_DIR={env} is not a directory")
+        return path
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "lua", here.parent / "lua"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"no lua/ folder beside {here}; set ECHOMQ_LUA_DIR")
+
+
+@dataclass(frozen=True)
+class ScriptSource:
+    verb: str
+    numkeys: int
+    path: Path
+    text: str
+
+
+def _expand(text: str, includes: Path, path: Path) -> str:
+    def one(match: re.Match[str]) -> str:
+        inc = includes / f"{match['name']}.lua"
+        if not inc.is_file():
+            raise FileNotFoundError(f"{path}: include {match['name']!r} not found in {includes}")
+        return inc.read_text()
+
+    return _INCLUDE.sub(one, text)
+
+
+@lru_cache(maxsize=8)
+def _discover(folder: Path) -> tuple[ScriptSource, ...]:
+    found = []
+    for path in sorted(folder.glob("*.lua")):
+        match = _FILE.fullmatch(path.name)
+        if not match:
+            raise ValueError(f"{path}: script names are <verb>-<numkeys>.lua")
+        text = _expand(path.read_text(), folder / "includes", path)
+        found.append(ScriptSource(match["verb"], int(match["numkeys"]), path, text))
+    if not found:
+        raise FileNotFoundError(f"no <verb>-<numkeys>.lua scripts in {folder}")
+    return tuple(found)
+
+
+def discover(folder: Path | str | None = None) -> dict[str, ScriptSource]:
+    """Every script in the folder by verb, includes expanded."""
+    path = Path(folder) if folder is not None else lua_dir()
+    return {s.verb: s for s in _discover(path.resolve())}
+
+
+class Scripts:
+    """The registered scripts of one client, loaded at construction."""
+
+    def __init__(self, client: redis.Redis, folder: Path | str | None = None) -> None:
+        self.sources = discover(folder)
+        self._scripts = {verb: client.register_script(s.text) for verb, s in self.sources.items()}
+        self.load(client)
+
+    def load(self, client: redis.Redis) -> None:
+        for source in self.sources.values():
+            client.script_load(source.text)
+
+    def __getitem__(self, verb: str) -> redis.commands.core.Script:
+        return self._scripts[verb]
+
+    def sha(self, verb: str) -> str:
+        return self._scripts[verb].sha
+
+    def numkeys(self, verb: str) -> int:
+        return self.sources[verb].numkeys
