@@ -1,0 +1,64 @@
+"""Script discovery, includes, and the transparent reload."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import redis
+
+from echomq import Queue, mint
+from echomq.scripts import discover, lua_dir
+
+
+def test_six_scripts_discovered_with_headers() -> None:
+    sources = discover()
+    assert {v: s.numkeys for v, s in sources.items()} == {
+        "enqueue": 2, "claim": 2, "complete": 2, "retry": 4, "promote": 2, "reap": 3}
+    for source in sources.values():
+        head = source.path.read_text().split("]]", 1)[0]
+        assert "Input:" in head and "Reply:" in head and "KEYS[1]" in head
+        assert "@include" not in source.text  # expanded
+
+
+def test_lua_dir_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = tmp_path / "lua"
+    shutil.copytree(lua_dir(), copy)
+    monkeypatch.setenv("ECHOMQ_LUA_DIR", str(copy))
+    assert lua_dir() == copy
+    monkeypatch.setenv("ECHOMQ_LUA_DIR", str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="ECHOMQ_LUA_DIR"):
+        lua_dir()
+
+
+def test_scripts_load_at_connect(client: redis.Redis) -> None:
+    client.script_flush()
+    q = Queue(client, "loaded")
+    assert all(client.script_exists(*[q.scripts.sha(v) for v in q.scripts.sources]))
+
+
+def test_reload_after_script_flush(queue: Queue, client: redis.Redis) -> None:
+    queue.enqueue(mint(), b"x")
+    client.script_flush()
+    job = queue.claim(lease_ms=5_000)
+    assert job is not None and queue.complete(job.id, job.token) == "ok"
+
+
+def test_reload_after_server_restart() -> None:
+    from echomq.servers import start
+
+    for build in ("redis", "valkey"):
+        srv = start(build)
+        try:
+            client = srv.client()
+            q = Queue(client, "restart")
+            q.enqueue(mint(), b"x")
+            srv.restart()
+            # No persistence: the server is empty and has no scripts.
+            assert q.pending_size() == 0
+            q.enqueue(mint(), b"y")
+            job = q.claim(lease_ms=5_000)
+            assert job is not None and job.payload == b"y"
+        finally:
+            srv.stop()
