@@ -1,0 +1,59 @@
+"""Latency in HDR histograms: recorded in microseconds, reported in ms,
+merged across processes as encoded blobs (hdrh's own wire form)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hdrh.histogram import HdrHistogram
+
+__all__ = ["Latency", "PERCENTILES"]
+
+PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+LOWEST_US, HIGHEST_US, DIGITS = 1, 3_600_000_000, 3  # 1 µs .. 1 h at 0.1%
+
+
+class Latency:
+    def __init__(self) -> None:
+        self.hist = HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
+
+    def record_ms(self, ms: float) -> None:
+        self.hist.record_value(min(HIGHEST_US, max(LOWEST_US, round(ms * 1000))))
+
+    def record_us(self, us: int, count: int = 1) -> None:
+        self.hist.record_value(min(HIGHEST_US, max(LOWEST_US, us)), count)
+
+    @property
+    def count(self) -> int:
+        return int(self.hist.get_total_count())
+
+    def percentile_ms(self, p: float) -> float:
+        return self.hist.get_value_at_percentile(p) / 1000.0
+
+    def max_ms(self) -> float:
+        return self.hist.get_max_value() / 1000.0
+
+    def summary_ms(self) -> dict[str, float]:
+        out = {f"p{p:g}": self.percentile_ms(p) for p in PERCENTILES}
+        out["max"] = self.max_ms()
+        out["mean"] = self.hist.get_mean_value() / 1000.0
+        return out
+
+    def encode(self) -> str:
+        return self.hist.encode().decode("ascii")
+
+    @classmethod
+    def decode(cls, blob: str | bytes) -> "Latency":
+        out = cls()
+        out.hist.decode_and_add(blob)
+        return out
+
+    def merge(self, other: "Latency") -> "Latency":
+        self.hist.add(other.hist)
+        return self
+
+    def write_hgrm(self, path: Path) -> None:
+        """The percentile distribution text HdrHistogram's plotters read,
+        in milliseconds."""
+        with path.open("wb") as fh:
+            self.hist.output_percentile_distribution(fh, 1000.0)

@@ -1,0 +1,87 @@
+"""What the server and the client spent, from INFO and /proc.
+
+A benchmark takes a `ServerSample` before and after, and the `Usage` between
+them says how busy the server's main thread was, what each command cost,
+and, with the client's CPU beside it, which side was the bottleneck.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+__all__ = ["ServerSample", "Usage", "sample", "usage", "process_cpu_s", "bound", "BUSY"]
+
+# A main thread this busy is saturated for practical purposes: the rest is
+# the event loop's own waiting between batches.
+BUSY = 0.85
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class ServerSample:
+    wall_s: float
+    cpu_s: float                 # used_cpu_sys + used_cpu_user, all threads
+    main_cpu_s: float            # the main thread alone, where scripts run
+    commands: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (calls, usec)
+
+
+def sample(client: Any) -> ServerSample:
+    info = client.info("cpu")
+    stats = client.info("commandstats")
+    wall = time.perf_counter()
+    cpu = float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+    main = float(info.get("used_cpu_sys_main_thread", info["used_cpu_sys"])) + float(
+        info.get("used_cpu_user_main_thread", info["used_cpu_user"]))
+    commands = {k.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"])) for k, v in stats.items()}
+    return ServerSample(wall, cpu, main, commands)
+
+
+@dataclass(frozen=True)
+class Usage:
+    wall_s: float
+    cpu_s: float
+    main_cpu_s: float
+    commands: dict[str, tuple[int, int]]
+
+    @property
+    def utilization(self) -> float:
+        """Main-thread CPU over wall time: 1.0 is a saturated server."""
+        return self.main_cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    def calls(self, command: str) -> int:
+        return self.commands.get(command, (0, 0))[0]
+
+    def usec(self, command: str) -> int:
+        return self.commands.get(command, (0, 0))[1]
+
+
+def usage(before: ServerSample, after: ServerSample) -> Usage:
+    commands = {}
+    for name, (calls, usec) in after.commands.items():
+        c0, u0 = before.commands.get(name, (0, 0))
+        if calls - c0:
+            commands[name] = (calls - c0, usec - u0)
+    return Usage(after.wall_s - before.wall_s, after.cpu_s - before.cpu_s,
+                 after.main_cpu_s - before.main_cpu_s, commands)
+
+
+def process_cpu_s(pids: Iterable[int] = ()) -> float:
+    """User+system CPU seconds of these processes (this one when none given)."""
+    pids = list(pids) or [os.getpid()]
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone: it no longer spends anything
+        total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return total
+
+
+def bound(server_utilization: float, client_utilization: float) -> str:
+    """Which side limited the run: the server when its main thread was
+    saturated, else the client (which then left the server waiting)."""
+    return "server" if server_utilization >= BUSY or server_utilization >= client_utilization else "client"
