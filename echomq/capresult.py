@@ -79,6 +79,9 @@ class CapacityResult:
             "ceiling_claims_per_s": self.ceiling_claims_per_s,
             "of_ceiling": self.of_ceiling,
             "script_us_per_cycle": self.script_us_per_cycle,
+            "mode": "open loop" if self.settings.rate else "closed loop",
+            "target_cycles_per_s": self.settings.rate,
+            "feed": self.settings.feed,
             "scripts_per_cycle": self.scripts_per_cycle,
             "server_wait": self.server_wait,
             "client_wait": self.client_wait,
@@ -183,16 +186,22 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def format_table(results: list[CapacityResult]) -> str:
-    """One row per run, for people: the headline figures and what limited the run."""
-    head = (f"{'build':<14} {'version':<14} {'cycles/s':>9} {'srv µs/cyc':>10} {'srv busy':>8} "
+    """One row per run, for people: the headline figures and what limited the run.
+
+    `srv wait` is the share of the window the server was runnable but off
+    its CPU (another process held the core): busy + wait near 100% means
+    the server always had work, whatever the machine let it do with it.
+    """
+    head = (f"{'build':<14} {'version':<14} {'cycles/s':>9} {'srv µs/cyc':>10} {'srv busy':>8} {'srv wait':>8} "
             f"{'client busy':>11} {'bound':>6} {'ceiling/s':>9} {'of ceil':>7}  claim ms p50 / p99 / p99.9 / max")
     lines = [head]
     for r in results:
         lat = r.latency_ms("claim")
         shown = " / ".join(_num(lat.get(k), ".2f") for k in ("p50", "p99", "p99.9", "max")) if lat else "-"
+        wait = _num(r.server_wait * 100, ".1f") + "%" if r.server_wait is not None else "-"
         lines.append(
             f"{r.build[:14]:<14} {r.version[:14]:<14} {_num(r.cycles_per_s, ',.0f'):>9} "
             f"{_num(r.server_us_per_cycle, '.2f'):>10} {_num(r.server_utilization * 100, '.1f') + '%':>8} "
-            f"{_num(r.client_utilization * 100, '.1f') + '%':>11} {r.bound:>6} "
+            f"{wait:>8} {_num(r.client_utilization * 100, '.1f') + '%':>11} {r.bound:>6} "
             f"{_num(r.ceiling_claims_per_s, ',.0f'):>9} {_num(r.of_ceiling, '.2f'):>7}  {shown}")
     return "\n".join(lines)

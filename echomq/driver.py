@@ -113,7 +113,8 @@ class _Worker:
         self.plan = plan
         self.win = window
         self.work = parse_dist(plan.work)
-        self.zero_work = self.work.quantile_ms(1.0) == 0 and self.work.sample_ms(random.Random(0)) == 0
+        # const:0 (capacity) completes in the same send as the next claims, no timer.
+        self.zero_work = getattr(self.work, "value_ms", None) == 0
         self.rng = random.Random(plan.seed)
         self.payload = b"x" * plan.payload_bytes
         self.ids = IdBlock(plan.node)
@@ -121,8 +122,8 @@ class _Worker:
         self.c: dict[str, int] = dict.fromkeys(
             ("claims", "claimed", "empty", "completed", "stale", "errors", "enqueued", "duplicate",
              "w_claimed", "w_completed", "w_enqueued", "w_empty", "w_stale"), 0)
-        self.enq_sent = 0
         self.enq_ids: set[str] = set()
+        self.feed_turn = 0
         self.accepted: dict[str, int] = {}
         self.refused: list[tuple[str, int]] = []
         self.working: list[tuple[float, int, int, bytes, int, float]] = []  # heap: due, n, conn, id, token, start
@@ -152,7 +153,7 @@ class _Worker:
         jobs: list[tuple[bytes, int, float]] = []
         parts: list[bytes] = []
         if conn.producer:
-            self._produce(conn, now, stopping, kinds, dues, parts)
+            self._produce(conn, now, stopping, kinds, dues, jobs, parts)
         else:
             for job_id, token, due, start in conn.ready:
                 tok = b"%d" % token
@@ -182,27 +183,28 @@ class _Worker:
             conn.batches.append(_Batch(kinds, dues, jobs))
             conn.sock.sendall(b"".join(parts))
 
-    def _produce(self, conn: _Conn, now: float, stopping: bool,
-                 kinds: list[int], dues: list[float], parts: list[bytes]) -> None:
+    def _produce(self, conn: _Conn, now: float, stopping: bool, kinds: list[int], dues: list[float],
+                 jobs: list[tuple[bytes, int, float]], parts: list[bytes]) -> None:
         if stopping:
             return
         # Keep this worker's share of pending topped up: what it enqueued
-        # and has in flight, less what its consumers claimed.
+        # and has in flight, less what its consumers claimed. It may have as
+        # many enqueues in flight as all its consumers have jobs, or it
+        # would fall behind them.
         gap = self.plan.produce_ahead - (self.c["enqueued"] + conn.inflight_enq - self.c["claimed"])
-        n = min(gap, self.plan.pipeline - conn.inflight_enq)
+        n = min(gap, self.plan.pipeline * self.plan.connections - conn.inflight_enq)
         if n <= 0:
             return
-        keys = conn.queue
-        pending = keys.pending.encode()
+        # Each send feeds the next queue in turn.
+        keys = QueueKeys(self.plan.queues[self.feed_turn % len(self.plan.queues)])
+        self.feed_turn += 1
+        pending, prefix = keys.pending.encode(), keys.job_prefix.encode()
         for job_id in self.ids.take(n):
-            parts.append(resp(b"EVALSHA", self.enqueue_sha, b"2", pending, keys.job_prefix.encode() + job_id,
-                              job_id, self.payload))
-            if self.plan.ledger:
-                self.enq_ids.add(job_id.decode())
+            parts.append(resp(b"EVALSHA", self.enqueue_sha, b"2", pending, prefix + job_id, job_id, self.payload))
+            jobs.append((job_id, 0, now))
         kinds.extend([ENQUEUE] * n)
         dues.extend([now] * n)
         conn.inflight_enq += n
-        self.enq_sent += n
 
     # -- receiving -----------------------------------------------------------
 
@@ -246,7 +248,7 @@ class _Worker:
                     d[us] = d.get(us, 0) + 1
             elif kind == COMPLETE:
                 conn.busy -= 1
-                # Completes lead each consumer batch: a complete's index is its position.
+                # Completes lead each consumer batch, so a complete's index is its position.
                 job_id, token, start = batch.jobs[pos]
                 if reply == b"ok":
                     c["completed"] += 1
@@ -273,6 +275,8 @@ class _Worker:
                 conn.inflight_enq -= 1
                 if reply == b"enqueued":
                     c["enqueued"] += 1
+                    if self.plan.ledger:
+                        self.enq_ids.add(batch.jobs[pos][0].decode())
                     if counted:
                         c["w_enqueued"] += 1
                 elif reply == b"duplicate":
