@@ -28,17 +28,17 @@ import os
 import secrets
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from . import serverstats
 from .audit import Ledger, audit
-from .backlog import fill, remove_queue
+from .backlog import fill_in_turn, remove_queue
 from .capresult import CapacityResult, build_result, format_table
 from .ceiling import Ceiling, run_ceiling
-from .driver import BIN_S, Window, WorkerPlan, worker_main
+from .driver import BIN_S, Window, WorkerPlan, slot_owner, worker_main
 from .errors import EchoMQError
 from .queue import Queue
 from .wire import Target
@@ -183,15 +183,21 @@ def _open(server: Any, settings: CapacitySettings, lua_dir: Path | str | None, p
         raise
 
 
-def _prepare(s: _Session, settings: CapacitySettings, rate_hint: float | None, share: float = 1.0) -> None:
+def _prepare(sessions: list[_Session], settings: CapacitySettings, rate_hint: float | None,
+             share: float = 1.0) -> None:
+    """Ceilings first, then every server's backlog, filled a chunk each in turn.
+    `share`: the part of the window each server is loaded (alternating runs)."""
     payload = b"x" * settings.payload_bytes
-    if settings.ceiling:
-        s.ceiling = run_ceiling(s.client, s.target, s.shas["claim"], s.version, requests=settings.ceiling_requests,
-                                payload=payload, lease_ms=settings.lease_ms, cpus=s.client_cpus, say=s.say)
-    s.backlog = _backlog_size(settings, s.ceiling, rate_hint, share)
-    s.say(f"filling {s.backlog:,} jobs")
-    for i, name in enumerate(s.names):
-        ids = fill(s.target, name, s.backlog // len(s.names) + (i < s.backlog % len(s.names)), payload)
+    for s in sessions:
+        if settings.ceiling:
+            s.ceiling = run_ceiling(s.client, s.target, s.shas["claim"], s.version,
+                                    requests=settings.ceiling_requests, payload=payload,
+                                    lease_ms=settings.lease_ms, cpus=s.client_cpus, say=s.say)
+        s.backlog = _backlog_size(settings, s.ceiling, rate_hint, share)
+        s.say(f"filling {s.backlog:,} jobs")
+    jobs = [(s.target, name, s.backlog // len(s.names) + (i < s.backlog % len(s.names)), s)
+            for s in sessions for i, name in enumerate(s.names)]
+    for (_, _, _, s), ids in zip(jobs, fill_in_turn([job[:3] for job in jobs], payload)):
         if settings.ledger:
             s.ledger.enqueued.update(x.decode() for x in ids)
 
@@ -234,7 +240,7 @@ def run_capacity(server: Any, settings: CapacitySettings = CapacitySettings(), *
     settings.check()
     s = _open(server, settings, lua_dir, progress)
     try:
-        _prepare(s, settings, rate_hint)
+        _prepare([s], settings, rate_hint)
         ((results, measured),) = _drive([(_plans(settings, s), s)], settings, s.say)
         return _collect(s, settings, results, measured)
     finally:
@@ -242,30 +248,39 @@ def run_capacity(server: Any, settings: CapacitySettings = CapacitySettings(), *
 
 
 def run_alternating(servers: Sequence[Any], settings: CapacitySettings = CapacitySettings(), *,
-                    lua_dirs: Sequence[Path | str | None] | None = None, slot_s: float = SLOT_S,
+                    lua_dirs: Sequence[Path | str | None] | None = None, slot_s: float | None = SLOT_S,
                     progress: Say | None = None, rate_hint: float | None = None,
-                    cleanup: bool = True) -> list[CapacityResult]:
-    """Load several running servers in turn, `slot_s` seconds each, round and
-    round through one window; results in the order given.
+                    cleanup: bool = True, seed: int = 0) -> list[CapacityResult]:
+    """Load several running servers in turn, `slot_s` seconds each, through
+    one window; results in the order given.
 
-    The servers share one core (each is pinned to it) and only one is loaded
-    at a time, so a machine that speeds up or slows down over seconds (other
-    processes, a neighbour on the host) does so for all of them alike. Rates
-    are over each server's own slots; its CPU per cycle is over all its
-    cycles in the window, the few that finish just after its slot included.
+    The warm-up and the window are rounded to whole rounds. Time goes in
+    rounds of one slot per server, in an order drawn per round
+    from `seed` (`driver.slot_owner`). The servers share one core (each main
+    thread is pinned to it) and only one is loaded at a time, so a machine
+    that speeds up or slows down (other processes, a neighbour on the host)
+    does so for all of them alike. Rates are over each server's own slots,
+    with a timeline entry per slot; its CPU per cycle is over all its cycles
+    in the window, the few that finish just after its slot included.
     """
     settings.check()
     if settings.rate is not None:
         raise CapacityError("alternating slots need a closed loop: leave out --rate")
-    if not slot_s > 0:
+    if slot_s is not None and not slot_s > 0:
         raise CapacityError(f"slot must be > 0 s, got {slot_s}")
     dirs = list(lua_dirs) if lua_dirs is not None else [None] * len(servers)
+    # Whole rounds only, so every server gets the same share of the window.
+    if slot_s is not None:
+        turn = slot_s * len(servers)
+        settings = replace(settings, warmup_s=math.ceil(settings.warmup_s / turn - 1e-9) * turn,
+                           duration_s=max(1, round(settings.duration_s / turn)) * turn)
     sessions: list[_Session] = []
     try:
         for server, folder in zip(servers, dirs):
             sessions.append(_open(server, settings, folder, progress))
-            _prepare(sessions[-1], settings, rate_hint, share=1.0 / len(servers))
-        groups = [(_plans(settings, s, slot=(slot_s, i, len(sessions))), s) for i, s in enumerate(sessions)]
+        _prepare(sessions, settings, rate_hint, share=1.0 / len(sessions) if slot_s else 1.0)
+        groups = [(_plans(settings, s, slot=(slot_s, i, len(sessions), seed) if slot_s else None), s)
+                  for i, s in enumerate(sessions)]
         driven = _drive(groups, settings, sessions[0].say if len(sessions) == 1 else _joint_say(progress))
         return [_collect(s, settings, results, measured) for s, (results, measured) in zip(sessions, driven)]
     finally:
@@ -293,15 +308,15 @@ def _backlog_size(settings: CapacitySettings, ceiling: Ceiling | None, hint: flo
 
 
 def _plans(settings: CapacitySettings, s: _Session,
-           slot: tuple[float, int, int] | None = None) -> list[WorkerPlan]:
+           slot: tuple[float, int, int, int] | None = None) -> list[WorkerPlan]:
     n, names = settings.processes, s.names
-    slot_s, slot_index, slot_count = slot if slot else (None, 0, 1)
+    slot_s, slot_index, slot_count, slot_seed = slot if slot else (None, 0, 1, 0)
     return [WorkerPlan(index=i, node=i + 1, target=s.target, queues=names[i % len(names):] + names[:i % len(names)],
                        shas=s.shas, connections=settings.connections, pipeline=settings.pipeline,
                        lease_ms=settings.lease_ms, payload_bytes=settings.payload_bytes, work=settings.work,
                        rate=settings.rate / n if settings.rate else None, produce=settings.feed == "produce",
                        produce_ahead=s.backlog // n, ledger=settings.ledger, cpus=s.client_cpus, seed=i,
-                       slot_s=slot_s, slot_index=slot_index, slot_count=slot_count)
+                       slot_s=slot_s, slot_index=slot_index, slot_count=slot_count, slot_seed=slot_seed)
             for i in range(n)]
 
 
@@ -318,22 +333,22 @@ class Measured:
     bins: tuple[float, tuple[int, ...]] = (BIN_S, ())   # timeline: bin length, this server's whole bins in the window
 
 
-def _own_bins(window: Window, slot: tuple[float | None, int, int]) -> tuple[float, tuple[int, ...]]:
+def _own_bins(window: Window, p: WorkerPlan) -> tuple[float, tuple[int, ...]]:
     """The timeline bins that lie wholly inside the window and belong to this server."""
-    slot_s, index, count = slot
-    size = slot_s or BIN_S
+    size = p.slot_s or BIN_S
     first = math.ceil((window.t_start - window.t_begin) / size - 1e-9)
     last = math.floor((window.t_end - window.t_begin) / size + 1e-9)
-    return size, tuple(k for k in range(first, last) if slot_s is None or k % count == index)
+    return size, tuple(k for k in range(first, last)
+                       if p.slot_s is None or slot_owner(k, p.slot_count, p.slot_seed) == p.slot_index)
 
 
-def _owned_s(window: Window, slot: tuple[float | None, int, int]) -> float:
-    slot_s, index, count = slot
+def _owned_s(window: Window, p: WorkerPlan) -> float:
+    slot_s = p.slot_s
     if slot_s is None:
         return window.t_end - window.t_start
     total, k = 0.0, int((window.t_start - window.t_begin) / slot_s)
     while window.t_begin + k * slot_s < window.t_end:
-        if k % count == index:
+        if slot_owner(k, p.slot_count, p.slot_seed) == p.slot_index:
             lo = max(window.t_start, window.t_begin + k * slot_s)
             hi = min(window.t_end, window.t_begin + (k + 1) * slot_s)
             total += max(0.0, hi - lo)
@@ -393,8 +408,7 @@ def _drive(groups: list[tuple[list[WorkerPlan], _Session]], settings: CapacitySe
             use=serverstats.usage(b["info"], a["info"]), client_cpu_s=a["cpu"] - b["cpu"],
             server_wait_s=a["server"][1] - b["server"][1] if a["server"][0] > 0 else None,
             client_wait_s=a["client"][1] - b["client"][1], steal=steal,
-            owned_s=_owned_s(window, (p.slot_s, p.slot_index, p.slot_count)),
-            bins=_own_bins(window, (p.slot_s, p.slot_index, p.slot_count)))))
+            owned_s=_owned_s(window, p), bins=_own_bins(window, p))))
     return out
 
 

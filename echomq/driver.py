@@ -40,7 +40,7 @@ from .backlog import IdBlock
 from .wire import Target, connect, resp
 from .keys import QueueKeys
 
-__all__ = ["WorkerPlan", "Window", "worker_main", "run_worker", "VERBS"]
+__all__ = ["WorkerPlan", "Window", "slot_owner", "worker_main", "run_worker", "VERBS", "BIN_S"]
 
 VERBS = ("claim", "complete", "enqueue", "cycle")
 RECV_BYTES = 1 << 18
@@ -67,10 +67,25 @@ class WorkerPlan:
     cpus: tuple[int, ...] | None = None  # pin this process here
     seed: int = 0
     # Time slots shared by several workers: this one loads its server only in
-    # slots k with k % slot_count == slot_index (None: always).
+    # the slots `slot_owner` gives to slot_index (slot_s None: always).
     slot_s: float | None = None
     slot_index: int = 0
     slot_count: int = 1
+    slot_seed: int = 0
+
+
+def slot_owner(k: int, count: int, seed: int) -> int:
+    """Which of `count` servers owns time slot k.
+
+    Slots go in rounds of `count`, each server once per round, in an order
+    drawn afresh for every round from `seed`: randomised multiple interleaved
+    trials, so no periodic disturbance lines up with one server's turns.
+    """
+    if count <= 1:
+        return 0
+    order = list(range(count))
+    random.Random(seed * 1_000_003 + k // count).shuffle(order)
+    return order[k % count]
 
 
 @dataclass(frozen=True)
@@ -133,6 +148,7 @@ class _Worker:
         # Cycles counted per time bin (a slot when alternating): the run's timeline.
         self.bin_s = plan.slot_s or BIN_S
         self.bins: dict[int, int] = {}
+        self.owners: dict[int, bool] = {}
         self.accepted: dict[str, int] = {}
         self.refused: list[tuple[str, int]] = []
         self.working: list[tuple[float, int, int, bytes, int, float]] = []  # heap: due, n, conn, id, token, start
@@ -156,16 +172,25 @@ class _Worker:
 
     # -- sending -------------------------------------------------------------
 
+    def _owns(self, k: int) -> bool:
+        got = self.owners.get(k)
+        if got is None:
+            p = self.plan
+            got = self.owners[k] = slot_owner(k, p.slot_count, p.slot_seed) == p.slot_index
+        return got
+
     def _own(self, now: float) -> bool:
         """Is this worker's server the one to load now?"""
         p = self.plan
-        return p.slot_s is None or int((now - self.win.t_begin) / p.slot_s) % p.slot_count == p.slot_index
+        return p.slot_s is None or self._owns(int((now - self.win.t_begin) / p.slot_s))
 
     def _next_own(self, now: float) -> float:
         p = self.plan
         assert p.slot_s is not None
-        k = int((now - self.win.t_begin) / p.slot_s)
-        return self.win.t_begin + (k + ((p.slot_index - k) % p.slot_count or p.slot_count)) * p.slot_s
+        k = int((now - self.win.t_begin) / p.slot_s) + 1
+        while not self._owns(k):
+            k += 1
+        return self.win.t_begin + k * p.slot_s
 
     def _send(self, conn: _Conn, now: float, hold: bool) -> None:
         """Write what is due on this connection: completes always, claims and enqueues unless held."""
