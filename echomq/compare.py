@@ -175,6 +175,9 @@ class CompareResult:
                 f"{b.name[:14]:<14} {runs[0].version[:14]:<14} {_median(thr):>15,.0f} "
                 f"{f'({s[0]:,.0f}..{s[-1]:,.0f})':>17} {_median(self.values(b.name, 'server_us')):>10.2f} "
                 f"{_median(self.values(b.name, 'p99')):>7.2f} {busy * 100:>7.1f}% {bounds:>9}   {verdict}")
+        if self.interleave == "together":
+            lines.append(f"(together: the {len(self.builds)} builds shared one core, so cycles/s and busy % are "
+                         f"each one's share; the ratios are what to read)")
         for metric in ("server_us", "p99"):
             parts = []
             for b in self.builds[1:]:
