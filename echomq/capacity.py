@@ -47,13 +47,13 @@ SLOT_S = 0.25                  # alternating runs: each server's turn
 
 def run_capacity(server: Any, settings: CapacitySettings = CapacitySettings(), *,
                  lua_dir: Path | str | None = None, progress: Say | None = None,
-                 rate_hint: float | None = None, cleanup: bool = True) -> CapacityResult:
+                 cleanup: bool = True) -> CapacityResult:
     """Measure one running server. It is left running; the run's keys are removed
     unless settings.keep_keys (or cleanup=False: the caller throws the server away)."""
     settings.check()
     s = open_session(server, settings, lua_dir, progress)
     try:
-        prepare([s], settings, rate_hint)
+        prepare([s], settings)
         ((results, measured),) = drive([(plans(settings, s), s)], settings, s.say)
         return collect(s, settings, results, measured)
     finally:
@@ -62,7 +62,7 @@ def run_capacity(server: Any, settings: CapacitySettings = CapacitySettings(), *
 
 def run_alternating(servers: Sequence[Any], settings: CapacitySettings = CapacitySettings(), *,
                     lua_dirs: Sequence[Path | str | None] | None = None, slot_s: float | None = SLOT_S,
-                    progress: Say | None = None, rate_hint: float | None = None,
+                    progress: Say | None = None,
                     cleanup: bool = True, seed: int = 0) -> list[CapacityResult]:
     """Load several running servers in turn, `slot_s` seconds each, through
     one window; results in the order given.
@@ -91,7 +91,7 @@ def run_alternating(servers: Sequence[Any], settings: CapacitySettings = Capacit
     try:
         for server, folder in zip(servers, dirs):
             sessions.append(open_session(server, settings, folder, progress))
-        prepare(sessions, settings, rate_hint, share=1.0 / len(sessions) if slot_s else 1.0)
+        prepare(sessions, settings, share=1.0 / len(sessions) if slot_s else 1.0)
         groups = [(plans(settings, s, slot=(slot_s, i, len(sessions), seed) if slot_s else None), s)
                   for i, s in enumerate(sessions)]
         driven = drive(groups, settings, sessions[0].say if len(sessions) == 1 else _joint_say(progress),
@@ -107,13 +107,13 @@ def _joint_say(progress: Say | None) -> Say:
 
 
 def measure(spec: Any, settings: CapacitySettings = CapacitySettings(), *, lua_dir: Path | str | None = None,
-            progress: Say | None = None, rate_hint: float | None = None) -> CapacityResult:
+            progress: Say | None = None) -> CapacityResult:
     """Start a fresh server from `spec`, measure it, stop it."""
     from .servers import start
 
     server = start(spec)
     try:
-        return run_capacity(server, settings, lua_dir=lua_dir, progress=progress, rate_hint=rate_hint,
+        return run_capacity(server, settings, lua_dir=lua_dir, progress=progress,
                             cleanup=server.spec.kind == "url")
     finally:
         server.stop()

@@ -28,7 +28,7 @@ class CapacitySettings:
     work: str = "const:0"         # echomq.dist spec; 0 for capacity
     rate: float | None = None     # cycles/s over all processes: open loop; None: closed loop
     feed: Literal["backlog", "produce"] = "backlog"
-    backlog: int | None = None    # jobs to pre-fill; None sizes it from the ceiling or a rate hint
+    backlog: int | None = None    # jobs to pre-fill; None: enough for BACKLOG_RATE cycles/s (session.py)
     ceiling: bool = True
     ceiling_requests: int = 100_000
     pin: bool = True

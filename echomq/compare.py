@@ -55,7 +55,6 @@ INTERLEAVE_TEXT = {
     "slot": "builds take turns in slots, random order per round, fresh servers per trial",
     "trial": "one whole run per build, A B A B, a fresh server per run",
 }
-SIZING_HEADROOM = 1.5
 
 # summary name -> (how to read it from a result, higher is better, unit)
 METRICS: dict[str, tuple[Callable[[CapacityResult], float], bool, str]] = {
@@ -242,24 +241,18 @@ def run_compare(builds: Sequence[Build | ServerSpec | str],
     settings.check()
     say: Say = progress or (lambda _: None)
     out = CompareResult(list(builds), settings, [], min_effect=min_effect, interleave=interleave)
-    hints: dict[str, float] = {}
     for i in range(trials):
-        # The C client's ceiling once per build (when asked); later trials
-        # size their backlog from what earlier ones reached.
+        # The C client's ceiling once per build, when asked.
         run_settings = settings if i == 0 else replace(settings, ceiling=False)
         if interleave in ("together", "slot"):
-            _shared_trial(out, i, trials, run_settings, slot_s if interleave == "slot" else None,
-                          _hint(hints, out.trials), say)
+            _shared_trial(out, i, trials, run_settings, slot_s if interleave == "slot" else None, say)
         else:
             for build in builds:
                 prefix = f"[{len(out.trials) + 1}/{trials * len(builds)}] trial {i + 1}"
                 result = measure(build.spec, run_settings, lua_dir=build.lua_dir,
-                                 progress=lambda text: say(f"{prefix} {text}"), rate_hint=_hint(hints, out.trials))
+                                 progress=lambda text: say(f"{prefix} {text}"))
                 out.trials.append(Trial(build.name, i + 1, len(out.trials) + 1, result))
                 say(f"{prefix} {_line(build.name, result)}")
-        for t in out.trials[-len(builds):]:
-            if t.result.ceiling and t.result.ceiling.server_us_per_claim > 0:
-                hints[t.build] = 1e6 / t.result.ceiling.server_us_per_claim
     for build in builds:
         out.comparisons[build.name] = {
             metric: compare_ratios(out.trial_ratios(build.name, metric), higher_is_better=better, seed=seed,
@@ -269,7 +262,7 @@ def run_compare(builds: Sequence[Build | ServerSpec | str],
 
 
 def _shared_trial(out: CompareResult, i: int, trials: int, settings: CapacitySettings, slot_s: float | None,
-                  hint: float | None, say: Say) -> None:
+                  say: Say) -> None:
     """One trial of every build on fresh servers that share the server core (at once, or in slots)."""
     from .servers import start
 
@@ -283,7 +276,7 @@ def _shared_trial(out: CompareResult, i: int, trials: int, settings: CapacitySet
             stack.callback(server.stop)
             servers.append(server)
         results = run_alternating(servers, settings, lua_dirs=[b.lua_dir for b in order], slot_s=slot_s,
-                                  progress=lambda text: say(f"{prefix} {text}"), rate_hint=hint,
+                                  progress=lambda text: say(f"{prefix} {text}"),
                                   cleanup=any(b.spec.kind == "url" for b in order), seed=i)
     by_name = {b.name: (pos, r) for pos, (b, r) in enumerate(zip(order, results))}
     for build in out.builds:
@@ -298,11 +291,6 @@ def _shared_trial(out: CompareResult, i: int, trials: int, settings: CapacitySet
 def _line(name: str, result: CapacityResult) -> str:
     return (f"{name}: {result.cycles_per_s:,.0f} cycles/s, server {result.server_utilization:.0%} busy, "
             f"{result.server_us_per_cycle:.2f} µs/cycle, bound {result.bound}")
-
-
-def _hint(hints: dict[str, float], done: list[Trial]) -> float | None:
-    measured = [t.result.cycles_per_s * SIZING_HEADROOM for t in done]
-    return max([*hints.values(), *measured]) if hints or measured else None
 
 
 # --------------------------------------------------------------------------

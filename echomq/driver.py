@@ -45,6 +45,7 @@ __all__ = ["WorkerPlan", "Window", "slot_owner", "worker_main", "run_worker", "V
 VERBS = ("claim", "complete", "enqueue", "cycle")
 RECV_BYTES = 1 << 18
 BIN_S = 0.25   # timeline resolution when not alternating
+ID_WIDTH = 14  # a branded id: 3 letters of kind, 11 base62 digits
 CLAIM, COMPLETE, ENQUEUE = 0, 1, 2
 
 
@@ -127,6 +128,14 @@ def _complete_head(sha: bytes, keys: QueueKeys) -> bytes:
             % (len(sha), sha, len(active), active, prefix))
 
 
+def _enqueue_parts(sha: bytes, keys: QueueKeys, payload: bytes) -> tuple[bytes, bytes, bytes]:
+    """EVALSHA enqueue as head + id + mid + id + tail."""
+    pending, prefix = keys.pending.encode(), keys.job_prefix.encode()
+    head = (b"*7\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$1\r\n2\r\n$%d\r\n%s\r\n$%d\r\n%s"
+            % (len(sha), sha, len(pending), pending, len(prefix) + ID_WIDTH, prefix))
+    return head, b"\r\n$%d\r\n" % ID_WIDTH, b"\r\n$%d\r\n%s\r\n" % (len(payload), payload)
+
+
 class _Worker:
     def __init__(self, plan: WorkerPlan, window: Window) -> None:
         from .dist import parse_dist
@@ -166,7 +175,9 @@ class _Worker:
                 complete_head=_complete_head(shas["complete"], keys), producer=i >= n_consumers, index=i)
             self.conns.append(conn)
             self.sel.register(conn.sock, selectors.EVENT_READ, conn)
-        self.enqueue_sha = shas.get("enqueue", b"")
+        # enqueue's bytes differ by id only, and every id is ID_WIDTH bytes.
+        self.enqueue_parts = [_enqueue_parts(shas.get("enqueue", b""), QueueKeys(q), self.payload)
+                              for q in plan.queues]
         self.consumers = [c for c in self.conns if not c.producer]
         self.per_conn_rate = plan.rate / n_consumers if plan.rate else None
 
@@ -242,12 +253,11 @@ class _Worker:
         if n <= 0:
             return
         # Each send feeds the next queue in turn.
-        keys = QueueKeys(self.plan.queues[self.feed_turn % len(self.plan.queues)])
+        head, mid, tail = self.enqueue_parts[self.feed_turn % len(self.enqueue_parts)]
         self.feed_turn += 1
-        pending, prefix = keys.pending.encode(), keys.job_prefix.encode()
-        for job_id in self.ids.take(n):
-            parts.append(resp(b"EVALSHA", self.enqueue_sha, b"2", pending, prefix + job_id, job_id, self.payload))
-            jobs.append((job_id, 0, now))
+        ids = self.ids.take(n)
+        parts.append(b"".join([head + job_id + mid + job_id + tail for job_id in ids]))
+        jobs.extend((job_id, 0, now) for job_id in ids)
         kinds.extend([ENQUEUE] * n)
         dues.extend([now] * n)
         conn.inflight_enq += n

@@ -32,7 +32,7 @@ __all__ = ["Session", "Measured", "target_of", "pin", "open_session", "prepare",
 Say = Callable[[str], None]
 READY_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 120.0
-DEFAULT_RATE_HINT = 60_000.0   # cycles/s assumed when nothing better is known, to size a backlog
+BACKLOG_RATE = 80_000.0   # cycles/s a default backlog lasts for (this VM: 30-55k)
 
 
 def target_of(server: Any) -> Target:
@@ -111,8 +111,7 @@ def open_session(server: Any, settings: CapacitySettings, lua_dir: Path | str | 
         raise
 
 
-def prepare(sessions: list[Session], settings: CapacitySettings, rate_hint: float | None,
-             share: float = 1.0) -> None:
+def prepare(sessions: list[Session], settings: CapacitySettings, share: float = 1.0) -> None:
     """Ceilings first, then every server's backlog, filled a chunk each in turn.
     `share`: the part of the window each server is loaded (alternating runs)."""
     payload = b"x" * settings.payload_bytes
@@ -121,7 +120,7 @@ def prepare(sessions: list[Session], settings: CapacitySettings, rate_hint: floa
             s.ceiling = run_ceiling(s.client, s.target, s.shas["claim"], s.version,
                                     requests=settings.ceiling_requests, payload=payload,
                                     lease_ms=settings.lease_ms, cpus=s.client_cpus, say=s.say)
-        s.backlog = backlog_size(settings, s.ceiling, rate_hint, share)
+        s.backlog = backlog_size(settings, share)
         s.say(f"filling {s.backlog:,} jobs")
     jobs = [(s.target, name, s.backlog // len(s.names) + (i < s.backlog % len(s.names)), s)
             for s in sessions for i, name in enumerate(s.names)]
@@ -160,18 +159,21 @@ def close_session(s: Session, settings: CapacitySettings, cleanup: bool) -> None
         s.client.close()
 
 
-def backlog_size(settings: CapacitySettings, ceiling: Ceiling | None, hint: float | None,
-                  share: float = 1.0) -> int:
+def backlog_size(settings: CapacitySettings, share: float = 1.0) -> int:
+    """Jobs to pre-fill: --backlog, else enough for BACKLOG_RATE cycles/s (or
+    the open loop's rate) through warm-up and window.
+
+    The size never depends on the build or on what an earlier run reached:
+    a bigger backlog is a bigger working set (more cache misses per cycle),
+    so two builds compared on different sizes would not be compared alike.
+    A backlog that runs dry is reported, never hidden.
+    """
     slack = settings.processes * settings.connections * settings.pipeline * 2
     if settings.feed == "produce":
         return settings.backlog if settings.backlog is not None else max(1000, slack)
     if settings.backlog is not None:
         return settings.backlog
-    # A cycle is a claim plus a complete, so the driver cannot outrun the C
-    # client's claim-only rate. Its server cost per claim says how many
-    # claims a saturated server gives, even if the C client did not saturate it.
-    at_limit = 1e6 / ceiling.server_us_per_claim if ceiling and ceiling.server_us_per_claim > 0 else None
-    rate = settings.rate or at_limit or hint or DEFAULT_RATE_HINT
+    rate = settings.rate or BACKLOG_RATE
     return int(rate * (settings.warmup_s + settings.duration_s) * share) + slack
 
 
