@@ -77,8 +77,8 @@ def run_alternating(servers: Sequence[Any], settings: CapacitySettings = Capacit
     in the window, the few that finish just after its slot included.
     """
     settings.check()
-    if settings.rate is not None:
-        raise CapacityError("alternating slots need a closed loop: leave out --rate")
+    if settings.rate is not None and slot_s is not None:
+        raise CapacityError("turns in slots need a closed loop: leave out --rate, or run the builds together")
     if slot_s is not None and not slot_s > 0:
         raise CapacityError(f"slot must be > 0 s, got {slot_s}")
     dirs = list(lua_dirs) if lua_dirs is not None else [None] * len(servers)

@@ -239,6 +239,8 @@ def run_compare(builds: Sequence[Build | ServerSpec | str],
     if interleave not in INTERLEAVE:
         raise CapacityError(f"interleave must be one of {', '.join(INTERLEAVE)}, got {interleave!r}")
     settings.check()
+    if interleave == "slot" and settings.rate is not None:
+        raise CapacityError("turns in slots need a closed loop: leave out --rate, or run the builds together")
     say: Say = progress or (lambda _: None)
     out = CompareResult(list(builds), settings, [], min_effect=min_effect, interleave=interleave)
     for i in range(trials):
