@@ -116,9 +116,11 @@ def fill_chunks(target: Target, queue: str, n: int, payload: bytes,
         sock.close()
 
 
-def fill_in_turn(jobs: list[tuple[Target, str, int]], payload: bytes) -> list[list[bytes]]:
+def fill_in_turn(jobs: list[tuple[Target, str, int]], payload: bytes,
+                 keep_ids: bool = True) -> list[list[bytes]]:
     """Fill several queues (on several servers) a chunk each in turn, so that
-    no server's backlog is fresher in the machine's caches than another's."""
+    no server's backlog is fresher in the machine's caches than another's.
+    Returns each queue's ids (empty lists unless keep_ids)."""
     streams = [fill_chunks(target, queue, n, payload) for target, queue, n in jobs]
     ids: list[list[bytes]] = [[] for _ in jobs]
     live = list(range(len(streams)))
@@ -127,7 +129,7 @@ def fill_in_turn(jobs: list[tuple[Target, str, int]], payload: bytes) -> list[li
             chunk = next(streams[i], None)
             if chunk is None:
                 live.remove(i)
-            else:
+            elif keep_ids:
                 ids[i].extend(chunk)
     return ids
 

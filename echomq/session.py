@@ -124,13 +124,13 @@ def prepare(sessions: list[Session], settings: CapacitySettings, share: float = 
         s.say(f"filling {s.backlog:,} jobs")
     jobs = [(s.target, name, s.backlog // len(s.names) + (i < s.backlog % len(s.names)), s)
             for s in sessions for i, name in enumerate(s.names)]
-    for (_, _, _, s), ids in zip(jobs, fill_in_turn([job[:3] for job in jobs], payload)):
-        if settings.ledger:
-            s.ledger.enqueued.update(x.decode() for x in ids)
+    filled = fill_in_turn([job[:3] for job in jobs], payload, keep_ids=settings.ledger)
+    for (_, _, _, s), ids in zip(jobs, filled):
+        s.ledger.enqueued.update(x.decode() for x in ids)
 
 
 def collect(s: Session, settings: CapacitySettings, results: list[dict[str, Any]],
-             measured: Measured) -> CapacityResult:
+            measured: Measured) -> CapacityResult:
     counts: dict[str, int] = {}
     warnings: list[str] = []
     for r in results:
@@ -178,7 +178,7 @@ def backlog_size(settings: CapacitySettings, share: float = 1.0) -> int:
 
 
 def plans(settings: CapacitySettings, s: Session,
-           slot: tuple[float, int, int, int] | None = None) -> list[WorkerPlan]:
+          slot: tuple[float, int, int, int] | None = None) -> list[WorkerPlan]:
     n, names = settings.processes, s.names
     slot_s, slot_index, slot_count, slot_seed = slot if slot else (None, 0, 1, 0)
     return [WorkerPlan(index=i, node=i + 1, target=s.target, queues=names[i % len(names):] + names[:i % len(names)],
