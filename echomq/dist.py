@@ -22,6 +22,8 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Protocol
 
+from .errors import EchoMQError
+
 __all__ = ["Distribution", "parse_duration_ms", "parse_dist", "DistError"]
 
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
@@ -29,8 +31,10 @@ _DURATION = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|ms|s|m)?
 Z99 = NormalDist().inv_cdf(0.99)
 
 
-class DistError(ValueError):
+class DistError(EchoMQError, ValueError):
     """A distribution string that does not parse; the message names the problem."""
+
+    code = "EMQARG"
 
 
 def parse_duration_ms(text: str) -> float:

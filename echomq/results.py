@@ -25,14 +25,18 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from .errors import EchoMQError
+
 __all__ = ["RESULTS_DIR", "new_run_dir", "write_json", "write_tidy", "Run", "load", "load_many", "ResultsError"]
 
 RESULTS_DIR = Path(os.environ.get("ECHOMQ_RESULTS_DIR", "results"))
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-class ResultsError(ValueError):
+class ResultsError(EchoMQError, ValueError):
     """A results folder that cannot be read; the message says which and why."""
+
+    code = "EMQRESULTS"
 
 
 def new_run_dir(kind: str, out: Path | str | None = None) -> Path:
