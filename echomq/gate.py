@@ -132,6 +132,16 @@ def write_baseline(path: Path, m: Measurement, folder: Path | str | None, drift:
     return data
 
 
+def _shown(path: str | Path) -> str:
+    """A path inside the checkout as a relative one: baselines are committed."""
+    p = Path(path).resolve()
+    root = CHECKOUT_BASELINES.parent.parent
+    try:
+        return str(p.relative_to(root))
+    except ValueError:
+        return str(p)
+
+
 def write_scripts(texts: dict[str, dict[str, Any]], folder: Path) -> Path:
     for verb, s in texts.items():
         (folder / f"{verb}-{s['numkeys']}.lua").write_text(s["text"])
@@ -318,7 +328,7 @@ def gate_one(server: Any, *, baseline: Path | str | None = None, settings: Setti
         print("\r" + " " * 60 + "\r", end="", file=sys.stderr, flush=True)
     result = GateResult(server.name, version, path, base, m, found, changed)
     if update:
-        write_baseline(path, m, None, drift, lua_dir=m.lua_dir, passes=UPDATE_PASSES)
+        write_baseline(path, m, None, drift, lua_dir=_shown(m.lua_dir), passes=UPDATE_PASSES)
         result.updated = True
     client.close()
     return result
@@ -357,11 +367,13 @@ def format_result(r: GateResult) -> str:
     lines = []
     when = (r.baseline_info or {}).get("created_utc", "")
     bver = (r.baseline_info or {}).get("version", "")
-    lines.append(f"== {r.build}: {r.version}; scripts {m.lua_dir}")
+    lines.append(f"== {r.build}: {r.version}; scripts {_shown(m.lua_dir)}")
     if r.updated:
         lines.append(f"   baseline written: {r.baseline}")
     else:
-        lines.append(f"   baseline {r.baseline} ({bver}, {when})")
+        lines.append(f"   baseline {_shown(r.baseline)} ({bver}, {when})")
+    if bver and bver != r.version:
+        lines.append(f"   note: the baseline was measured on {bver}; the normalised check compares the builds")
     if r.changed_scripts:
         lines.append(f"   scripts that differ from the baseline's: {', '.join(r.changed_scripts)} "
                      "(measured A/B against the baseline's text)")
