@@ -415,6 +415,9 @@ def chart(curves: Sequence[Curve], path: Path) -> Path:
                 ys = [c.point(verb, m, cap, cap).median_us / 1000 for m in xs]  # type: ignore[union-attr]
                 right.plot(xs, ys, marker="o", linestyle=styles[ci % len(styles)], color=f"C{ki}",
                            label=f"{c.server} cap={cap:,}")
+            empty = [m for m in s.sizes if c.point(verb, m, s.ratio_cap, 0)]
+            right.plot(empty, [c.point(verb, m, s.ratio_cap, 0).median_us / 1000 for m in empty],  # type: ignore[union-attr]
+                       marker="x", linestyle=styles[ci % len(styles)], color="grey", label=f"{c.server} k=0")
         left.set(xscale="log", yscale="log", xlabel="cap (k = cap expired)" if verb == "reap" else "cap (k = cap due)",
                  ylabel="server ms, one call", title=f"{verb}: one full call blocks the server for")
         right.set(xscale="log", yscale="log", xlabel="M (live entries in the set)", ylabel="server ms, one call",
