@@ -369,7 +369,7 @@ def format_result(r: GateResult) -> str:
     bver = (r.baseline_info or {}).get("version", "")
     lines.append(f"== {r.build}: {r.version}; scripts {_shown(m.lua_dir)}")
     if r.updated:
-        lines.append(f"   baseline written: {r.baseline}")
+        lines.append(f"   baseline written: {_shown(r.baseline)}")
     else:
         lines.append(f"   baseline {_shown(r.baseline)} ({bver}, {when})")
     if bver and bver != r.version:
