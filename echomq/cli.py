@@ -19,6 +19,8 @@ __all__ = ["main", "COMMANDS"]
 COMMANDS: dict[str, str] = {
     "check": "echomq.check",
     "run": "echomq.main_job",
+    "gate": "echomq.gate",
+    "reapcost": "echomq.reapcost",
 }
 
 
