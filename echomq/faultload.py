@@ -314,7 +314,8 @@ class Evidence:
     errors: list[str] = field(default_factory=list)
     events: Counter[str] = field(default_factory=Counter)
 
-    def ledger(self, places: set[str], zombies: set[tuple[str, int]] = frozenset()) -> Ledger:  # type: ignore[assignment]
+    def ledger(self, places: set[str], zombies: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset()
+               ) -> Ledger:
         """The audit's Ledger, with each unanswered call resolved by the evidence.
 
         `places`: every id the server holds now (or held at a snapshot taken

@@ -41,7 +41,9 @@ import redis
 from .audit import AuditReport, Ledger, audit
 from .dist import DistError, parse_dist
 from .faultload import Evidence, Fleet, LoadSettings, Worker, last_event, read_logs
+from .errors import EchoMQError
 from .keys import QueueKeys
+from .servers import redacted_url
 
 __all__ = ["SCENARIOS", "Plan", "QUICK", "FULL", "Outcome", "run_scenario", "configure", "run"]
 
@@ -404,16 +406,15 @@ def oom(ctx: Ctx) -> Injection:
             pipe.zscore(ctx.keys.pending, jid)
         answers = pipe.execute()
         half = [jid for jid, row, score in zip(refused, answers[::2], answers[1::2]) if row or score is not None]
-    finally:
         t_free = time.monotonic()
         ctx.fleet.signal(consumers, signal.SIGCONT)
-    deadline = time.monotonic() + 20
-    recovered = None
-    while time.monotonic() < deadline and recovered is None:
-        time.sleep(0.02)
-        recovered = read_logs(w.path for w in producers).first_after("E", t_free)
-    admin.config_set("maxmemory", saved[0])
-    admin.config_set("maxmemory-policy", saved[1])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and read_logs(w.path for w in producers).first_after("E", t_free) is None:
+            time.sleep(0.02)
+    finally:
+        ctx.fleet.signal(consumers, signal.SIGCONT)
+        admin.config_set("maxmemory", saved[0])
+        admin.config_set("maxmemory-policy", saved[1])
     return Injection(1, f"maxmemory = in use + {plan.oom_headroom >> 10} KiB, noeviction",
                      {"refused_seen": len(refused), "half": half, "t_free": t_free})
 
@@ -508,15 +509,26 @@ def _cpu(client: redis.Redis) -> tuple[float, str]:
 
 def run_scenario(spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, log_root: Path,
                  seed: int, on_server: Callable[[Any], None] = lambda s: None) -> Outcome:
-    from .meta import server_settings
-    from .servers import server_version, start
-
     outcome = Outcome(spec.name, "", scenario.name, scenario.fault)
     if scenario.embedded_only and spec.kind != "embedded":
         outcome.skipped = "needs an embedded server (it signals or restarts the server process)"
         return outcome
     if spec.kind == "embedded":
         spec = replace(spec, args=(*spec.args, *scenario.server_args))
+    try:
+        return _run(outcome, spec, scenario, plan, base, log_root, seed, on_server)
+    except (redis.RedisError, EchoMQError, OSError) as exc:
+        # One scenario that cannot run (a URL server's user may not CONFIG SET) is a failed line.
+        outcome.passed = False
+        outcome.checks = [Check(False, f"the scenario could not run: {type(exc).__name__}: {redacted_url(str(exc))}")]
+        return outcome
+
+
+def _run(outcome: Outcome, spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, log_root: Path,
+         seed: int, on_server: Callable[[Any], None]) -> Outcome:
+    from .meta import server_settings
+    from .servers import server_version, start
+
     server = start(spec)
     name = f"faults-{scenario.name}-{secrets.token_hex(3)}"
     keys = QueueKeys(name)
@@ -547,7 +559,8 @@ def run_scenario(spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, 
         rusage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         if run1 == run0:  # the same server process throughout: its counters are comparable
             outcome.server_cpu = (cpu1 - cpu0) / outcome.wall_s
-        outcome.client_cpu = (rusage1.ru_utime + rusage1.ru_stime - rusage0.ru_utime - rusage0.ru_stime) / outcome.wall_s
+        children_cpu = rusage1.ru_utime + rusage1.ru_stime - rusage0.ru_utime - rusage0.ru_stime
+        outcome.client_cpu = children_cpu / outcome.wall_s
         _judge(outcome, scenario, ctx, injection, read_logs(fleet.paths()))
     finally:
         if spec.kind != "embedded":

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -79,3 +80,49 @@ def test_unanswered_calls_are_resolved_by_the_evidence(tmp_path: Path) -> None:
     assert ev.oom_refused == [("JOB0000000000E", 1.4)] and ev.unanswered == 5
     assert ev.errors == ["consumer-0: claim boom"]
     assert ev.first_after("A", 2.0) == 2.2 and ev.first_after("A", 3.0) is None
+
+
+@pytest.mark.parametrize("build", ["redis", "valkey"])
+def test_fault_load_clients_never_resend(build: str) -> None:
+    """redis-py resends a timed-out command by default: a complete that landed
+    comes back EMQSTALE. The fault load's clients report it unanswered instead."""
+    import signal
+    import threading
+
+    from echomq import Queue, ServerUnavailableError, mint
+    from echomq.faultload import worker_client
+
+    srv = start(build)
+    try:
+        q = Queue(worker_client(srv, replace(LoadSettings(), socket_timeout_s=0.3)), "resend")
+        q.enqueue(mint(), b"x")
+        job = q.claim(60_000)
+        os.kill(srv.pid, signal.SIGSTOP)  # type: ignore[arg-type]
+        wake = threading.Timer(0.8, os.kill, (srv.pid, signal.SIGCONT))
+        wake.start()
+        with pytest.raises(ServerUnavailableError):
+            q.complete(job.id, job.token)  # type: ignore[union-attr]
+        wake.join()
+        with srv.client() as admin:  # the server serves the sent complete when it wakes: the row goes
+            deadline = time.monotonic() + 5
+            while admin.exists(q.keys.job(job.id)) and time.monotonic() < deadline:  # type: ignore[union-attr]
+                time.sleep(0.01)
+            assert admin.exists(q.keys.job(job.id)) == 0  # type: ignore[union-attr]
+    finally:
+        srv.stop()
+
+
+def test_a_scenario_that_cannot_run_is_a_failed_line(tmp_path: Path) -> None:
+    """A URL server whose user may run the queue but not CONFIG SET: oom fails, cleanly, with the reason."""
+    srv = start("redis")
+    try:
+        with srv.client() as admin:
+            admin.execute_command("ACL", "SETUSER", "worker", "on", ">w-pw", "~emq:*", "resetchannels", "+@all",
+                                  "-@admin", "-@dangerous", "+info", "+script|load")
+        url = parse_server_spec(f"redis://worker:w-pw@127.0.0.1:{srv.port}/0")  # type: ignore[attr-defined]
+        outcome = run_scenario(url, SCENARIOS["oom"], QUICK, LoadSettings(), tmp_path, seed=1)
+    finally:
+        srv.stop()
+    assert outcome.passed is False
+    assert [c.text for c in outcome.checks] == [
+        "the scenario could not run: NoPermissionError: this user has no permissions to run the 'config|get' command"]

@@ -182,7 +182,8 @@ def test_acl_user_cannot_touch_other_keys(acl_server: Callable[[set[str]], redis
 
 
 @pytest.fixture(params=BINARIES)
-def tls_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, str, str]]:
+def tls_server(request: pytest.FixtureRequest,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, str, str]]:
     files = throwaway_certificate(tmp_path_factory.mktemp("tls"))
     port = free_port()
     srv = start(f"tls={request.param} {' '.join(server_args(files, port))} --requirepass tls-pw-1")
@@ -197,7 +198,8 @@ def test_rediss_url_runs_the_queue(tls_server: tuple[object, str, str]) -> None:
     every_verb(Queue(client, "tls"))
 
 
-def test_rediss_url_on_the_command_line(tls_server: tuple[object, str, str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_rediss_url_on_the_command_line(tls_server: tuple[object, str, str],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
     _, url, no_ca = tls_server
     assert main(["check", "--server", url]) == 0
     out = capsys.readouterr()
@@ -236,7 +238,8 @@ def test_passwords_never_appear_in_output_logs_meta_or_reports(tmp_path: Path) -
                                   env=env, cwd=tmp_path, timeout=120)
             assert done.returncode == code, done.stdout + done.stderr
             output += done.stdout + done.stderr
-        server_logs = {p.name: p.read_bytes() for p in locked.dir.iterdir() if p.is_file()}  # type: ignore[attr-defined]
+        folder = locked.dir  # type: ignore[attr-defined]
+        server_logs = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
     finally:
         locked.stop()
     assert SECRET not in output
