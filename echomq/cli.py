@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "run": "echomq.main_job",
     "gate": "echomq.gate",
     "reapcost": "echomq.reapcost",
+    "faults": "echomq.faults",
 }
 
 

@@ -170,6 +170,10 @@ def redacted_args(args: Iterable[str]) -> tuple[str, ...]:
             hide_next = False
             continue
         hide_next = arg.lower() in SECRET_OPTIONS
+        option, equals, _ = arg.partition("=")
+        if equals and option.lower() in SECRET_OPTIONS:
+            out.append(f"{option}=***")  # the server refuses this form, and its error would echo it
+            continue
         out.append(_ACL_PASSWORD.sub(r"\g<head>***", arg))
     return tuple(out)
 
@@ -181,6 +185,10 @@ def _secrets_in(args: Iterable[str]) -> tuple[str, ...]:
     for index, arg in enumerate(items[:-1]):
         if arg.lower() in SECRET_OPTIONS and items[index + 1]:
             found.append(items[index + 1])
+    for arg in items:
+        option, equals, value = arg.partition("=")
+        if equals and value and option.lower() in SECRET_OPTIONS:
+            found.append(value)
     return tuple(found)
 
 
