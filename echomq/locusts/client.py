@@ -192,14 +192,17 @@ class EchoClient:
 
     def note_crash(self, q: QueueWire, job: Claimed, crashed_at: float) -> None:
         """Leave a record where whichever process re-claims the job finds it."""
+        if self.gate.draining:
+            return  # the books are closed: a crash now would never be recovered
         record = f"{job.token} {crashed_at!r} {job.deadline!r}"
         self.wire.command("SET", q.crash_key(job.id), record, "PX", CRASH_RECORD_TTL_MS)
         self.books.counters["crashes"] += 1
 
     def note_reclaim(self, q: QueueWire, job: Claimed) -> None:
         """A claim with token > 1: if a crash left it, record the recovery."""
-        record = self.wire.command("GETDEL", q.crash_key(job.id))
-        if record is None:
+        key = q.crash_key(job.id)
+        record, _ = self.wire.pipeline([("GET", key), ("DEL", key)])  # GETDEL, on any version
+        if not isinstance(record, bytes):
             return
         token, crashed_at, deadline = record.split()
         if int(token) != job.token - 1:

@@ -157,6 +157,8 @@ class Controller:
             if not text:
                 log.error("echomq: the master sent no run (does it run the same scenario file?)")
                 return
+            if self.session is not None:
+                self.session.close()
             try:
                 self.session = Session(environment, Settings.from_options(options), RunInfo.from_option(text))
             except (SettingsError, EchoMQError, OSError) as exc:
@@ -170,6 +172,8 @@ class Controller:
             load = environment.runner.worker_count if self.role == "master" else 1
             run = RunInfo.fresh(settings, self._session_url(), load)
             self._warn_if_not_empty(run)
+            if self.session is not None:
+                self.session.close()
             self.session = Session(environment, settings, run)
         except (SettingsError, ServerError, EchoMQError, OSError) as exc:
             log.error("echomq: cannot start the run: %s", exc)

@@ -19,6 +19,7 @@ Locust's parsed options.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import time
@@ -28,12 +29,15 @@ from typing import Any
 import gevent
 from gevent.pool import Group
 
+from ..errors import EchoMQError
 from ..ids import mint
 from .client import Books, Claimed, EchoClient, Gate, sleep_ms
 from .options import Settings
 from .wire import ConnectionFactory, QueueWire, ScriptSet, Wire
 
 __all__ = ["RunInfo", "Session", "RUN_OPTION"]
+
+log = logging.getLogger("echomq.locust")
 
 RUN_OPTION = "echomq_run"  # the parsed_options attribute that carries RunInfo to workers
 REAP_ROUNDS = 100  # a pump tick drains at most this many full reap calls per queue
@@ -127,11 +131,13 @@ class Session:
         client = self.client()
         payload = os.urandom(s.payload_bytes)
         queues, n, turn = self.queues, len(self.queues), index
+        idle_ms = max(1.0, s.idle_wait_ms)
         if rate > 0:
             interval = s.batch / rate
             due = time.perf_counter()
             while True:
-                client.enqueue(queues[turn % n], [mint() for _ in range(s.batch)], payload)
+                if not client.enqueue(queues[turn % n], [mint() for _ in range(s.batch)], payload):
+                    sleep_ms(idle_ms)  # a failed round trip (counted by Locust): do not spin
                 turn += 1
                 due += interval
                 late = time.perf_counter() - due
@@ -140,13 +146,13 @@ class Session:
                 else:  # open loop: catch up, and say so
                     self.books.counters["producer_late"] += 1
                     gevent.sleep(0)
-        idle_ms = max(1.0, s.idle_wait_ms)
         while True:
             q = queues[turn % n]
             turn += 1
             deficit = s.backlog - client.pending_size(q)
             if deficit > 0:
-                client.enqueue(q, [mint() for _ in range(min(s.batch, deficit))], payload)
+                if not client.enqueue(q, [mint() for _ in range(min(s.batch, deficit))], payload):
+                    sleep_ms(idle_ms)
             elif turn % n == 0:
                 sleep_ms(idle_ms)
 
@@ -177,20 +183,26 @@ class Session:
         row = q.job_prefix + job.id
         poll = max(0.002, min(0.05, q.lease_s / 10.0))
         try:
-            gevent.sleep(max(0.0, job.deadline - time.time()))
-            give_up = time.time() + ZOMBIE_PATIENCE_S
-            while True:
-                state, attempts = client.wire.command("HMGET", row, "state", "attempts")
-                if state != b"active" or attempts is None or int(attempts) != job.token:
-                    break
-                if time.time() > give_up:
-                    self.books.counters["zombie_gave_up"] += 1
-                    return
-                gevent.sleep(poll)
-            self.books.counters["zombies"] += 1
-            client.complete(q, job.id, job.token, zombie=True)
+            self._zombie_life(client, q, job, row, poll)
+        except EchoMQError as exc:  # the server went away: this zombie never wakes
+            self.books.counters["zombie_gave_up"] += 1
+            log.warning("echomq: zombie of %s gave up: %s", job.id, exc)
         finally:
             client.wire.close()
+
+    def _zombie_life(self, client: EchoClient, q: QueueWire, job: Claimed, row: str, poll: float) -> None:
+        gevent.sleep(max(0.0, job.deadline - time.time()))
+        give_up = time.time() + ZOMBIE_PATIENCE_S
+        while True:
+            state, attempts = client.wire.command("HMGET", row, "state", "attempts")
+            if state != b"active" or attempts is None or int(attempts) != job.token:
+                break
+            if time.time() > give_up:
+                self.books.counters["zombie_gave_up"] += 1
+                return
+            gevent.sleep(poll)
+        self.books.counters["zombies"] += 1
+        client.complete(q, job.id, job.token, zombie=True)
 
     # -- the end -----------------------------------------------------------
 

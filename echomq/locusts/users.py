@@ -82,8 +82,6 @@ class Consumer(EchoMQUser):
 
     def crash(self, job: Claimed, work_ms: float) -> None:
         sleep_ms(self.rng.random() * work_ms)
-        if self.session.gate.draining:
-            return  # the run ends: a crash now would never be recovered, so it is not staged
         self.client.note_crash(self.queue, job, time.time())
         if self.rng.random() < self.settings.zombie_share:
             self.session.spawn_zombie(self.queue, job)

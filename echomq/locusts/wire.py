@@ -5,8 +5,8 @@ connection per greenlet, made from the URL's settings), so no call pays for a po
 liveness poll or redis-py's per-command retry and telemetry wrappers: on
 this machine that path is about three times faster per greenlet than
 `Redis.evalsha` through a shared pool under gevent. Every command a verb
-sends is laid out once per queue (`QueueWire`), so a call packs its
-arguments and reads one reply (hiredis parses it).
+sends is laid out once per queue (`QueueWire`), so a call is one hiredis
+pack, one send and one reply parsed by hiredis.
 
 EVALSHA is tried first; a NOSCRIPT reply (a restarted or flushed server)
 loads the script and sends once more, as redis-py's `Script` does.
@@ -20,6 +20,11 @@ from typing import Any, Sequence
 
 import redis
 from gevent import GreenletExit
+
+try:  # redis[hiredis] brings it; without it redis-py packs in Python
+    from hiredis import pack_command
+except ImportError:  # pragma: no cover
+    pack_command = None
 
 from ..errors import ServerUnavailableError, from_reply
 from ..keys import QueueKeys
@@ -109,7 +114,10 @@ class Wire:
     def call(self, cmd: Sequence[Any]) -> Any:
         conn = self.conn
         try:
-            conn.send_command(*cmd)
+            if pack_command is not None:
+                conn.send_packed_command((pack_command(cmd),), check_health=False)
+            else:
+                conn.send_command(*cmd)
             return conn.read_response()
         except redis.exceptions.NoScriptError:
             return self._reload_and_call(cmd)
@@ -128,7 +136,10 @@ class Wire:
         """Send all, read all; a command's error reply is its result, mapped."""
         conn = self.conn
         try:
-            conn.send_packed_command(conn.pack_commands(cmds))
+            if pack_command is not None:
+                conn.send_packed_command((b"".join(map(pack_command, cmds)),), check_health=False)
+            else:
+                conn.send_packed_command(conn.pack_commands(cmds))
             out: list[Any] = []
             for _ in cmds:
                 try:
