@@ -452,6 +452,7 @@ def run(args: argparse.Namespace) -> int:
             if problem:
                 return _bad(problem)
 
+    load_start = os.getloadavg()
     out = results.new_run_dir("peers", args.out)
     log_dir = Path(tempfile.mkdtemp(prefix="echomq-peers-logs-"))
     runs: list[PeerRun] = []
@@ -490,6 +491,9 @@ def run(args: argparse.Namespace) -> int:
                             trials=args.trials, payload_bytes=PAYLOAD_BYTES, queues=names,
                             peer_packages={n: version_of(get(n).distribution) for n in PEERS})
     meta["servers"] = list(described.values())
+    # Shared machines: what else was running says how far to trust the walls.
+    meta["machine"]["loadavg_1_5_15_at_start"] = list(load_start)
+    meta["machine"]["loadavg_1_5_15_at_end"] = list(os.getloadavg())
     results.write_json(out / "meta.json", meta)
     results.write_json(out / "summary.json", summary)
     results.write_tidy(out / "peers.csv", tidy_rows(runs))
@@ -561,20 +565,22 @@ def _remove_tree(path: Path) -> None:
 
 
 class Progress:
-    """One status line on stderr: redrawn on a terminal, phase ends only otherwise."""
+    """One status line on stderr: redrawn on a terminal; into a log, a line every 10 s."""
 
     def __init__(self) -> None:
         self.tty = sys.stderr.isatty()
-        self.last = 0.0
+        self.every = 0.2 if self.tty else 10.0
+        self.last = time.monotonic()
 
     def show(self, text: str) -> None:
         now = time.monotonic()
-        if self.tty and now - self.last >= 0.2:
+        if now - self.last >= self.every:
             self.last = now
-            sys.stderr.write("\r\033[K" + text)
+            sys.stderr.write("\r\033[K" + text if self.tty else text + "\n")
             sys.stderr.flush()
 
     def end(self, text: str) -> None:
+        self.last = time.monotonic()
         sys.stderr.write(("\r\033[K" if self.tty else "") + text + "\n")
         sys.stderr.flush()
 
@@ -707,16 +713,17 @@ def _unit(metric: str) -> str:
 
 def format_table(summary: dict[str, Any]) -> str:
     head = (f"{'server':<14} {'queue':<12} {'enq/s':>8} {'drain/s':>8} {'jobs/s':>8} "
-            f"{'srv µs/job':>10} {'enq+drain':>12} {'cmds/job':>8} {'B/pending':>9} {'cli µs/job':>10} "
-            f"{'drain bound':>11}  clean")
+            f"{'srv µs/job':>10} {'range':>13} {'enq+drain':>12} {'cmds/job':>8} {'B/pending':>9} "
+            f"{'cli µs/job':>10} {'drain bound':>11}  clean")
     lines = [f"peers: {summary['jobs']:,} jobs, {summary['consumers']} consumers, "
              f"{summary['trials']} trial(s), medians; µs are server main-thread CPU", head]
     for e in summary["queues"]:
         split = f"{e['enqueue']['server_us_per_job']:.1f}+{e['drain']['server_us_per_job']:.1f}"
+        lo, hi = e["spread"]["server_us_per_job"]
         lines.append(
             f"{e['server_version']:<14} {e['queue']:<12} {e['enqueue']['jobs_per_s']:>8,.0f} "
             f"{e['drain']['jobs_per_s']:>8,.0f} {e['jobs_per_s']:>8,.0f} {e['server_us_per_job']:>10.1f} "
-            f"{split:>12} {e['commands_per_job']:>8.1f} {e['memory']['bytes_per_pending_job']:>9,.0f} "
+            f"{f'{lo:.1f}..{hi:.1f}':>13} {split:>12} {e['commands_per_job']:>8.1f} {e['memory']['bytes_per_pending_job']:>9,.0f} "
             f"{e['client_us_per_job']:>10.0f} {e['drain']['bottleneck']:>11}  "
             f"{'yes' if e['drained_clean'] else 'NO'}")
     lines.append("")
