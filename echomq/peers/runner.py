@@ -377,13 +377,14 @@ def measure(server: Server, peer_name: str, n: int, consumers: int, *, trial: in
         pump(workers, lambda c: c.done_at is not None, timeout_s, "drain",
              lambda: tick("drain", sum(w.progress for w in workers)))
         s3 = serverstats.sample(admin)
-        mem2 = used_memory(admin)
         pump(workers, lambda c: c.result is not None, SETUP_TIMEOUT_S, "report and exit")
         done = [w.result for w in workers]
         drain = Phase(n, max(w.done_at for w in workers) - t2, serverstats.usage(s2, s3),  # type: ignore[type-var]
                       sum(r["cpu_s"] for r in done))  # type: ignore[index]
         for w in workers:
             w.close()
+        # Once the consumers are gone, so that their connection buffers are not counted as the queue's.
+        mem2 = used_memory(admin)
 
         left = peer.leftovers(admin, QUEUE_NAME)
         keys = [k.decode("utf-8", "replace") for k in admin.scan_iter(count=1000)]
