@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "gate": "echomq.gate",
     "reapcost": "echomq.reapcost",
     "faults": "echomq.faults",
+    "peers": "echomq.peers.runner",
 }
 
 
