@@ -19,6 +19,7 @@ __all__ = ["main", "COMMANDS"]
 COMMANDS: dict[str, str] = {
     "check": "echomq.check",
     "run": "echomq.main_job",
+    "lease": "echomq.lease.command",
 }
 
 
