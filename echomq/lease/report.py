@@ -224,11 +224,17 @@ def _ci_pct(iv: Any) -> str:
     return f"{fmt_pct(iv.value)} [{fmt_pct(iv.lo)}-{fmt_pct(iv.hi)}]"
 
 
+def _ci_ms(iv: Any, n: int) -> str:
+    if not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
+        return f"{fmt_ms(iv.value)} (n={n}, no CI)"
+    return f"{fmt_ms(iv.value)} [{fmt_ms(iv.lo)}-{fmt_ms(iv.hi)}]"
+
+
 def table(result: SweepResult) -> str:
+    """Two tables: the trade-off with the model beside it, then the costs."""
     s = result.settings
-    head = (f"{'lease':>8} {'runs':>7} {'false expiry [95% CI]':>24} {'model':>7} {'dup':>5} {'wasted':>7} "
-            f"{'recovery p50 [95% CI]':>26} {'model':>7} {'p99':>8} {'model':>7} {'dl->claim':>9} "
-            f"{'jobs/s':>7} {'reaps/s':>7}  agree")
+    head = (f"{'lease':>8} {'runs':>6} {'false expiry [95% CI]':>25} {'model':>7} {'dup':>5} {'wasted':>6} "
+            f"{'recovery p50 [95% CI]':>26} {'model':>7} {'p99':>7} {'model':>7}  agree")
     lines = [head]
     for r in result.leases:
         rec = r.recovery
@@ -236,18 +242,28 @@ def table(result: SweepResult) -> str:
         agree = ("fe " + ("ok" if r.agree["false_expiry"] else "NO") + ", p50 "
                  + ("ok" if r.agree["recovery_median"] else "NO"))
         lines.append(
-            f"{fmt_ms(r.lease_ms):>8} {r.executions:>7} {_ci_pct(r.false_expiry):>24} "
-            f"{fmt_pct(r.model['false_expiry']):>7} {r.duplicates:>5} {fmt_pct(r.wasted_share.value):>7} "
-            f"{fmt_ms(med.value) + ' [' + fmt_ms(med.lo) + '-' + fmt_ms(med.hi) + ']':>26} "
-            f"{fmt_ms(r.model['recovery_median']):>7} {fmt_ms(rec['p99'].value):>8} "
-            f"{fmt_ms(r.model['recovery_p99']):>7} {fmt_ms(r.deadline_to_claim['median'].value):>9} "
-            f"{r.throughput.value:>7.1f} {r.reap['calls_per_s']:>7.2f}  {agree}")
+            f"{fmt_ms(r.lease_ms):>8} {r.executions:>6} {_ci_pct(r.false_expiry):>25} "
+            f"{fmt_pct(r.model['false_expiry']):>7} {r.duplicates:>5} {fmt_pct(r.wasted_share.value):>6} "
+            f"{_ci_ms(med, rec['n']):>26} "
+            f"{fmt_ms(r.model['recovery_median']):>7} {fmt_ms(rec['p99'].value):>7} "
+            f"{fmt_ms(r.model['recovery_p99']):>7}  {agree}")
+    lines.append("")
+    lines.append(f"{'lease':>8} {'jobs/s [95% CI]':>20} {'deadline->claim p50':>20} {'model':>7} "
+                 f"{'reaps/s':>8} {'reaped/call':>11} {'at cap':>6} {'reap us/call':>12} {'reap cpu':>8} "
+                 f"{'overhead p50':>12}")
+    for r in result.leases:
+        tp = r.throughput
+        rp = r.reap
+        lines.append(
+            f"{fmt_ms(r.lease_ms):>8} {f'{tp.value:.1f} [{tp.lo:.1f}-{tp.hi:.1f}]':>20} "
+            f"{fmt_ms(r.deadline_to_claim['median'].value):>20} {fmt_ms(r.model['deadline_to_claim_median']):>7} "
+            f"{rp['calls_per_s']:>8.2f} {rp['jobs_per_nonempty_call']:>11.1f} {rp['at_cap_calls']:>6} "
+            f"{rp.get('server_usec_per_call', math.nan):>12.1f} {fmt_pct(rp.get('server_share_nominal')):>8} "
+            f"{fmt_ms(r.overhead_ms['median']):>12}")
     both, n = result.agreement_count()
     lines.append(f"model inside the measured 95% intervals (false expiry and median recovery) for {both}/{n} leases")
-    o = result.leases[0].overhead_ms if result.leases else {}
-    if o:
-        lines.append(f"claim->complete overhead beyond the work: median {fmt_ms(o['median'])} nominal "
-                     f"({o['median_real']:.2f} ms real); time scale 1:{s.time_scale:g}")
+    lines.append(f"jobs/s and reaps/s are per nominal second; overhead = claim->complete beyond the work "
+                 f"(round trips, sleep overshoot), nominal at time scale 1:{s.time_scale:g}")
     if result.mass is not None:
         m = result.mass
         lo, mean, hi = m.model_drain_ms

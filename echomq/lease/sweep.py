@@ -89,7 +89,7 @@ class SweepSettings:
     consumers: int = 32                        # per lease
     time_scale: float = 1.0
     duration_s: float = 120.0                  # real seconds of the counted window
-    warmup_s: float = 2.0
+    warmup_s: float = 1.0
     budget: float = 0.001                      # false-expiry budget (fraction of executions)
     recovery_tolerance_ms: float = 3000.0      # p99 of crash -> re-claim must fit
     mass_crash: int = 1000
@@ -443,8 +443,8 @@ def _reap_cost(client: redis.Redis, settings: SweepSettings, tag: str) -> ReapCo
         q.reap(settings.reap_cap)
     c1, u1 = _evalsha(client)
     empty = (u1 - u0) / max(1, c1 - c0)
-    # Full calls: enough expired jobs for 10 calls at the cap.
-    k = settings.reap_cap * 10
+    # Full calls: enough expired jobs for 30 calls at the cap.
+    k = settings.reap_cap * 30
     _fill_and_claim(q, k, 1)
     time.sleep(0.01)
     c2, u2 = _evalsha(client)
@@ -591,7 +591,9 @@ def collect(server: Any, settings: SweepSettings, progress: Callable[[str], None
     if settings.mass_crash > 0 and settings.mass_crash_reps > 0:
         say(f"measuring reap cost, then {settings.mass_crash_reps} mass crash(es) of {settings.mass_crash} jobs")
         reap_cost = _reap_cost(client, settings, tag)
-        mass = _mass_crash(client, settings, min(leases), tag, random.Random(settings.seed))
+        # The drain after the deadline does not depend on the lease; a short
+        # one (half a reap interval) keeps the wait before it short.
+        mass = _mass_crash(client, settings, settings.reap_every_ms / 2, tag, random.Random(settings.seed))
     for i in range(len(leases)):
         _drop(Queue(client, f"lease-{tag}-{i}", max_attempts=settings.max_attempts))
     return SweepData(
