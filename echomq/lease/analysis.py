@@ -247,6 +247,7 @@ def _lease_result(d: LeaseData, data: SweepData, dist: Distribution) -> LeaseRes
     inputs = model_inputs(d, settings)
     o = np.asarray(inputs.overheads_ms)
     overhead = {"median": float(np.median(o)), "p99": float(np.quantile(o, 0.99)),
+                "p999": float(np.quantile(o, 0.999)), "max": float(o.max()),
                 "mean": float(o.mean()), "median_real": float(np.median(o)) / s, "crash_gap": inputs.crash_gap_ms}
     m_fe = false_expiry(dist, d.lease_ms, inputs)
     m_rec = recovery_samples(dist, d.lease_ms, inputs, seed=settings.seed)

@@ -159,9 +159,11 @@ def run(args: argparse.Namespace) -> int:
     progress = _Progress()
     results, recs, checks = [], [], []
     with running(*args.server) as servers:
-        for server in servers:
+        for i, server in enumerate(servers):
             print(f"== {server.name}: {server.version()} ==", flush=True)
-            res = run_sweep(server, settings, progress=progress)
+            # Each server draws its own work times and crashes, so two
+            # servers' results are independent samples, not the same draws twice.
+            res = run_sweep(server, replace(settings, seed=settings.seed + i), progress=progress)
             progress.done()
             rec = recommend_for(res)
             s = res.settings
@@ -172,7 +174,8 @@ def run(args: argparse.Namespace) -> int:
             print(textwrap.fill(rec.text, width=110))
             check = None
             if args.check and rec.lease_ms is not None:
-                chk = run_sweep(server, replace(settings, mass_crash_reps=0), progress=progress,
+                chk = run_sweep(server, replace(settings, mass_crash_reps=0, seed=settings.seed + 100 + i),
+                                progress=progress,
                                 leases_ms=(rec.lease_ms,))
                 progress.done()
                 check = verification_text(rec, chk)

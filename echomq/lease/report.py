@@ -224,6 +224,10 @@ def _ci_pct(iv: Any) -> str:
     return f"{fmt_pct(iv.value)} [{fmt_pct(iv.lo)}-{fmt_pct(iv.hi)}]"
 
 
+def _us(v: float | None) -> str:
+    return "-" if v is None or not math.isfinite(v) else f"{v:.1f}"
+
+
 def _ci_ms(iv: Any, n: int) -> str:
     if not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
         return f"{fmt_ms(iv.value)} (n={n}, no CI)"
@@ -258,7 +262,7 @@ def table(result: SweepResult) -> str:
             f"{fmt_ms(r.lease_ms):>8} {f'{tp.value:.1f} [{tp.lo:.1f}-{tp.hi:.1f}]':>20} "
             f"{fmt_ms(r.deadline_to_claim['median'].value):>20} {fmt_ms(r.model['deadline_to_claim_median']):>7} "
             f"{rp['calls_per_s']:>8.2f} {rp['jobs_per_nonempty_call']:>11.1f} {rp['at_cap_calls']:>6} "
-            f"{rp.get('server_usec_per_call', math.nan):>12.1f} {fmt_pct(rp.get('server_share_nominal')):>8} "
+            f"{_us(rp.get('server_usec_per_call')):>12} {fmt_pct(rp.get('server_share_nominal')):>8} "
             f"{fmt_ms(r.overhead_ms['median']):>12}")
     both, n = result.agreement_count()
     lines.append(f"model inside the measured 95% intervals (false expiry and median recovery) for {both}/{n} leases")
@@ -458,6 +462,8 @@ def _chart(path: Path, results: Sequence[SweepResult], recs: Sequence[Recommenda
         ax1.set_ylim(max(1e-7, min(lows) / 2), 1.0)
     from matplotlib.ticker import FuncFormatter
 
+    swept = sorted({r.lease_ms / 1000 for res in results for r in res.leases})
+    ax2.set_xticks(swept)
     ax2.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_ms(x * 1000)))
     ax2.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: ""))
     ax1.set_ylabel("false expiry (share of live executions)")
