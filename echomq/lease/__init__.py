@@ -5,6 +5,9 @@ beside it, and a recommendation a team can act on.
     result = run_sweep(server, SweepSettings(work="exp:mean=200ms"), progress=print)
     print(recommend_for(result).text)
 
+    # the main job's short form: ~30 s per server
+    result = run_sweep(server, quick_settings())
+
 Modules: `model` (the formulas), `stats` (intervals), `sweep` (the runner),
 `analysis` (measured vs model), `report` (recommendation, table, files),
 `command` (the `echomq-bench lease` CLI).
@@ -28,9 +31,18 @@ __all__ = [
     "Recommendation",
     "auto_leases",
     "run_sweep",
+    "quick_settings",
     "recommend",
     "recommend_for",
 ]
+
+
+def quick_settings(**overrides: Any) -> SweepSettings:
+    """The short sweep the main job runs (~30 s per server): the defaults
+    with a 12 s window and one mass crash."""
+    from .command import QUICK
+
+    return SweepSettings(**{**QUICK, **overrides})
 
 
 def run_sweep(server: Any, settings: SweepSettings, progress: Callable[[str], None] | None = None,

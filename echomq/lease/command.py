@@ -109,7 +109,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> SweepSettings:
     work = args.work_from or args.work or DEFAULT_WORK
-    extra: dict[str, Any] = dict(QUICK) if args.quick else {"duration_s": 60.0, "mass_crash_reps": 2}
+    extra: dict[str, Any] = dict(QUICK) if args.quick else {}
     if args.duration is not None:
         extra["duration_s"] = args.duration
     settings = SweepSettings(

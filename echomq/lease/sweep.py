@@ -88,12 +88,12 @@ class SweepSettings:
     reap_cap: int = 100
     consumers: int = 32                        # per lease
     time_scale: float = 1.0
-    duration_s: float = 120.0                  # real seconds of the counted window
+    duration_s: float = 60.0                   # real seconds of the counted window
     warmup_s: float = 1.0
     budget: float = 0.001                      # false-expiry budget (fraction of executions)
     recovery_tolerance_ms: float = 3000.0      # p99 of crash -> re-claim must fit
     mass_crash: int = 1000
-    mass_crash_reps: int = 3
+    mass_crash_reps: int = 2
     seed: int = 1
     # Jobs always go back to pending: the sweep measures leases, not the morgue.
     max_attempts: int = 1_000_000
