@@ -8,9 +8,11 @@ beside it, and a recommendation a team can act on.
     # the main job's short form: ~30 s per server
     result = run_sweep(server, quick_settings())
 
-Modules: `model` (the formulas), `stats` (intervals), `sweep` (the runner),
+Modules: `settings` (what a sweep depends on), `sweep` (the runner, with
+`worker`: one lease's process, and `calibrate`: reap cost and mass crash),
+`records` (raw data), `model` (the formulas), `stats` (intervals),
 `analysis` (measured vs model), `report` (recommendation, table, files),
-`command` (the `echomq-bench lease` CLI).
+`chart`, `command` (the `echomq-bench lease` CLI).
 """
 
 from __future__ import annotations
