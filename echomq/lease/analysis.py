@@ -63,7 +63,7 @@ class LeaseResult:
     reap: dict[str, Any]
     overhead_ms: dict[str, float]     # claim -> complete beyond the work, nominal (and real)
     model: dict[str, Any]
-    agree: dict[str, bool]
+    agree: dict[str, bool | None]
     recovery_samples_ms: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     deadline_samples_ms: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
 
@@ -113,7 +113,7 @@ class SweepResult:
         return self.data.settings
 
     def agreement_count(self) -> tuple[int, int]:
-        both = sum(r.agree["false_expiry"] and r.agree["recovery_median"] for r in self.leases)
+        both = sum(r.agree["false_expiry"] is True and r.agree["recovery_median"] is True for r in self.leases)
         return both, len(self.leases)
 
 
@@ -262,9 +262,13 @@ def _lease_result(d: LeaseData, data: SweepData, dist: Distribution) -> LeaseRes
         "claim_wait_mean": float(np.mean(m_dl)) - settings.reap_every_ms / 2,
         "claim_rate_per_s": inputs.claim_rate_per_ms * 1000,
     }
+    # None, not True, where the sample cannot bound the interval: an
+    # agreement that no data could have refuted is not one.
+    med_iv = recovery["median"]
     agree = {
-        "false_expiry": fe.contains(m_fe) if n_live else False,
-        "recovery_median": recovery["median"].contains(model["recovery_median"]) if rec.size else False,
+        "false_expiry": fe.contains(m_fe) if n_live else None,
+        "recovery_median": (med_iv.contains(model["recovery_median"])
+                            if math.isfinite(med_iv.lo) and math.isfinite(med_iv.hi) else None),
     }
     return LeaseResult(
         lease_ms=d.lease_ms, lease_real_ms=d.lease_real_ms, executions=executions, live=n_live,

@@ -222,6 +222,10 @@ def _ci_pct(iv: Any) -> str:
     return f"{fmt_pct(iv.value)} [{fmt_pct(iv.lo)}-{fmt_pct(iv.hi)}]"
 
 
+def _verdict(v: bool | None) -> str:
+    return "n/a" if v is None else ("ok" if v else "NO")
+
+
 def _us(v: float | None) -> str:
     return "-" if v is None or not math.isfinite(v) else f"{v:.1f}"
 
@@ -241,8 +245,7 @@ def table(result: SweepResult) -> str:
     for r in result.leases:
         rec = r.recovery
         med = rec["median"]
-        agree = ("fe " + ("ok" if r.agree["false_expiry"] else "NO") + ", p50 "
-                 + ("ok" if r.agree["recovery_median"] else "NO"))
+        agree = f"fe {_verdict(r.agree['false_expiry'])}, p50 {_verdict(r.agree['recovery_median'])}"
         lines.append(
             f"{fmt_ms(r.lease_ms):>8} {r.executions:>6} {_ci_pct(r.false_expiry):>25} "
             f"{fmt_pct(r.model['false_expiry']):>7} {r.duplicates:>5} {fmt_pct(r.wasted_share.value):>6} "
