@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -262,3 +263,21 @@ def test_short_sweep_orders_false_expiry_down_and_recovery_up(server: object, tm
     # The run's measured work times read back as a distribution close to the one drawn.
     again = parse_dist(f"empirical:{tmp_path}")
     assert again.quantile_ms(0.5) == pytest.approx(100 * math.log(2), rel=0.15)
+
+
+def test_a_server_lost_mid_sweep_is_one_clear_error() -> None:
+    from echomq.lease import SweepError
+    from echomq.servers import start
+
+    srv = start("redis")
+    settings = SweepSettings(work="exp:mean=50ms", leases_ms=(200.0,), consumers=4, duration_s=4,
+                             warmup_s=0.2, mass_crash=0)
+    killer = threading.Timer(1.5, srv.stop)
+    killer.start()
+    try:
+        with pytest.raises(SweepError) as info:
+            run_sweep(srv, settings)
+    finally:
+        killer.cancel()
+        srv.stop()
+    assert "failed" in str(info.value)

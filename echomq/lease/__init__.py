@@ -21,12 +21,13 @@ from typing import Any, Callable
 
 from .analysis import LeaseResult, SweepResult, analyse
 from .report import Candidate, Recommendation, recommend, recommend_for
-from .sweep import DEFAULT_WORK, SettingsError, SweepSettings, auto_leases, collect
+from .sweep import DEFAULT_WORK, SettingsError, SweepError, SweepSettings, auto_leases, collect
 
 __all__ = [
     "DEFAULT_WORK",
     "SweepSettings",
     "SettingsError",
+    "SweepError",
     "SweepResult",
     "LeaseResult",
     "Candidate",

@@ -38,8 +38,12 @@ import secrets
 import time
 from typing import Any, Callable
 
+import redis
+
+from ..errors import EchoMQError
 from ..latency import Latency
 from ..queue import Queue
+from ..servers import redacted_url
 from ..serverstats import sample, usage
 from .calibrate import drop, mass_crash, reap_cost
 from .records import LeaseData, MassCrash, ReapCost, SweepData
@@ -50,6 +54,7 @@ __all__ = [
     "DEFAULT_WORK",
     "SweepSettings",
     "SettingsError",
+    "SweepError",
     "LeaseData",
     "MassCrash",
     "ReapCost",
@@ -66,11 +71,28 @@ READY_TIMEOUT_S = 120.0
 # The orchestrator
 
 
+class SweepError(EchoMQError):
+    """The sweep could not finish: a lease process or the server failed.
+    The message says which; nothing half-measured is returned."""
+
+    code = "EMQSWEEP"
+
+
 def collect(server: Any, settings: SweepSettings, progress: Callable[[str], None] | None = None,
             leases_ms: tuple[float, ...] | None = None) -> SweepData:
     """Run the sweep on `server` and return its raw data (see `run_sweep`
-    for the analysed result)."""
+    for the analysed result); SweepError when it cannot finish."""
     settings.check()
+    try:
+        return _collect(server, settings, progress, leases_ms)
+    except SweepError:
+        raise
+    except (redis.RedisError, EchoMQError) as exc:
+        raise SweepError(f"the sweep on {server.name} failed: {redacted_url(str(exc))}") from exc
+
+
+def _collect(server: Any, settings: SweepSettings, progress: Callable[[str], None] | None,
+             leases_ms: tuple[float, ...] | None) -> SweepData:
     leases = tuple(leases_ms or settings.leases_ms or auto_leases(settings.dist(), settings.budget))
     tag = secrets.token_hex(3)
     # fork, not spawn: a child needs nothing re-imported, starts in
@@ -96,10 +118,10 @@ def collect(server: Any, settings: SweepSettings, progress: Callable[[str], None
             pipes.append(parent)
         for conn in pipes:
             if not conn.poll(READY_TIMEOUT_S):
-                raise RuntimeError("a lease process did not get ready in time")
+                raise SweepError("a lease process did not get ready in time")
             kind, msg = _recv(conn)
             if kind != "ready":
-                raise RuntimeError(msg)
+                raise SweepError(msg)
         dist = settings.dist()
         start = time.perf_counter() + settings.warmup_s
         end = start + settings.duration_s
@@ -122,11 +144,11 @@ def collect(server: Any, settings: SweepSettings, progress: Callable[[str], None
                     continue
                 kind, payload = _recv(conn)
                 if kind == "error":
-                    raise RuntimeError(payload)
+                    raise SweepError(payload)
                 results[i] = payload
             say(_progress_line(now, start, end, leases, counters, results))
             if now > end + cap + 30:
-                raise RuntimeError("lease processes did not report back")
+                raise SweepError("lease processes did not report back")
             time.sleep(0.5 if now < end else 0.1)
         if sampled_end is None:
             sampled_end = sample(client)

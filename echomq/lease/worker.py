@@ -72,6 +72,7 @@ class _LeaseRun:
         self.empty = 0
         self.target = 2 * settings.consumers + 50
         self.window = (math.inf, math.inf)
+        self.errors: list[str] = []
 
     # -- threads ---------------------------------------------------------
 
@@ -83,6 +84,15 @@ class _LeaseRun:
             job_id = mint("JOB")
             pipe.evalsha(sha, 2, k.pending, k.job(job_id), job_id, b"x")
         pipe.execute()
+
+    def _guarded(self, body: Any, *args: Any) -> None:
+        # A thread that dies quietly would leave fewer consumers (or no pump)
+        # and skew every rate: stop the run and report why instead.
+        try:
+            body(*args)
+        except Exception as exc:
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+            self.stop.set()
 
     def _producer(self) -> None:
         while not self.stop.is_set():
@@ -172,23 +182,27 @@ class _LeaseRun:
         start, end, cap = conn.recv()
         self.window = (start, end)
         rng = random.Random(self.s.seed * 7919 + self.index)
-        threads = [threading.Thread(target=self._producer, daemon=True),
-                   threading.Thread(target=self._pump, args=(random.Random(rng.random()),), daemon=True)]
-        threads += [threading.Thread(target=self._consumer, args=(random.Random(rng.random()),), daemon=True)
+        threads = [threading.Thread(target=self._guarded, args=(self._producer,), daemon=True),
+                   threading.Thread(target=self._guarded, args=(self._pump, random.Random(rng.random())),
+                                    daemon=True)]
+        threads += [threading.Thread(target=self._guarded, args=(self._consumer, random.Random(rng.random())),
+                                     daemon=True)
                     for _ in range(self.s.consumers)]
         for t in threads:
             t.start()
         time.sleep(max(0.0, start - time.perf_counter()))
         cpu0 = process_cpu_s()
-        time.sleep(max(0.0, end - time.perf_counter()))
+        self.stop.wait(max(0.0, end - time.perf_counter()))
         cpu1 = process_cpu_s()
         hard = end + cap
-        while time.perf_counter() < hard:
+        while time.perf_counter() < hard and not self.errors:
             if self.open == 0 and self._unresolved_crashes() == 0:
                 break
             time.sleep(POLL_S)
         tail = time.perf_counter() - end
         self.stop.set()
+        if self.errors:
+            raise RuntimeError(f"a worker thread failed: {self.errors[0]}")
         self.counters[self.index * PROGRESS_FIELDS + 3] = 1
         return self._collect(cpu1 - cpu0, tail)
 
