@@ -257,7 +257,12 @@ def test_short_sweep_orders_false_expiry_down_and_recovery_up(server: object, tm
     assert on_disk["recommended_lease_ms"] == summary["recommended_lease_ms"]
     for key in ("recommended_lease_ms", "false_expiry_rate", "recovery_p99_ms"):
         assert key in on_disk
-    assert len(on_disk["servers"][0]["agreement"]) == 3
+    agreement = on_disk["servers"][0]["agreement"]
+    assert len(agreement) == 3
+    for row in agreement:  # JSON booleans (or null where no interval), never the string "True"
+        assert row["false_expiry"] in (True, False, None) and row["recovery_median"] in (True, False, None)
+    assert on_disk["servers"][0]["agreement_count"] == sum(
+        row["false_expiry"] is True and row["recovery_median"] is True for row in agreement)
     for name in ("lease.csv", "recovery.csv", "lease.png", "work.hdr", "meta.json"):
         assert (tmp_path / name).is_file()
     # The run's measured work times read back as a distribution close to the one drawn.

@@ -37,7 +37,8 @@ class Interval:
     hi: float
 
     def contains(self, x: float) -> bool:
-        return self.lo <= x <= self.hi
+        # bool(): a numpy bool is not JSON's, and is never `is True`.
+        return bool(self.lo <= x <= self.hi)
 
     def to_dict(self) -> dict[str, float | None]:
         return {k: (None if v is None or not math.isfinite(v) else v)

@@ -103,7 +103,7 @@ def false_expiry(dist: Distribution, lease_ms: float, inputs: ModelInputs) -> fl
     points, weights = _overhead_points(inputs.overheads_ms)
     total = 0.0
     for o, wt in zip(points, weights):
-        total += wt * math.fsum(dist.sf(lease_ms + u - o) for u in phases) / len(phases)
+        total += float(wt) * math.fsum(dist.sf(lease_ms + float(u - o)) for u in phases) / len(phases)
     return total
 
 

@@ -301,6 +301,18 @@ def verification_text(rec: Recommendation, check: SweepResult) -> tuple[bool, st
 # Files
 
 
+def _plain(obj: Any) -> Any:
+    """Numpy scalars as the Python numbers and bools JSON knows (the shared
+    writer would otherwise turn a numpy bool into the string "True")."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if hasattr(obj, "item") and type(obj).__module__ == "numpy":
+        return obj.item()
+    return obj
+
+
 def summary_dict(results: Sequence[SweepResult], recs: Sequence[Recommendation],
                  checks: Sequence[tuple[bool, str] | None] = ()) -> dict[str, Any]:
     per_server = []
@@ -332,7 +344,7 @@ def summary_dict(results: Sequence[SweepResult], recs: Sequence[Recommendation],
     chosen = [(rec, res) for rec, res in zip(recs, results) if rec.lease_ms is not None]
     top = max(chosen, key=lambda x: x[0].lease_ms or 0.0)[0] if chosen else recs[0]
     s = results[0].settings
-    return {
+    return _plain({
         "recommended_lease_ms": top.lease_ms,
         "false_expiry_rate": top.false_expiry_rate,
         "recovery_p99_ms": top.recovery_p99_ms,
@@ -343,7 +355,7 @@ def summary_dict(results: Sequence[SweepResult], recs: Sequence[Recommendation],
         "time_scale": s.time_scale,
         "work": s.work,
         "servers": per_server,
-    }
+    })
 
 
 def _tidy_rows(res: SweepResult) -> list[dict[str, Any]]:
