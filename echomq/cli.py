@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "reapcost": "echomq.reapcost",
     "faults": "echomq.faults",
     "peers": "echomq.peers.runner",
+    "lease": "echomq.lease.command",
 }
 
 
