@@ -37,6 +37,7 @@ __all__ = ["configure", "run", "measure", "PeerRun", "Phase", "RunnerError"]
 QUEUE_NAME = "peers"
 # Commands the runner itself sends between samples; never counted as the peer's.
 OWN_COMMANDS = frozenset({"info", "config|resetstat"})
+SCRIPT_COMMANDS = frozenset({"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"})
 SETUP_TIMEOUT_S = 60.0
 LOG_TAIL = 15
 MAX_JOBS = 10_000_000
@@ -82,9 +83,14 @@ class Phase:
         return self._per_job(sum(calls for calls, _ in self.commands.values()))
 
     @property
-    def command_us_per_job(self) -> float:
-        """The server's own clock inside commands (commandstats usec) per job."""
-        return self._per_job(sum(usec for _, usec in self.commands.values()))
+    def scripts_per_job(self) -> float:
+        """Script calls (EVAL, EVALSHA, FCALL and their _RO forms) per job."""
+        return self._per_job(sum(calls for name, (calls, _) in self.commands.items() if name in SCRIPT_COMMANDS))
+
+    @property
+    def transactions_per_job(self) -> float:
+        """MULTI/EXEC blocks per job."""
+        return self._per_job(self.commands.get("exec", (0, 0))[0])
 
     @property
     def client_us_per_job(self) -> float:
@@ -110,7 +116,8 @@ class Phase:
             "server_us_per_job": self.server_us_per_job,
             "server_all_threads_us_per_job": self.server_all_threads_us_per_job,
             "commands_per_job": self.commands_per_job,
-            "command_us_per_job": self.command_us_per_job,
+            "scripts_per_job": self.scripts_per_job,
+            "transactions_per_job": self.transactions_per_job,
             "client_us_per_job": self.client_us_per_job,
             "server_utilization": self.server_utilization,
             "client_utilization": self.client_utilization,
@@ -159,8 +166,12 @@ class PeerRun:
         return self.enqueue.commands_per_job + self.drain.commands_per_job
 
     @property
-    def command_us_per_job(self) -> float:
-        return self.enqueue.command_us_per_job + self.drain.command_us_per_job
+    def scripts_per_job(self) -> float:
+        return self.enqueue.scripts_per_job + self.drain.scripts_per_job
+
+    @property
+    def transactions_per_job(self) -> float:
+        return self.enqueue.transactions_per_job + self.drain.transactions_per_job
 
     @property
     def client_us_per_job(self) -> float:
@@ -598,7 +609,8 @@ def _spread(values: list[float]) -> list[float]:
 
 def _phase_summary(phases: list[Phase]) -> dict[str, Any]:
     keys = ("jobs_per_s", "server_us_per_job", "server_all_threads_us_per_job", "commands_per_job",
-            "command_us_per_job", "client_us_per_job", "server_utilization", "client_utilization")
+            "scripts_per_job", "transactions_per_job", "client_us_per_job", "server_utilization",
+            "client_utilization")
     out: dict[str, Any] = {k: _median(getattr(p, k) for p in phases) for k in keys}
     bounds = [p.bottleneck for p in phases]
     out["bottleneck"] = max(set(bounds), key=bounds.count)
@@ -629,7 +641,8 @@ def build_summary(runs: list[PeerRun], names: list[str], skipped: dict[str, str]
                 "jobs_per_s": _median(r.jobs_per_s for r in mine),
                 "server_us_per_job": _median(r.server_us_per_job for r in mine),
                 "commands_per_job": _median(r.commands_per_job for r in mine),
-                "command_us_per_job": _median(r.command_us_per_job for r in mine),
+                "scripts_per_job": _median(r.scripts_per_job for r in mine),
+                "transactions_per_job": _median(r.transactions_per_job for r in mine),
                 "client_us_per_job": _median(r.client_us_per_job for r in mine),
                 "enqueue": _phase_summary([r.enqueue for r in mine]),
                 "drain": _phase_summary([r.drain for r in mine]),
@@ -658,7 +671,7 @@ def build_summary(runs: list[PeerRun], names: list[str], skipped: dict[str, str]
             "server_us_per_job": "server main-thread CPU (INFO cpu *_main_thread deltas) over both phases, per job",
             "commands_per_job": "commandstats calls over both phases per job, commands inside scripts and "
                                 "MULTI/EXEC included; the runner's own INFO calls excluded",
-            "command_us_per_job": "commandstats usec (the server's clock inside commands) per job",
+            "scripts_per_job": "EVAL/EVALSHA/FCALL calls per job; the commands they run count in commands_per_job",
             "bytes_per_pending_job": "INFO used_memory after enqueue minus before, over N",
             "bottleneck": "server when its main thread was >= 85% busy or busier than the client processes "
                           "(client CPU in cores), else client",
@@ -679,8 +692,8 @@ def tidy_rows(runs: list[PeerRun]) -> list[dict[str, Any]]:
                 if metric == "bottleneck":
                     continue
                 rows.append({**base, "phase": phase_name, "metric": metric, "value": value, "unit": _unit(metric)})
-        for metric in ("jobs_per_s", "server_us_per_job", "commands_per_job", "command_us_per_job",
-                       "client_us_per_job", "bytes_per_pending_job", "residual_bytes"):
+        for metric in ("jobs_per_s", "server_us_per_job", "commands_per_job", "scripts_per_job",
+                       "transactions_per_job", "client_us_per_job", "bytes_per_pending_job", "residual_bytes"):
             rows.append({**base, "phase": "total", "metric": metric, "value": getattr(r, metric),
                          "unit": _unit(metric)})
     return rows
