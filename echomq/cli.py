@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "faults": "echomq.faults",
     "peers": "echomq.peers.runner",
     "lease": "echomq.lease.command",
+    "report": "echomq.report",
 }
 
 
