@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "peers": "echomq.peers.runner",
     "lease": "echomq.lease.command",
     "report": "echomq.report",
+    "capacity": "echomq.capacity",
+    "compare": "echomq.compare",
 }
 
 
