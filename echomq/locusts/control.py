@@ -7,9 +7,10 @@
                     and queues and ships them to workers in parsed_options;
                     every load process starts its producers, the
                     coordinator its pump
-    test_stopping   drain: no new calls, the ones on the wire finish, users
-                    park; a master asks each worker to drain and send its
-                    books (runner.send_message), and waits for them
+    test_stopping   drain: no new calls (a user about to make one ends), the
+                    ones on the wire finish; a master asks each worker to
+                    drain and send its books (runner.send_message) and
+                    waits for them
     test_stop       the coordinator settles, audits, prints and writes
                     audit.json; a failed audit sets process_exit_code = 1
     quitting        the same when a run is cut short (Ctrl-C, SIGTERM)
@@ -40,7 +41,7 @@ from ..servers import EmbeddedServer, ServerError, parse_server_spec, redacted_u
 from ..serverstats import process_cpu_s, sample
 from .client import REQUEST_TYPE, Books
 from .options import DEFAULTS, Settings, SettingsError, add_options
-from .report import Outcome, StepSample, output_dir, settle, step_table, write_outputs
+from .report import Outcome, StepSample, machine_busy_s, output_dir, settle, step_table, write_outputs
 from .session import RUN_OPTION, RunInfo, Session
 
 __all__ = ["Controller", "DRAIN_MESSAGE", "BOOKS_MESSAGE"]
@@ -227,7 +228,7 @@ class Controller:
                 client, cumulative = sum(c.cpu_usage for c in runner.clients.values()) / 100.0, False
             step, consumers = self.step
             self.samples.append(StepSample(step, consumers, time.perf_counter(), completes,
-                                           sample(self.admin).main_cpu_s, client, cumulative))
+                                           sample(self.admin).main_cpu_s, client, cumulative, machine_busy_s()))
             gevent.sleep(STEP_SAMPLE_S)
 
     # -- stop --------------------------------------------------------------
