@@ -115,8 +115,8 @@ class Controller:
         if self.role == "master" and not local_workers and (settings.server is None or settings.server.kind != "url"):
             self._fatal("a distributed run needs --server redis://HOST:PORT: a server that every worker can reach. "
                         "An embedded server listens on this machine's loopback only (it is allowed with "
-                        "--processes N, whose workers run here). Start one, e.g. `redis-server --port 6379 "
-                        "--protected-mode no`, and pass its URL to the master.")
+                        "--processes N, whose workers run here). Run one where the workers reach it and pass "
+                        "its URL to the master, e.g. --server redis://:PASSWORD@10.0.0.5:6379")
         try:
             self._ensure_server(settings)
         except (ServerError, EchoMQError, OSError) as exc:
@@ -145,7 +145,7 @@ class Controller:
         return str(self.server.url)
 
     def _fatal(self, message: str) -> None:
-        log.error("echomq: %s", message)
+        """Stop before anything ran, the way argparse does: exit 2 with the reason."""
         print(f"echomq: error: {message}", file=sys.stderr, flush=True)
         sys.exit(2)
 
