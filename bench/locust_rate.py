@@ -45,8 +45,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from echomq.locusts.report import limit, machine_busy_s  # noqa: E402  (no locust import: no monkey-patching here)
 from echomq.servers import DEFAULT_SPECS, free_port, parse_server_spec, start  # noqa: E402
-from echomq.serverstats import bound, process_cpu_s, sample, usage  # noqa: E402
+from echomq.serverstats import process_cpu_s, sample, usage  # noqa: E402
 
 LOCUST = Path(sys.executable).with_name("locust")
 PRODUCERS, BATCH, BACKLOG, LEASE_MS = 2, 50, 2000, 30_000
@@ -167,12 +168,6 @@ class Launch:
         return codes
 
 
-def machine_busy_s() -> float:
-    """CPU seconds all cores spent busy since boot (/proc/stat)."""
-    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
-
-
 def audit_passed(out: Path) -> bool | None:
     import json
 
@@ -211,7 +206,8 @@ def measure(name: str, server: Any, users: int, warm: float, window: float) -> d
                                f"{(out / 'client.log').read_text()[-3000:]}")
     return {"client": name, "cycles": u.calls("del") / u.wall_s, "server": u.utilization,
             "client_cpu": (c1 - c0) / u.wall_s,
-            # what the rest of the machine (other users of these 2 cores) took meanwhile
+            "machine": (m1 - m0) / u.wall_s,
+            # what the rest of the machine (other users of these cores) took meanwhile
             "others": max(0.0, ((m1 - m0) - (a1 - a0)) / u.wall_s)}
 
 
@@ -257,8 +253,9 @@ def main() -> int:
         srv = statistics.median(x["server"] for x in rows)
         cli = statistics.median(x["client_cpu"] for x in rows)
         oth = statistics.median(x["others"] for x in rows)
+        mach = statistics.median(x["machine"] for x in rows)
         print(f"{name:<24} {median[name]:>9.0f} {min(cyc):>6.0f}..{max(cyc):<6.0f} {srv:>10.2f} {cli:>10.2f} "
-              f"{oth:>10.2f}  {bound(srv, cli)}")
+              f"{oth:>10.2f}  {limit(srv, cli, mach)}")
     ref = median.get("redis-py Redis.evalsha")
     for name in clients:
         if name.startswith("Locust"):

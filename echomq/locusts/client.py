@@ -10,8 +10,9 @@ What the client learns goes into the process's `Books` (the audit ledger,
 flow counters, recovery histograms). A `Gate` knows which calls are on the
 wire, so the end of a run can wait for them (drain) instead of killing a
 greenlet between a complete the server applied and the ledger line saying
-so; a call that is killed anyway (a ramp-down) is kept as unresolved and
-settled against the server at the audit.
+so: once draining, a greenlet about to call ends instead. A call that is
+killed anyway (a ramp-down) is kept as unresolved and settled against the
+server at the audit.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..errors import ServerUnavailableError, StaleTokenError
 from ..latency import Latency
 from .wire import QueueWire, Wire
 
-__all__ = ["Books", "Gate", "EchoClient", "Claimed", "REQUEST_TYPE", "RECOVERY_TYPE", "RECOVERY_METRICS"]
+__all__ = ["Books", "Gate", "Drained", "EchoClient", "Claimed", "REQUEST_TYPE", "RECOVERY_TYPE", "RECOVERY_METRICS"]
 
 REQUEST_TYPE = "echomq"
 RECOVERY_TYPE = "recovery"
@@ -74,19 +75,24 @@ class Books:
             self.recovery[name].merge(Latency.decode(blob))
 
 
+class Drained(GreenletExit):
+    """The run is draining: the greenlet that would make a call ends instead.
+    A GreenletExit, so Locust stops the user quietly (without waiting out a
+    --stop-timeout) and gevent prints nothing for a background greenlet."""
+
+
 class Gate:
-    """Who is on the wire. Once draining, no new call starts: callers park
-    until the run kills them."""
+    """Who is on the wire. Once draining, no new call starts: the caller's
+    greenlet ends with `Drained`."""
 
     def __init__(self) -> None:
         self.draining = False
         self.busy: dict[int, list[Any] | None] = {}  # client id -> its call's op
-        self._parked = Event()  # never set: a parked greenlet waits to be killed
         self._idle = Event()
 
     def enter(self, client: "EchoClient", op: list[Any] | None) -> None:
-        while self.draining:
-            self._parked.wait()
+        if self.draining:
+            raise Drained()
         self.busy[id(client)] = op
 
     def leave(self, client: "EchoClient") -> None:

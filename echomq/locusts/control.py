@@ -7,9 +7,10 @@
                     and queues and ships them to workers in parsed_options;
                     every load process starts its producers, the
                     coordinator its pump
-    test_stopping   drain: no new calls, the ones on the wire finish, users
-                    park; a master asks each worker to drain and send its
-                    books (runner.send_message), and waits for them
+    test_stopping   drain: no new calls (a user about to make one ends), the
+                    ones on the wire finish; a master asks each worker to
+                    drain and send its books (runner.send_message) and
+                    waits for them
     test_stop       the coordinator settles, audits, prints and writes
                     audit.json; a failed audit sets process_exit_code = 1
     quitting        the same when a run is cut short (Ctrl-C, SIGTERM)
@@ -40,7 +41,7 @@ from ..servers import EmbeddedServer, ServerError, parse_server_spec, redacted_u
 from ..serverstats import process_cpu_s, sample
 from .client import REQUEST_TYPE, Books
 from .options import DEFAULTS, Settings, SettingsError, add_options
-from .report import Outcome, StepSample, output_dir, settle, step_table, write_outputs
+from .report import Outcome, StepSample, machine_busy_s, output_dir, settle, step_table, write_outputs
 from .session import RUN_OPTION, RunInfo, Session
 
 __all__ = ["Controller", "DRAIN_MESSAGE", "BOOKS_MESSAGE"]
@@ -114,8 +115,8 @@ class Controller:
         if self.role == "master" and not local_workers and (settings.server is None or settings.server.kind != "url"):
             self._fatal("a distributed run needs --server redis://HOST:PORT: a server that every worker can reach. "
                         "An embedded server listens on this machine's loopback only (it is allowed with "
-                        "--processes N, whose workers run here). Start one, e.g. `redis-server --port 6379 "
-                        "--protected-mode no`, and pass its URL to the master.")
+                        "--processes N, whose workers run here). Run one where the workers reach it and pass "
+                        "its URL to the master, e.g. --server redis://:PASSWORD@10.0.0.5:6379")
         try:
             self._ensure_server(settings)
         except (ServerError, EchoMQError, OSError) as exc:
@@ -144,7 +145,7 @@ class Controller:
         return str(self.server.url)
 
     def _fatal(self, message: str) -> None:
-        log.error("echomq: %s", message)
+        """Stop before anything ran, the way argparse does: exit 2 with the reason."""
         print(f"echomq: error: {message}", file=sys.stderr, flush=True)
         sys.exit(2)
 
@@ -227,7 +228,7 @@ class Controller:
                 client, cumulative = sum(c.cpu_usage for c in runner.clients.values()) / 100.0, False
             step, consumers = self.step
             self.samples.append(StepSample(step, consumers, time.perf_counter(), completes,
-                                           sample(self.admin).main_cpu_s, client, cumulative))
+                                           sample(self.admin).main_cpu_s, client, cumulative, machine_busy_s()))
             gevent.sleep(STEP_SAMPLE_S)
 
     # -- stop --------------------------------------------------------------

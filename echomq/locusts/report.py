@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,17 @@ import redis
 
 from ..audit import AuditReport, Ledger, audit
 from ..keys import QueueKeys
-from ..serverstats import bound
+from ..serverstats import BUSY, bound
 from .client import Books
 
-__all__ = ["settle", "StepSample", "step_table", "Outcome", "write_outputs", "output_dir"]
+__all__ = ["settle", "limit", "StepSample", "step_table", "Outcome", "write_outputs", "output_dir", "machine_busy_s"]
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all of this machine's cores spent busy since boot (/proc/stat):
+    beside the server's and the client's own CPU it shows who else was running."""
+    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def settle(client: redis.Redis, books: Books) -> dict[str, int]:
@@ -54,6 +62,19 @@ def settle(client: redis.Redis, books: Books) -> dict[str, int]:
             "completes": sum(map(len, completes.values())), "completes_accepted": accepted}
 
 
+def limit(server: float, client: float, machine: float | None = None) -> str:
+    """What bounded a measurement: a saturated server main thread or client
+    process; else, when every core was busy, the cores themselves (others
+    took what the client would have used); else serverstats.bound."""
+    if server >= BUSY:
+        return "server"
+    if client >= BUSY:
+        return "client"
+    if machine is not None and machine >= 0.9 * (os.cpu_count() or 1):
+        return "shared cores"
+    return bound(server, client)
+
+
 @dataclass(frozen=True)
 class StepSample:
     step: int
@@ -63,6 +84,7 @@ class StepSample:
     server_main_cpu: float
     client_cpu: float    # cumulative CPU seconds (local) or cores now (master, from worker heartbeats)
     client_cumulative: bool
+    machine_busy: float  # machine_busy_s() of the coordinator's machine
 
 
 def step_table(samples: list[StepSample], step_time_s: float) -> list[dict[str, Any]]:
@@ -83,9 +105,10 @@ def step_table(samples: list[StepSample], step_time_s: float) -> list[dict[str, 
             client = (b.client_cpu - a.client_cpu) / dt
         else:
             client = sum(s.client_cpu for s in steady) / len(steady)
+        machine = (b.machine_busy - a.machine_busy) / dt
         rows.append({"consumers": a.consumers, "cycles_per_s": (b.completes - a.completes) / dt,
-                     "server_main_cpu": server, "client_cpu": client, "seconds": dt,
-                     "bound": bound(server, client)})
+                     "server_main_cpu": server, "client_cpu": client, "machine_cpu": machine, "seconds": dt,
+                     "bound": limit(server, client, machine)})
     return rows
 
 
@@ -135,10 +158,14 @@ class Outcome:
         if self.missing_processes:
             lines.append(f"MISSING the books of {self.missing_processes} worker(s): the audit cannot account for them")
         if self.steps:
-            lines.append(f"{'consumers':>9} {'cycles/s':>9} {'server CPU':>10} {'client CPU':>10}  bound")
+            lines.append(f"{'consumers':>9} {'cycles/s':>9} {'server CPU':>10} {'client CPU':>10} "
+                         f"{'machine CPU':>11}  bound")
             for r in self.steps:
                 lines.append(f"{r['consumers']:>9} {r['cycles_per_s']:>9.0f} {r['server_main_cpu']:>10.2f} "
-                             f"{r['client_cpu']:>10.2f}  {r['bound']}")
+                             f"{r['client_cpu']:>10.2f} {r['machine_cpu']:>11.2f}  {r['bound']}")
+            lines.append(f"(CPU in cores over each step's settled part; server = its main thread; machine = every "
+                         f"process on this {os.cpu_count()}-core machine, so machine minus server minus client is "
+                         f"what others took)")
         lines.append(self.report.format())
         return "\n".join(lines)
 
@@ -164,7 +191,7 @@ def write_outputs(outcome: Outcome, folder: Path) -> Path:
             writer.writeheader()
             for r in outcome.steps:
                 for metric, unit in (("cycles_per_s", "1/s"), ("server_main_cpu", "cores"),
-                                     ("client_cpu", "cores")):
+                                     ("client_cpu", "cores"), ("machine_cpu", "cores")):
                     writer.writerow({"scenario": outcome.scenario, "server": outcome.run["server"],
                                      "consumers": r["consumers"], "metric": metric, "value": round(r[metric], 4),
                                      "unit": unit})

@@ -208,7 +208,7 @@ class Session:
 
     def drain(self, timeout: float = 10.0) -> None:
         """No new calls; wait for those on the wire; stop the background.
-        After this the books are final and users are parked until killed."""
+        After this the books are final; a user that tries another call ends."""
         if self.drained_at is not None:
             return
         stuck = self.gate.drain(timeout)
