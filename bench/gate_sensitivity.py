@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from echomq.gate import slowed_copy
-from echomq.microbench import FULL, QUICK, measure, typical
+from echomq.microbench import FULL, measure, typical
 from echomq.scripts import lua_dir
 from echomq.servers import DEFAULT_SPECS, running
 
@@ -45,25 +45,27 @@ def loop_ns_per_iteration(client: object, n: int = 200_000, tries: int = 7) -> f
     return statistics.median(out)
 
 
-def calibrate(server: object, slowdown: float, work: Path, quick: bool) -> tuple[Path, int, float, float]:
+def calibrate(server: object, slowdown: float, work: Path) -> tuple[Path, int, float, float]:
     """A slowed copy whose claim is `slowdown` slower; returns its folder,
-    the loop's iterations, claim's µs and the slowdown measured A/B."""
+    the loop's iterations, claim's µs and the slowdown measured A/B (the
+    full settings whatever the gate's mode: this figure is the one reported)."""
     client = server.client()  # type: ignore[attr-defined]
-    settings = QUICK if quick else FULL
-    m = measure(client, settings=settings, cases=["claim"])
+    m = measure(client, settings=FULL, cases=["claim"])
     claim_us = typical([us for b in m.batches("claim") for us in b.server_us])
     per_iter_us = loop_ns_per_iteration(client) / 1000
     iterations = max(1, round(slowdown * claim_us / per_iter_us))
-    measured = float("nan")
-    for _ in range(3):  # the loop inside claim may cost a little more or less than alone: adjust
+    tries = []
+    for _ in range(4):  # the loop inside claim costs a little more or less than alone: adjust
         # A fresh folder each try: scripts are cached by folder.
         folder = slowed_copy(work / f"lua-slow-claim-{iterations}", "claim", iterations)
-        ab = measure(client, settings=settings, cases=["claim"], ab_lua_dir=str(lua_dir()),
-                     lua_dir=folder, ab_cases=["claim"])
+        ab = measure(client, settings=FULL, cases=["claim"], ab_lua_dir=str(lua_dir()), lua_dir=folder,
+                     ab_cases=["claim"])
         measured = ab.comparisons()["claim"].ratio - 1
-        if abs(measured - slowdown) <= 0.03 or measured <= 0:
+        tries.append((abs(measured - slowdown), iterations, folder, measured))
+        if abs(measured - slowdown) <= 0.02:
             break
-        iterations = max(1, round(iterations * slowdown / measured))
+        iterations = max(1, round(iterations * slowdown / measured)) if measured > 0 else iterations * 2
+    _, iterations, folder, measured = min(tries, key=lambda t: t[0])
     client.close()
     return folder, iterations, claim_us, measured
 
@@ -113,7 +115,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="echomq-sensitivity-"))
     with running(specs[0]) as (server,):
-        slow, iterations, claim_us, measured = calibrate(server, args.slowdown, work, args.quick)
+        slow, iterations, claim_us, measured = calibrate(server, args.slowdown, work)
         version = server.version()
     print(f"calibration on {version}: claim {claim_us:.1f} µs typical server time; busy loop of {iterations} "
           f"iterations -> claim {measured * 100:+.1f}% server time, measured A/B against the original")

@@ -9,6 +9,7 @@ round with plain HSET/ZADD. pytest-benchmark times the client round trip;
     server_us_typical     per-call deltas, mean of the faster half
     noop_server_us        the no-op script, measured between the verb's calls
     server_ratio_noop     server_us_typical / noop_server_us
+    server_ratio_read_100 (promote_100, reap_100) over a script that reads 100 rows
     ping_client_us        PING round trip, measured between the verb's calls
     client_ratio_ping     median round trip / ping_client_us
 
@@ -69,6 +70,9 @@ def test_verb(benchmark, env: Env, case_name: str) -> None:  # type: ignore[no-u
         "server_us_typical": round(typical_us, 3),
         "noop_server_us": round(noop_us, 3),
         "server_ratio_noop": round(typical_us / noop_us, 4),
+        # The 100-job verbs also against the 100-row read, the reference of their weight.
+        **({"read_100_server_us": round(typical(batch.ref_us), 3),
+            "server_ratio_read_100": round(typical_us / typical(batch.ref_us), 4)} if batch.ref_us else {}),
         "ping_client_us": round(ping_rtt, 2),
         "client_ratio_ping": round(rtt_us / ping_rtt, 4),
     })

@@ -24,11 +24,21 @@ from .bulk import BulkFill, delete_keys, id_block, server_ms
 from .queue import Queue
 
 __all__ = ["Sizes", "Env", "Case", "CASES", "VERB_CASES", "REFERENCES", "LEASE_MS", "PAYLOAD", "NOOP_LUA",
+           "READ_100_LUA",
            "KEEP", "SUB_US_KEEP"]
 
 LEASE_MS = 3_600_000
 PAYLOAD = b'{"order": "ORD0Nt6z93U3dY", "qty": 3}'
 NOOP_LUA = "return 0"
+# The reference of the heavy verbs' weight: read one field of each of 100
+# job rows, found through a sorted set -- the shape of a reap or promote of
+# 100, without the writes, so it never changes what it reads.
+READ_100_LUA = """
+local ids = redis.call('ZRANGE', KEYS[1], 0, 99)
+local n = 0
+for i = 1, #ids do n = n + tonumber(redis.call('HGET', ARGV[1] .. ids[i], 'attempts')) end
+return n
+"""
 KEEP = 0.5          # typical(): the faster half of the calls
 SUB_US_KEEP = 0.9   # ... of a command that takes less than a µs
 
@@ -53,8 +63,22 @@ class Env:
         self.tag = f"mb{secrets.token_hex(3)}"
         self.bulk = BulkFill(client)
         client.script_load(NOOP_LUA)
+        client.script_load(READ_100_LUA)
         self._queues: dict[tuple[str, int, str | None], Queue] = {}
         self._filled: set[str] = set()
+
+    def prepare_reference(self) -> None:
+        """The 100 rows the heavy reference reads (once, before any window)."""
+        if "reference" not in self._filled:
+            self._filled.add("reference")
+            q = self.queue("reference")
+            self.bulk.fill(q.keys.pending, id_block(100), row_prefix=q.keys.job_prefix, state="pending",
+                           attempts=1, payload=PAYLOAD)
+
+    def read_100_eval(self) -> object:
+        """The heavy reference, also sent as EVAL (between its own INFOs)."""
+        q = self.queue("reference")
+        return self.client.eval(READ_100_LUA, 1, q.keys.pending, q.keys.job_prefix)
 
     def noop_eval(self) -> object:
         """The no-op reference script, sent as EVAL: commandstats files it
@@ -130,11 +154,14 @@ class Case:
     command = "evalsha"        # the commandstats entry that holds its server time
     keep = KEEP                # the share of calls `typical` keeps
     heavy = False
+    reference = "noop_script"  # the reference of its weight: noop_script or read_100
     expect: object = None
 
     def __init__(self, env: Env, lua_dir: Path | str | None = None) -> None:
         self.env = env
         self.lua_dir = lua_dir
+        if self.reference == "read_100":
+            env.prepare_reference()
 
     def queue(self, name: str, max_attempts: int = 3) -> Queue:
         return self.env.queue(name, max_attempts, self.lua_dir)
@@ -290,7 +317,7 @@ class _PerCall(Case):
 
 
 class Promote100(_PerCall):
-    name, script, k = "promote_100", "promote", 100
+    name, script, k, reference = "promote_100", "promote", 100, "read_100"
 
     def __init__(self, env: Env, lua_dir: Path | str | None = None) -> None:
         super().__init__(env, lua_dir)
@@ -332,7 +359,7 @@ class Reap1(Reap):
 
 
 class Reap100(Reap):
-    name, k = "reap_100", 100
+    name, k, reference = "reap_100", 100, "read_100"
 
 
 class Browse5(Case):
@@ -360,7 +387,7 @@ class PendingSize(Browse5):
         return isinstance(reply, int) and reply >= self.env.sizes.pending
 
 
-REFERENCES: tuple[str, ...] = ("noop_script", "ping")
+REFERENCES: tuple[str, ...] = ("noop_script", "ping", "read_100")
 VERB_CASES: tuple[type[Case], ...] = (
     Enqueue, EnqueueDuplicate, Claim, Complete, RetrySchedule, RetryDead,
     Promote100, Reap0, Reap1, Reap100, Browse5, PendingSize,

@@ -177,6 +177,7 @@ def slowed_copy(dest: Path | str, verb: str = "claim", iterations: int = 2000,
 @dataclass(frozen=True)
 class Verdict:
     case: str
+    reference: str
     server_us: float
     client_us: float
     base_ratio: float | None
@@ -235,13 +236,15 @@ def verdicts(m: Measurement, base: dict[str, Any] | None, tolerance: float, ab_t
     for case in m.cases:
         f: Figure = figures[case]
         b = (base or {}).get("figures", {}).get(case)
+        if b and b.get("reference", "noop_script") != f.reference:
+            b = None  # measured against another reference: not comparable, treat as new
         change = allowed = None
         if b:
             change = f.server_ratio / float(b["server_ratio"]) - 1
             allowed = _allowed(tolerance, f.server_ratio_se, float(b.get("server_ratio_se", 0.0)),
                                float(b.get("drift", 0.0)))
         ab = comparisons.get(case)
-        out.append(Verdict(case, f.server_us, f.client_us, float(b["server_ratio"]) if b else None,
+        out.append(Verdict(case, f.reference, f.server_us, f.client_us, float(b["server_ratio"]) if b else None,
                            f.server_ratio, change, allowed,
                            ab.ratio - 1 if ab else None, _allowed(ab_tolerance, ab.se, 0.0) if ab else None))
     return out
@@ -377,23 +380,26 @@ def format_result(r: GateResult) -> str:
     if r.changed_scripts:
         lines.append(f"   scripts that differ from the baseline's: {', '.join(r.changed_scripts)} "
                      "(measured A/B against the baseline's text)")
-    head = (f"{'verb':<18} {'server µs':>9} {'client µs':>9}  {'baseline':>8} {'now':>8} {'change':>7} "
+    head = (f"{'verb':<18} {'server µs':>9} {'client µs':>9} {'vs':>8}  {'baseline':>8} {'now':>8} {'change':>7} "
             f"{'allowed':>7}  {'script A/B':>10} {'allowed':>7}  verdict")
     lines += [head, "-" * len(head)]
     refs = m.figures()
-    for name in ("noop_script", "ping"):
+    for name in ("noop_script", "ping", "read_100"):
+        if name not in refs:
+            continue
         f = refs[name]
-        server_us = f.server_us if name == "noop_script" else f.server_us_mean
-        lines.append(f"{name:<18} {server_us:>9.2f} {f.client_us:>9.1f}  {'(reference)':>8}")
+        server_us = f.server_us_mean if name == "ping" else f.server_us
+        lines.append(f"{name:<18} {server_us:>9.2f} {f.client_us:>9.1f} {'':>8}  (reference)")
     for v in r.verdicts:
         base = f"{v.base_ratio:>8.3f}" if v.base_ratio is not None else f"{'-':>8}"
         allowed = f"±{v.allowed * 100:.0f}%" if v.allowed is not None else ""
         ab = _pct(v.ab_change) if v.ab_change is not None else "same"
         ab_allowed = f"+{v.ab_allowed * 100:.0f}%" if v.ab_allowed is not None else ""
-        lines.append(f"{v.case:<18} {v.server_us:>9.2f} {v.client_us:>9.1f}  {base} {v.now_ratio:>8.3f} "
+        vs = {"noop_script": "no-op", "read_100": "read100"}.get(v.reference, v.reference)
+        lines.append(f"{v.case:<18} {v.server_us:>9.2f} {v.client_us:>9.1f} {vs:>8}  {base} {v.now_ratio:>8.3f} "
                      f"{_pct(v.change):>7} {allowed:>7}  {ab:>10} {ab_allowed:>7}  {v.status}")
     side = bound(m.server_utilization, m.client_utilization)
-    lines.append(f"baseline/now = server µs / no-op script server µs (typical: mean of the faster half of "
+    lines.append(f"baseline/now = server µs / server µs of the reference in 'vs' (typical: mean of the faster half of "
                  f"{m.settings.rounds} rounds x {m.settings.calls} calls); server main thread busy "
                  f"{m.server_utilization:.0%}, client {m.client_utilization:.0%}: {side}-bound (one call at a "
                  "time; server figures are the server's own clock)")

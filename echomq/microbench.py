@@ -10,7 +10,11 @@ two figures each.
 Two reference operations run in the same session, the no-op script
 (`return 0`) and PING, and every figure is also read as a ratio to them:
 server time over the no-op script's server time, round trip over PING's.
-A machine that is slower today slows a verb and its references alike.
+A machine that is slower today slows a verb and its references alike. The
+two verbs that move 100 jobs get a third reference of their weight, a
+script that reads 100 rows: a no-op's 2 µs are all fixed cost and track
+their 500 µs of work badly (their ratio to it wandered 45% between runs
+here, to the 100-row read 7%).
 
 A batch is n iterations of: the verb, the no-op script, PING, INFO
 commandstats. The INFO after every call gives each call's server time on
@@ -94,7 +98,8 @@ def typical(values: Sequence[float], keep: float = KEEP) -> float:
 class Batch:
     """One batch of one case: per call, the verb's server time (commandstats
     usec delta, whole µs) and round trip (µs), and the same for the no-op
-    script and PING that ran right after it."""
+    script and PING that ran right after it -- and, for a heavy verb, for
+    the 100-row reference too (ref_*; empty otherwise)."""
     case: str
     server_us: list[int]
     client_us: list[float]
@@ -102,6 +107,8 @@ class Batch:
     noop_client_us: list[float]
     ping_us: list[int]
     ping_client_us: list[float]
+    ref_us: list[int] = field(default_factory=list)
+    ref_client_us: list[float] = field(default_factory=list)
 
     @property
     def calls(self) -> int:
@@ -111,6 +118,9 @@ class Batch:
     def server_us_mean(self) -> float:
         """The plain commandstats delta over the batch, per call."""
         return sum(self.server_us) / len(self.server_us)
+
+    def reference_us(self, reference: str) -> list[int]:
+        return self.ref_us if reference == "read_100" else self.noop_us
 
 
 def _usec(stats: dict[str, Any], command: str) -> tuple[int, int]:
@@ -125,13 +135,15 @@ def run_batch(cases: Sequence[Case], n: int) -> list[Batch]:
     PING, and INFO commandstats, whose delta from the previous INFO is each
     call's server time. The references thus run within a millisecond of the
     verb, under the same load. Setup outside the calls is untimed."""
-    client = cases[0].env.client
+    env = cases[0].env
+    client = env.client
     for case in cases:
         case.prepare(n)
-    out = [Batch(c.name, [0] * n, [0.0] * n, [0] * n, [0.0] * n, [0] * n, [0.0] * n) for c in cases]
+    out = [Batch(c.name, [0] * n, [0.0] * n, [0] * n, [0.0] * n, [0] * n, [0.0] * n,
+                 *(([0] * n, [0.0] * n) if c.reference == "read_100" else ())) for c in cases]
     replies: list[list[object]] = [[None] * n for _ in cases]
     clock = time.perf_counter
-    noop, ping = cases[0].env.noop_eval, client.ping
+    noop, ping = env.noop_eval, client.ping
     gc_was = gc.isenabled()
     gc.disable()
     try:
@@ -162,6 +174,19 @@ def run_batch(cases: Sequence[Case], n: int) -> list[Batch]:
                 batch.noop_client_us[i] = (t2 - t1) * 1e6
                 batch.ping_client_us[i] = (t3 - t2) * 1e6
                 stats = now
+                if case.reference == "read_100":
+                    # The heavy reference, between its own two INFOs (both are EVAL).
+                    t4 = clock()
+                    env.read_100_eval()
+                    t5 = clock()
+                    now = client.info("commandstats")
+                    calls, usec = (a - b for a, b in zip(_usec(now, "eval"), _usec(stats, "eval")))
+                    if calls != 1:
+                        raise MicrobenchError(f"{case.name}: the server counted {calls} EVAL for one reference "
+                                              "call; another client is using the server")
+                    batch.ref_us[i] = usec
+                    batch.ref_client_us[i] = (t5 - t4) * 1e6
+                    stats = now
     finally:
         if gc_was:
             gc.enable()
@@ -178,19 +203,25 @@ def run_batch(cases: Sequence[Case], n: int) -> list[Batch]:
 class Figure:
     """One case over a run, every call of every round pooled.
 
-    server_ratio is typical(server µs) / typical(no-op script µs) over the
-    same batches; client_ratio is median(round trip) / median(PING round
-    trip). *_se is the relative standard error of the ratio from a bootstrap
-    over rounds; *_iqr the interquartile range of the per-round ratios."""
+    server_ratio is typical(server µs) / typical(reference µs) over the same
+    batches, the reference being the one of the verb's weight: the no-op
+    script, or for the 100-job verbs the 100-row read (a no-op tracks them
+    badly: its 2 µs are all fixed cost, theirs all work). noop_ratio is the
+    same against the no-op script for every verb. client_ratio is
+    median(round trip) / median(PING round trip). *_se is the relative
+    standard error of the ratio from a bootstrap over rounds; *_iqr the
+    interquartile range of the per-round ratios."""
     case: str
     command: str
     calls: int
     server_us: float
     server_us_mean: float
     client_us: float
+    reference: str
     server_ratio: float
     server_ratio_se: float
     server_ratio_iqr: tuple[float, float]
+    noop_ratio: float
     client_ratio: float
     client_ratio_iqr: tuple[float, float]
 
@@ -198,8 +229,9 @@ class Figure:
         r = lambda x, d=4: round(float(x), d)  # noqa: E731
         return {"command": self.command, "calls": self.calls, "server_us": r(self.server_us, 3),
                 "server_us_mean": r(self.server_us_mean, 3), "client_us": r(self.client_us, 2),
-                "server_ratio": r(self.server_ratio), "server_ratio_se": r(self.server_ratio_se),
-                "server_ratio_iqr": [r(x) for x in self.server_ratio_iqr],
+                "reference": self.reference, "server_ratio": r(self.server_ratio),
+                "server_ratio_se": r(self.server_ratio_se),
+                "server_ratio_iqr": [r(x) for x in self.server_ratio_iqr], "noop_ratio": r(self.noop_ratio),
                 "client_ratio": r(self.client_ratio), "client_ratio_iqr": [r(x) for x in self.client_ratio_iqr]}
 
 
@@ -212,13 +244,14 @@ def _iqr(values: Sequence[float]) -> tuple[float, float]:
 
 
 def pooled_ratio(num: Sequence[Sequence[float]], den: Sequence[Sequence[float]], *,
-                 keep_num: float = KEEP, keep_den: float = KEEP, seed: int = 0) -> tuple[float, float]:
+                 keep_num: float = KEEP, keep_den: float = KEEP, bootstrap: bool = True,
+                 seed: int = 0) -> tuple[float, float]:
     """typical(all of num) / typical(all of den), and its relative standard
     error from resampling the rounds (each round's num and den stay paired)."""
     ratio = typical(np.concatenate([np.asarray(x, float) for x in num]), keep_num) / typical(
         np.concatenate([np.asarray(x, float) for x in den]), keep_den)
     rounds = len(num)
-    if rounds < 3 or not ratio > 0:
+    if rounds < 3 or not ratio > 0 or not bootstrap:
         return ratio, float("nan")
     rng = np.random.default_rng(seed)
     reps = []
@@ -231,33 +264,39 @@ def pooled_ratio(num: Sequence[Sequence[float]], den: Sequence[Sequence[float]],
 
 
 def figure(batches: Sequence[Batch], name: str | None = None, command: str | None = None,
-           keep: float | None = None) -> Figure:
+           keep: float | None = None, reference: str | None = None) -> Figure:
     """The figure of one case from its batches (one per round)."""
     name = name or batches[0].case
-    cmd = command or (CASES[name].command if name in CASES else "?")
-    keep = keep if keep is not None else (CASES[name].keep if name in CASES else KEEP)
+    known = CASES.get(name)
+    cmd = command or (known.command if known else "?")
+    keep = keep if keep is not None else (known.keep if known else KEEP)
+    reference = reference or (known.reference if known else "noop_script")
     server = [b.server_us for b in batches]
-    noop = [b.noop_us for b in batches]
-    ratio, se = pooled_ratio(server, noop, keep_num=keep)
-    per_round = [typical(b.server_us, keep) / typical(b.noop_us) for b in batches]
+    ref = [b.reference_us(reference) for b in batches]
+    ratio, se = pooled_ratio(server, ref, keep_num=keep)
+    per_round = [typical(b.server_us, keep) / typical(r) for b, r in zip(batches, ref)]
+    noop_ratio, _ = pooled_ratio(server, [b.noop_us for b in batches], keep_num=keep, bootstrap=False)
     client = np.concatenate([b.client_us for b in batches])
     ping_client = np.concatenate([b.ping_client_us for b in batches])
     c_round = [float(np.median(b.client_us) / np.median(b.ping_client_us)) for b in batches]
     all_server = np.concatenate([np.asarray(s, float) for s in server])
     return Figure(name, cmd, int(len(all_server)), typical(all_server, keep), float(all_server.mean()),
-                  float(np.median(client)), ratio, se, _iqr(per_round),
+                  float(np.median(client)), reference, ratio, se, _iqr(per_round), noop_ratio,
                   float(np.median(client) / np.median(ping_client)), _iqr(c_round))
 
 
 def reference_figures(batches: Sequence[Batch]) -> dict[str, Figure]:
-    """The no-op script and PING, pooled over every batch of the run."""
+    """The references pooled over every batch of the run (the 100-row read
+    over the heavy verbs' batches), each against the no-op script."""
     out = {}
     for name, command, keep, s_attr, c_attr in (
             ("noop_script", "eval", KEEP, "noop_us", "noop_client_us"),
-            ("ping", "ping", SUB_US_KEEP, "ping_us", "ping_client_us")):
+            ("ping", "ping", SUB_US_KEEP, "ping_us", "ping_client_us"),
+            ("read_100", "eval", KEEP, "ref_us", "ref_client_us")):
         fake = [Batch(name, getattr(b, s_attr), getattr(b, c_attr), b.noop_us, b.noop_client_us,
-                      b.ping_us, b.ping_client_us) for b in batches]
-        out[name] = figure(fake, name, command, keep)
+                      b.ping_us, b.ping_client_us) for b in batches if getattr(b, s_attr)]
+        if fake:
+            out[name] = figure(fake, name, command, keep, "noop_script")
     return out
 
 
@@ -340,6 +379,7 @@ class Measurement:
                             ("server_us_mean", b.server_us_mean, "us"),
                             ("client_us_p50", float(np.median(b.client_us)), "us"),
                             ("noop_server_us_typical", typical(b.noop_us), "us"),
+                            *((("read_100_server_us_typical", typical(b.ref_us), "us"),) if b.ref_us else ()),
                             ("ping_client_us_p50", float(np.median(b.ping_client_us)), "us")):
                         yield {**base, "metric": metric, "value": round(value, 4), "unit": unit}
 

@@ -150,7 +150,11 @@ class Curve:
             return {}
         X = np.array([[1.0, p.moved, math.log2(p.size)] for p in pts])
         y = np.array([p.median_us for p in pts])
-        (a, b, c), *_ = np.linalg.lstsq(X, y, rcond=None)
+        # Weighted by 1/y: the points span 10 µs to 50 ms, and their noise is
+        # relative; an unweighted fit would let the 10,000-job calls' noise
+        # decide the log M term.
+        w = 1 / np.maximum(y, 1.0)
+        (a, b, c), *_ = np.linalg.lstsq(X * w[:, None], y * w, rcond=None)
         return {"base_us": float(a), "us_per_job": float(b), "us_per_doubling_of_M": float(c)}
 
     def tidy_rows(self) -> Iterable[dict[str, Any]]:
@@ -304,6 +308,9 @@ def measure_curve(client: redis.Redis, *, server: str = "?", version: str = "?",
                 if progress:
                     progress(f"{verb}: filling M={m:,}")
                 v.live(m)
+            for v in queues.values():  # settle after the fill: the first calls read cold memory
+                for _ in range(3):
+                    _one_call(v, settings.ratio_cap, 1)
             grid = [(cap, k) for cap in settings.caps for k in settings.ks(cap)]
             order = list(settings.sizes)
             for n, (cap, k) in enumerate(grid):
@@ -373,7 +380,7 @@ def format_curve(c: Curve) -> str:
             for d in drains:
                 call = c.call_us(verb, d.cap)
                 lines.append(f"{d.cap:>8,} {d.calls:>6,} {call:>8.0f} {d.max_call_us:>7,} {d.wall_ms:>10.0f}ms "
-                             + " ".join(f"{d.at_cadence_ms(cd, call) / 1000:>8.1f}s" for cd in s.cadences_ms))
+                             + " ".join(f"{_dur(d.at_cadence_ms(cd, call)):>9}" for cd in s.cadences_ms))
     side = bound(c.server_main_cpu_s / c.wall_s if c.wall_s else 0, c.client_cpu_s / c.wall_s if c.wall_s else 0)
     lines.append(f"server main thread busy {c.server_main_cpu_s / c.wall_s:.0%}, client "
                  f"{c.client_cpu_s / c.wall_s:.0%} over {c.wall_s:.0f} s: {side}-bound (the client fills and "
@@ -388,6 +395,10 @@ def _si(n: int) -> str:
     return str(n)
 
 
+def _dur(ms: float) -> str:
+    return f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.1f}s"
+
+
 def _ms(ms: int) -> str:
     return f"{ms // 1000}s" if ms >= 1000 and ms % 1000 == 0 else f"{ms}ms"
 
@@ -399,32 +410,39 @@ def chart(curves: Sequence[Curve], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     verbs = curves[0].settings.verbs
-    fig, axes = plt.subplots(len(verbs), 2, figsize=(12, 4.2 * len(verbs)), squeeze=False)
+    fig, axes = plt.subplots(len(verbs), 2, figsize=(15, 4.4 * len(verbs)), squeeze=False)
     styles = ["-", "--", ":", "-."]
+    from matplotlib.lines import Line2D
+
+    build_keys = [Line2D([], [], color="black", linestyle=styles[i % len(styles)], label=f"{c.server} ({c.version})")
+                  for i, c in enumerate(curves)]
     for row, verb in enumerate(verbs):
         left, right = axes[row]
         for ci, c in enumerate(curves):
             s = c.settings
+            first = ci == 0
             for mi, m in enumerate(s.sizes):
                 xs = [cap for cap in s.caps if c.point(verb, m, cap, cap)]
                 ys = [c.point(verb, m, cap, cap).median_us / 1000 for cap in xs]  # type: ignore[union-attr]
                 left.plot(xs, ys, marker="o", linestyle=styles[ci % len(styles)], color=f"C{mi}",
-                          label=f"{c.server} M={_si(m)}")
+                          label=f"M={_si(m)}" if first else None)
             for ki, cap in enumerate(s.caps):
                 xs = [m for m in s.sizes if c.point(verb, m, cap, cap)]
                 ys = [c.point(verb, m, cap, cap).median_us / 1000 for m in xs]  # type: ignore[union-attr]
                 right.plot(xs, ys, marker="o", linestyle=styles[ci % len(styles)], color=f"C{ki}",
-                           label=f"{c.server} cap={cap:,}")
+                           label=f"cap={cap:,}, k=cap" if first else None)
             empty = [m for m in s.sizes if c.point(verb, m, s.ratio_cap, 0)]
             right.plot(empty, [c.point(verb, m, s.ratio_cap, 0).median_us / 1000 for m in empty],  # type: ignore[union-attr]
-                       marker="x", linestyle=styles[ci % len(styles)], color="grey", label=f"{c.server} k=0")
+                       marker="x", linestyle=styles[ci % len(styles)], color="grey",
+                       label="k=0 (nothing due)" if first else None)
         left.set(xscale="log", yscale="log", xlabel="cap (k = cap expired)" if verb == "reap" else "cap (k = cap due)",
                  ylabel="server ms, one call", title=f"{verb}: one full call blocks the server for")
         right.set(xscale="log", yscale="log", xlabel="M (live entries in the set)", ylabel="server ms, one call",
                   title=f"{verb}: flat in M means log M, not M")
         for ax in (left, right):
             ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=7)
+            handles, _ = ax.get_legend_handles_labels()
+            ax.legend(handles=handles + build_keys, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle("echomq reap/promote cost: server time of one call (median), commandstats")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -71,7 +71,7 @@ def test_gate_passes_unchanged_code_and_names_a_slowed_claim(
     up = gate_one(server, baseline=base_dir, settings=SHORT, update=True, quiet=True)
     assert up.updated and up.regressions == []
     data = load_baseline(baseline_path(base_dir, server.name))  # type: ignore[attr-defined]
-    assert set(data["figures"]) == {"noop_script", "ping", *ALL_VERBS}
+    assert set(data["figures"]) == {"noop_script", "ping", "read_100", *ALL_VERBS}
     assert set(data["scripts"]) == set(discover())
     assert data["version"] == server.version()  # type: ignore[attr-defined]
 
