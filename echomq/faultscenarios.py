@@ -421,8 +421,9 @@ def check_oom(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     # No simulated failures here: a killed job must end completed, exactly once.
     Scenario("crash", "consumers SIGKILLed mid-lease", crash, check_crash, load={"fail_rate": 0.0}),
+    # More consumers than zombies, so that someone is awake to take their jobs over.
     Scenario("zombie", "consumers SIGSTOPped past their lease, resumed", zombie, check_zombie,
-             load={"fail_rate": 0.3}),
+             load={"fail_rate": 0.3, "consumers": 6}),
     Scenario("pause", "server SIGSTOPped 2 s", pause, check_pause, embedded_only=True),
     Scenario("restart-aof", "server killed, restarted from AOF (fsync always)", restart_aof, check_restart,
              server_args=("--appendonly", "yes", "--appendfsync", "always"), embedded_only=True),
