@@ -58,6 +58,7 @@ class Outcome:
     build: str
     scenario: str
     fault: str
+    recovery_means: str = ""
     jobs: int = 0
     completed: int = 0
     faults: int = 0
@@ -103,7 +104,7 @@ def _cpu(client: redis.Redis) -> tuple[float, str]:
 
 def run_scenario(spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, log_root: Path,
                  seed: int, on_server: Callable[[Any], None] = lambda s: None) -> Outcome:
-    outcome = Outcome(spec.name, "", scenario.name, scenario.fault)
+    outcome = Outcome(spec.name, "", scenario.name, scenario.fault, recovery_means=scenario.recovery)
     if scenario.embedded_only and spec.kind != "embedded":
         outcome.skipped = "needs an embedded server (it signals or restarts the server process)"
         return outcome
@@ -325,6 +326,6 @@ def format_table(outcomes: list[Outcome]) -> str:
     for o in outcomes:
         if o.skipped:
             continue
-        lines.append(f"-- {o.scenario}: {o.fault}")
+        lines.append(f"-- {o.scenario}: {o.fault}; recovery = {o.recovery_means}")
         lines.extend(f"   {'ok  ' if c.ok else 'FAIL'} {c.text}" for c in o.checks)
     return "\n".join(lines)
