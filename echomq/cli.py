@@ -19,6 +19,7 @@ __all__ = ["main", "COMMANDS"]
 COMMANDS: dict[str, str] = {
     "check": "echomq.check",
     "run": "echomq.main_job",
+    "failover": "echomq.failover",
 }
 
 
@@ -38,6 +39,7 @@ def add_server_option(parser: argparse.ArgumentParser) -> None:
         type=server_spec,
         metavar="SPEC",
         help="redis | valkey | NAME=BINARY [ARGS...] | redis://... | rediss://... "
+        "| redis-cluster | valkey-cluster | redis+cluster://... "
         "(repeatable; default: redis and valkey, embedded)",
     )
 
