@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import count as counter
 from typing import Any, Sequence
 from urllib.parse import urlsplit, urlunsplit
@@ -189,7 +189,9 @@ class ClusterNode:
     def state(self) -> list[NodeState]:
         """The cluster as this node sees it."""
         with self.client(socket_timeout=5, retry=_no_retry()) as c:
-            return parse_cluster_nodes(c.cluster("nodes"))
+            view = parse_cluster_nodes(c.cluster("nodes"))
+        # A node that never met another does not know its own IP (":port").
+        return [replace(s, addr=self.host + s.addr) if s.addr.startswith(":") else s for s in view]
 
     def __repr__(self) -> str:
         return f"ClusterNode({self.name}, pid={self.pid})"
@@ -388,6 +390,7 @@ class EmbeddedCluster(_Cluster):
                 "--cluster-config-file", "nodes.conf",
                 "--cluster-node-timeout", str(self.layout.node_timeout_ms),
                 "--cluster-port", str(free_port()),
+                "--cluster-announce-ip", LOOPBACK,
                 *self.node_args,
             )  # fmt: skip
             node_spec = ServerSpec(name=f"{self.name}-{index}", kind="embedded", binary=self.spec.binary, args=args)

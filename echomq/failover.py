@@ -62,7 +62,7 @@ class _Shared:
     ops: int = 0
     victim_queue: str = ""
     kill_at: float | None = None
-    resumed_at: float | None = None  # first acknowledged enqueue on the victim's queue after the kill
+    resumed_at: float | None = None  # first acknowledged enqueue on the victim's queue sent after the kill
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def error(self, exc: BaseException) -> None:
@@ -144,12 +144,15 @@ def _producer(client: redis.RedisCluster, queues: list[Queue], rate: float, stop
         q = queues[n % len(queues)]
         n += 1
         job_id = mint()
+        started = time.perf_counter()
         try:
             reply = q.enqueue(job_id, b"work")
             with shared.lock:
                 shared.ledger.record_enqueue(job_id, reply)
                 shared.ops += 1
-                if shared.kill_at is not None and shared.resumed_at is None and q.name == shared.victim_queue:
+                # A call sent before the kill may still have been answered by the old master.
+                if (shared.kill_at is not None and started > shared.kill_at and shared.resumed_at is None
+                        and q.name == shared.victim_queue):
                     shared.resumed_at = time.perf_counter()
         except EchoMQError as exc:
             shared.error(exc)

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import secrets
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Iterator
@@ -125,6 +129,38 @@ def test_cluster_with_replicas_is_ready_then_leaves_nothing(build: str) -> None:
     assert not any(alive(p) for p in pids if p is not None)
     assert not any(d.exists() for d in dirs)
     c.stop()  # twice is fine
+
+
+CRASHING_PARENT = textwrap.dedent(
+    """
+    import json, time
+    from echomq.servers import start
+
+    cluster = start("redis-cluster")
+    print(json.dumps([[n.pid, str(n.server.dir)] for n in cluster.nodes]), flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_sigkill_of_the_process_that_started_a_cluster_leaves_nothing() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", CRASHING_PARENT], cwd=Path(__file__).resolve().parents[1],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        nodes = json.loads(parent.stdout.readline())
+        assert len(nodes) == 3 and all(alive(pid) and Path(path).is_dir() for pid, path in nodes)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(alive(pid) or Path(path).exists() for pid, path in nodes):
+            time.sleep(0.05)
+        assert not any(alive(pid) or Path(path).exists() for pid, path in nodes)
+    finally:
+        parent.kill()
+        parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
 
 
 # --------------------------------------------------------------------------
