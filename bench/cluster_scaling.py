@@ -35,13 +35,14 @@ import redis
 
 from echomq import Queue, mint
 from echomq import meta
-from echomq.cluster import EmbeddedCluster, format_placements, spread_queues
+from echomq.cluster import EmbeddedCluster, format_placements, master_clients, spread_queues
 from echomq.keys import QueueKeys
 from echomq.results import new_run_dir, write_json, write_tidy
 from echomq.servers import parse_server_spec, start
 from echomq.serverstats import sample, usage
 
 WARMUP_S = 0.5
+CLEAN_OTHERS = 0.15  # cores used by other tenants below which a run counts as clean
 LEASE_MS = 60_000
 
 
@@ -81,11 +82,23 @@ def machine_cpu_s() -> float:
     return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def wait_for_quiet(limit_s: float, busy_cores: float = 0.3) -> float:
+    """Wait (up to limit_s) for a second in which the machine is nearly idle:
+    other tenants' work would land in the figures. Returns the last reading."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        cpu0, t0 = machine_cpu_s(), time.perf_counter()
+        time.sleep(1.0)
+        busy = (machine_cpu_s() - cpu0) / (time.perf_counter() - t0)
+        if busy < busy_cores or time.monotonic() > deadline:
+            return busy
+
+
 def measure(cluster: EmbeddedCluster, names: list[str], batch: int, seconds: float) -> dict[str, Any]:
     client = cluster.client()
     shas = {verb: Queue(client, names[0]).scripts.sha(verb) for verb in ("enqueue", "claim", "complete")}
     owners = {name: client.get_node_from_key(QueueKeys(name).pending) for name in names}
-    masters = {m.name: m for m in cluster.masters()}
+    masters = master_clients(cluster)
     ctx = mp.get_context("fork")
     go, out = ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=worker, args=(owners[n].host, owners[n].port, n, shas, batch, seconds, go, out))
@@ -94,10 +107,10 @@ def measure(cluster: EmbeddedCluster, names: list[str], batch: int, seconds: flo
         p.start()
     go.set()
     time.sleep(WARMUP_S)
-    before = {addr: sample(m.client()) for addr, m in masters.items()}
+    before = {addr: sample(c) for addr, c in masters.items()}
     cpu0, wall0 = machine_cpu_s(), time.perf_counter()
     time.sleep(seconds)
-    after = {addr: sample(m.client()) for addr, m in masters.items()}
+    after = {addr: sample(c) for addr, c in masters.items()}
     machine = (machine_cpu_s() - cpu0) / (time.perf_counter() - wall0)
     results = [out.get(timeout=seconds + 60) for _ in procs]
     for p in procs:
@@ -130,7 +143,9 @@ def bound_of(run: dict[str, Any]) -> str:
         return f"machine ({cores} cores busy)"
     if busiest >= 0.85:
         return "server main thread"
-    return "client"
+    if max(run["client_util"]) >= 0.85:
+        return "client"
+    return "round trips (nothing saturated)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--quiet-wait", type=float, default=30.0,
+                        help="seconds to wait for an idle machine before each run (default 30)")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     if not (1 <= args.queues <= 64 and 0.5 <= args.seconds <= 120 and 1 <= args.trials <= 50
@@ -167,11 +184,14 @@ def main(argv: list[str] | None = None) -> int:
                                 format_placements(spread_queues(cluster, args.queues, prefix="scale")).splitlines()),
                       file=sys.stderr)
             totals: dict[int, list[float]] = {1: [], 3: []}
+            others: dict[int, list[float]] = {1: [], 3: []}
             for trial in range(args.trials):
                 order = (1, 3) if trial % 2 == 0 else (3, 1)
                 for nodes in order:
+                    idle_before = wait_for_quiet(args.quiet_wait)
                     run = measure(clusters[nodes], names[nodes], args.batch, args.seconds)  # type: ignore[arg-type]
                     totals[nodes].append(run["total"])
+                    others[nodes].append(run["others_util"])
                     bound = bound_of(run)
                     per = ", ".join(f"{v['cycles_per_s']:.0f} @ {v['server_util']:.2f}" for v in run["per_node"].values())
                     print(f"{build:<14} {nodes:>5} {trial + 1:>5} {run['total']:>9.0f}  {per:<44}"
@@ -181,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                     common = {"build": build, "version": clusters[nodes].version(), "nodes": nodes,
                               "queues": args.queues, "batch": args.batch, "trial": trial + 1}
                     rows.append({**common, "node": "all", "metric": "cycles_per_s", "value": run["total"], "unit": "1/s"})
+                    rows.append({**common, "node": "all", "metric": "machine_cpu_before", "value": idle_before,
+                                 "unit": "cores"})
                     rows.append({**common, "node": "all", "metric": "machine_cpu", "value": run["machine_util"], "unit": "cores"})
                     rows.append({**common, "node": "all", "metric": "other_processes_cpu", "value": run["others_util"],
                                  "unit": "cores"})
@@ -189,12 +211,20 @@ def main(argv: list[str] | None = None) -> int:
                     for addr, v in run["per_node"].items():
                         rows.append({**common, "node": addr, "metric": "cycles_per_s", "value": v["cycles_per_s"], "unit": "1/s"})
                         rows.append({**common, "node": addr, "metric": "server_main_util", "value": v["server_util"], "unit": "cores"})
+            clean = {n: [t for t, o in zip(totals[n], others[n]) if o < CLEAN_OTHERS] for n in (1, 3)}
             ratios = [b / a for a, b in zip(totals[1], totals[3])]
             summary[build] = {"one_node_median": statistics.median(totals[1]),
                               "three_node_median": statistics.median(totals[3]),
-                              "ratio_median": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)]}
+                              "ratio_median": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
+                              "clean_runs": {str(n): clean[n] for n in (1, 3)},
+                              "clean_ratio_of_medians": (statistics.median(clean[3]) / statistics.median(clean[1])
+                                                         if clean[1] and clean[3] else None)}
             print(f"{build}: 3 nodes / 1 node = {statistics.median(ratios):.2f}x "
                   f"(per trial {min(ratios):.2f}..{max(ratios):.2f}); the nodes share {os.cpu_count()} cores")
+            if clean[1] and clean[3]:
+                print(f"{build}: runs with others < {CLEAN_OTHERS} cores: 1 node {statistics.median(clean[1]):.0f} "
+                      f"({len(clean[1])} runs), 3 nodes {statistics.median(clean[3]):.0f} ({len(clean[3])} runs), "
+                      f"ratio of medians {statistics.median(clean[3]) / statistics.median(clean[1]):.2f}x")
         finally:
             for cluster in clusters.values():
                 cluster.stop()

@@ -57,6 +57,7 @@ __all__ = [
     "spread_queues",
     "format_placements",
     "queue_slot",
+    "master_clients",
 ]
 
 CLUSTER_BINARIES: dict[str, str] = {"redis-cluster": "redis-server", "valkey-cluster": "valkey-server"}
@@ -615,6 +616,21 @@ def spread_queues(target: Any, count: int, prefix: str = "q") -> list[Placement]
             pools[node].append(Placement(name, slot, node))
     taken = {m: iter(p) for m, p in pools.items()}
     return [next(taken[m]) for m in wanted]
+
+
+def master_clients(target: Any) -> dict[str, redis.Redis]:
+    """A plain client per master that serves slots, by address, for per-node
+    INFO (echomq.serverstats.sample). `target` is a cluster, a RedisCluster
+    client, or a plain client (then: that one node)."""
+    if isinstance(target, _Cluster):
+        return {m.name: m.client() for m in target.masters()}
+    if isinstance(target, RedisCluster):
+        order, _ = _owners(target)
+        nodes = {n.name: n for n in target.get_primaries()}
+        return {name: target.get_redis_connection(nodes[name]) for name in order}
+    from .queue import describe
+
+    return {describe(target): target}
 
 
 def format_placements(placements: Sequence[Placement]) -> str:

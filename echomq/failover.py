@@ -86,6 +86,7 @@ class FailoverResult:
     errors_window_s: float
     errors: dict[str, int]
     ops: int
+    load_s: float  # how long the producer ran
     doubt_enqueue: int
     doubt_enqueue_found: int
     doubt_complete: int
@@ -95,6 +96,8 @@ class FailoverResult:
     def format(self) -> str:
         lines = [
             f"== {self.name}: {self.version} ==",
+            f"{self.report.enqueued} jobs enqueued in {self.load_s:.1f} s "
+            f"({self.report.enqueued / self.load_s:.0f}/s) on {', '.join(self.queues)}",
             f"killed master {self.victim} (SIGKILL); replica {self.new_master} took its slots",
             f"  promoted after {self.kill_to_promoted_s:.2f} s, every node ok after {self.kill_to_ready_s:.2f} s, "
             f"enqueues on {self.queues[0]} acknowledged again after "
@@ -268,6 +271,7 @@ def run_failover(
         reaper_client = _cluster_client(cluster)
         threads.append(threading.Thread(target=_reaper, args=([Queue(reaper_client, n) for n in names],
                                                              stop_consumers, shared), daemon=True))
+        t_load = time.perf_counter()
         for t in threads:
             t.start()
         time.sleep(before_s)
@@ -291,11 +295,12 @@ def run_failover(
         time.sleep(after_s)
         stop_producer.set()
         threads[0].join()
+        load_s = time.perf_counter() - t_load
         _drain(cluster, names, shared, drain_s)
         stop_consumers.set()
         for t in threads[1:]:
             t.join()
-        return _result(cluster, names, victim.name, new_master, t_kill, t_promoted, t_ready, shared)
+        return _result(cluster, names, victim.name, new_master, t_kill, t_promoted, t_ready, load_s, shared)
     finally:
         cluster.stop()
 
@@ -315,7 +320,7 @@ def _drain(cluster: EmbeddedCluster, names: list[str], shared: _Shared, seconds:
 
 
 def _result(cluster: EmbeddedCluster, names: list[str], victim: str, new_master: str, t_kill: float,
-            t_promoted: float, t_ready: float, shared: _Shared) -> FailoverResult:
+            t_promoted: float, t_ready: float, load_s: float, shared: _Shared) -> FailoverResult:
     client = _cluster_client(cluster)
     ledger = shared.ledger
     on_server: set[str] = set()
@@ -335,7 +340,7 @@ def _result(cluster: EmbeddedCluster, names: list[str], victim: str, new_master:
         kill_to_promoted_s=t_promoted - t_kill, kill_to_ready_s=t_ready - t_kill,
         kill_to_resumed_s=shared.resumed_at - t_kill if shared.resumed_at is not None else None,
         errors_window_s=window,
-        errors=dict(shared.errors), ops=shared.ops, doubt_enqueue=len(shared.doubt_enqueue),
+        errors=dict(shared.errors), ops=shared.ops, load_s=load_s, doubt_enqueue=len(shared.doubt_enqueue),
         doubt_enqueue_found=len(found), doubt_complete=len(shared.doubt_complete),
         doubt_complete_gone=len(gone), report=report,
     )
@@ -382,6 +387,7 @@ def run(args: argparse.Namespace) -> int:
             ("kill_to_promoted", r.kill_to_promoted_s, "s"), ("kill_to_ready", r.kill_to_ready_s, "s"),
             ("kill_to_resumed", r.kill_to_resumed_s, "s"),
             ("failed_calls", sum(r.errors.values()), "calls"), ("calls", r.ops, "calls"),
+            ("load", r.load_s, "s"),
             ("enqueued", r.report.enqueued, "jobs"), ("lost", r.report.lost, "jobs"),
             ("in_two_places", r.report.in_two_places, "jobs"), ("audit_passed", int(r.report.passed), "bool"),
         ):

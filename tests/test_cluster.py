@@ -258,3 +258,16 @@ def test_failover_replica_takes_over_and_the_audit_accounts_for_every_job(build:
     report = result.report
     assert report.enqueued > 100 and report.completed > 100
     assert report.passed, result.format()
+
+
+def test_master_clients_reach_each_master_alone(cluster: EmbeddedCluster) -> None:
+    from echomq.cluster import master_clients
+    from echomq.serverstats import sample
+
+    expected = [m.name for m in cluster.masters()]
+    for target in (cluster, cluster.client()):
+        clients = master_clients(target)
+        assert list(clients) == expected
+        for addr, c in clients.items():
+            assert sample(c).main_cpu_s > 0
+            assert c.cluster("myid").decode() in {s.node_id for s in cluster.masters()[0].state() if s.addr == addr}
