@@ -37,8 +37,10 @@ from .servers import (
     ServerError,
     ServerSpec,
     ServerSpecError,
+    ServerNotFoundError,
     ServerStartError,
     _no_retry,
+    free_port,
     _option_value,
     redacted_url,
     server_version,
@@ -281,7 +283,7 @@ class _Cluster:
         self.nodes.append(node)
         return node
 
-    def info(self, node: ClusterNode) -> dict[str, Any]:
+    def _cluster_info(self, node: ClusterNode) -> dict[str, Any]:
         with node.client(socket_timeout=5, retry=_no_retry()) as c:
             return c.cluster("info")  # type: ignore[no-any-return]
 
@@ -304,7 +306,7 @@ class _Cluster:
             if not node.running:
                 continue
             try:
-                info = self.info(node)
+                info = self._cluster_info(node)
                 view = node.state()
             except (redis.RedisError, OSError) as exc:
                 return f"{node.name} does not answer ({type(exc).__name__})"
@@ -380,8 +382,6 @@ class EmbeddedCluster(_Cluster):
         return [n.server for n in self.nodes if n.server is not None]
 
     def _start_node(self, index: int) -> EmbeddedServer:
-        from .servers import free_port
-
         last: ServerStartError | None = None
         for _ in range(START_ATTEMPTS):
             # The bus port is given, not port+10000: free ports above 55535
@@ -397,10 +397,12 @@ class EmbeddedCluster(_Cluster):
             node_spec = ServerSpec(name=f"{self.name}-{index}", kind="embedded", binary=self.spec.binary, args=args)
             try:
                 return EmbeddedServer(node_spec)
+            except ServerNotFoundError:
+                raise
             except ServerStartError as exc:
-                if "Address already in use" not in str(exc) and "is taken" not in str(exc):
-                    raise
-                last = exc  # the bus port went to someone else; pick another
+                # The bus port may have gone to someone else (the launcher
+                # retries only the client port); a bad ARG fails every time, fast.
+                last = exc
         assert last is not None
         raise last
 

@@ -138,8 +138,7 @@ def failover_spec(spec: ServerSpec, node_timeout_ms: int = DEFAULT_NODE_TIMEOUT_
     return replace(spec, args=tuple(args))
 
 
-def _producer(client: redis.RedisCluster, queues: list[Queue], rate: float, stop: threading.Event,
-              shared: _Shared) -> None:
+def _producer(queues: list[Queue], rate: float, stop: threading.Event, shared: _Shared) -> None:
     gap = 1.0 / rate
     due = time.perf_counter()
     n = 0
@@ -262,8 +261,8 @@ def run_failover(
         stop_producer, stop_consumers = threading.Event(), threading.Event()
         producer_client = _cluster_client(cluster)
         producer_queues = [Queue(producer_client, n) for n in names]
-        threads = [threading.Thread(target=_producer, args=(producer_client, producer_queues, rate,
-                                                           stop_producer, shared), daemon=True)]
+        threads = [threading.Thread(target=_producer, args=(producer_queues, rate, stop_producer, shared),
+                                    daemon=True)]
         for _ in range(consumers):
             c = _cluster_client(cluster)
             threads.append(threading.Thread(target=_consumer, args=([Queue(c, n) for n in names],
