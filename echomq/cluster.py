@@ -523,6 +523,12 @@ class UrlCluster(_Cluster):
             with first.client(socket_connect_timeout=timeout, socket_timeout=timeout, retry=_no_retry()) as c:
                 state = c.cluster("info").get("cluster_state")
                 view = parse_cluster_nodes(c.cluster("nodes"))
+        except redis.ResponseError as exc:
+            if "cluster support disabled" not in str(exc):
+                raise ServerStartError(f"cluster {self.name!r}: {redacted_url(str(exc))}") from None
+            raise ServerStartError(
+                f"{redacted_url(self.url)} is a server without cluster mode; use redis://{first.name}"
+            ) from None
         except (redis.RedisError, OSError) as exc:
             reason = redacted_url(f"{type(exc).__name__}: {exc}")
             raise ServerStartError(f"cluster {self.name!r} at {redacted_url(self.url)} does not answer: {reason}") from None

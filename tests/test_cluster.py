@@ -244,6 +244,15 @@ def test_url_cluster_that_does_not_answer_is_refused() -> None:
         start(f"redis+cluster://127.0.0.1:{free_port()}")
 
 
+def test_url_cluster_pointing_at_a_plain_server_says_so() -> None:
+    plain = start("redis")
+    try:
+        with pytest.raises(ServerStartError, match=f"without cluster mode; use redis://127.0.0.1:{plain.port}"):
+            start(f"redis+cluster://127.0.0.1:{plain.port}")
+    finally:
+        plain.stop()
+
+
 # --------------------------------------------------------------------------
 # Failover
 
