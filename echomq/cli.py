@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "report": "echomq.report",
     "capacity": "echomq.capacity",
     "compare": "echomq.compare",
+    "failover": "echomq.failover",
 }
 
 
@@ -46,6 +47,7 @@ def add_server_option(parser: argparse.ArgumentParser) -> None:
         type=server_spec,
         metavar="SPEC",
         help="redis | valkey | NAME=BINARY [ARGS...] | redis://... | rediss://... "
+        "| redis-cluster | valkey-cluster | redis+cluster://... "
         "(repeatable; default: redis and valkey, embedded)",
     )
 
