@@ -62,17 +62,17 @@ def settle(client: redis.Redis, books: Books) -> dict[str, int]:
             "completes": sum(map(len, completes.values())), "completes_accepted": accepted}
 
 
-def limit(server: float, client: float, machine: float | None = None) -> str:
+def limit(server: float, client: float | None, machine: float | None = None) -> str:
     """What bounded a measurement: a saturated server main thread or client
     process; else, when every core was busy, the cores themselves (others
     took what the client would have used); else serverstats.bound."""
     if server >= BUSY:
         return "server"
-    if client >= BUSY:
+    if client is not None and client >= BUSY:
         return "client"
     if machine is not None and machine >= 0.9 * (os.cpu_count() or 1):
         return "shared cores"
-    return bound(server, client)
+    return bound(server, client) if client is not None else "unknown (no client CPU)"
 
 
 @dataclass(frozen=True)
@@ -101,10 +101,13 @@ def step_table(samples: list[StepSample], step_time_s: float) -> list[dict[str, 
         a, b = steady[0], steady[-1]
         dt = b.t - a.t
         server = (b.server_main_cpu - a.server_main_cpu) / dt
+        client: float | None
         if a.client_cumulative:
             client = (b.client_cpu - a.client_cpu) / dt
         else:
-            client = sum(s.client_cpu for s in steady) / len(steady)
+            # Worker heartbeats carry a CPU reading refreshed every 5 s; none yet reads 0.
+            readings = [s.client_cpu for s in steady if s.client_cpu > 0]
+            client = sum(readings) / len(readings) if readings else None
         machine = (b.machine_busy - a.machine_busy) / dt
         rows.append({"consumers": a.consumers, "cycles_per_s": (b.completes - a.completes) / dt,
                      "server_main_cpu": server, "client_cpu": client, "machine_cpu": machine, "seconds": dt,
@@ -161,11 +164,12 @@ class Outcome:
             lines.append(f"{'consumers':>9} {'cycles/s':>9} {'server CPU':>10} {'client CPU':>10} "
                          f"{'machine CPU':>11}  bound")
             for r in self.steps:
+                client = "n/a" if r["client_cpu"] is None else f"{r['client_cpu']:.2f}"
                 lines.append(f"{r['consumers']:>9} {r['cycles_per_s']:>9.0f} {r['server_main_cpu']:>10.2f} "
-                             f"{r['client_cpu']:>10.2f} {r['machine_cpu']:>11.2f}  {r['bound']}")
-            lines.append(f"(CPU in cores over each step's settled part; server = its main thread; machine = every "
-                         f"process on this {os.cpu_count()}-core machine, so machine minus server minus client is "
-                         f"what others took)")
+                             f"{client:>10} {r['machine_cpu']:>11.2f}  {r['bound']}")
+            lines.append(f"(CPU in cores over each step's settled part; server = its main thread; client = the "
+                         f"load process, or the workers' sum from their heartbeats; machine = every process on this "
+                         f"{os.cpu_count()}-core machine)")
         lines.append(self.report.format())
         return "\n".join(lines)
 
@@ -192,6 +196,8 @@ def write_outputs(outcome: Outcome, folder: Path) -> Path:
             for r in outcome.steps:
                 for metric, unit in (("cycles_per_s", "1/s"), ("server_main_cpu", "cores"),
                                      ("client_cpu", "cores"), ("machine_cpu", "cores")):
+                    if r[metric] is None:
+                        continue
                     writer.writerow({"scenario": outcome.scenario, "server": outcome.run["server"],
                                      "consumers": r["consumers"], "metric": metric, "value": round(r[metric], 4),
                                      "unit": unit})
