@@ -533,6 +533,12 @@ def _reset_after_fork() -> None:
     _guard = _Guard()
 
 
+def stop_all() -> None:
+    """Stop every server this process started (atexit does this too, but a
+    host such as Locust may close its files before atexit runs)."""
+    _stop_all_at_exit()
+
+
 def _stop_all_at_exit() -> None:
     _guard.stop_all()
 

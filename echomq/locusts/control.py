@@ -290,7 +290,7 @@ class Controller:
         # Let the server keeper go now too. Left to interpreter exit, its wait
         # yields to gevent after Locust has closed its CSV files, and Locust's
         # CSV writer greenlet then dies writing to them.
-        servers._stop_all_at_exit()
+        servers.stop_all()
 
     def _finish(self) -> None:
         session = self.session
