@@ -182,6 +182,44 @@ def test_distributed_master_and_two_workers_merge_their_books(tmp_path: Path) ->
     assert audit["flow"]["reaped"] > 0  # the master's pump
 
 
+def test_distributed_run_over_a_cluster_spreads_queues_and_reports_each_master(tmp_path: Path) -> None:
+    """A master and two workers against a cluster that already runs (its
+    redis+cluster:// URL): the queues land one per master, every master
+    serves completes, and the merged audit passes."""
+    from echomq.cluster import start_cluster
+
+    cluster = start_cluster("valkey-cluster")
+    try:
+        port = free_port()
+        scenario = str(SCENARIOS / "crash_reap.py")
+        master = locust(["-f", scenario, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+                         str(port), "--expect-workers", "2", "--headless", "-u", "9", "-r", "9", "-t", "5s",
+                         "--server", cluster.url, "--queues", "3", "--csv", str(tmp_path / "run"),
+                         *STORY["crash_reap"]], tmp_path)
+        workers = [locust(["-f", scenario, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+                           "--server", cluster.url], tmp_path) for _ in range(2)]
+        code, output = finished(master)
+        for w in workers:
+            w_code, w_output = finished(w, 30)
+            assert w_code == 0, w_output[-3000:]
+        masters = {m.name for m in cluster.masters()}
+    finally:
+        cluster.stop()
+    audit = read_audit(tmp_path / "audit.json", output)
+    assert code == 0, output[-4000:]
+    assert audit["passed"] is True and audit["missing_processes"] == 0
+    assert audit["run"]["role"] == "master" and audit["run"]["load_processes"] == 2
+    assert "queues over the cluster's masters" in output and "per node (3 masters" in output
+    nodes = audit["nodes"]
+    assert {n["node"] for n in nodes} == masters
+    assert all(len(n["queues"]) == 1 and n["completed"] > 0 for n in nodes)
+    assert sum(n["completed"] for n in nodes) == audit["audit"]["completed"]
+    assert all(0 < n["server_main_util"] < 1.5 for n in nodes)
+    a = audit["audit"]
+    assert a["zombie_sent"] > 0 and a["zombie_accepted"] == 0
+    assert audit["flow"]["reaped"] > 0
+
+
 def test_master_without_a_url_says_what_it_needs(tmp_path: Path) -> None:
     code, output = finished(locust(["-f", str(SCENARIOS / "claim_complete.py"), "--master", "--master-bind-host",
                                     "127.0.0.1", "--master-bind-port", str(free_port()), "--headless"], tmp_path))

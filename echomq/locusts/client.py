@@ -61,15 +61,17 @@ class Books:
     counters: Counter[str] = field(default_factory=Counter)
     unresolved: list[list[Any]] = field(default_factory=list)
     recovery: dict[str, Latency] = field(default_factory=lambda: {m: Latency() for m in RECOVERY_METRICS})
+    completed: Counter[str] = field(default_factory=Counter)  # queue -> completes accepted (per-node cycles/s)
 
     def to_message(self) -> dict[str, Any]:
-        return {"ledger": self.ledger.to_json(), "counters": dict(self.counters),
+        return {"ledger": self.ledger.to_json(), "counters": dict(self.counters), "completed": dict(self.completed),
                 "unresolved": self.unresolved,
                 "recovery": {k: v.encode() for k, v in self.recovery.items() if v.count}}
 
     def merge_message(self, data: dict[str, Any]) -> None:
         self.ledger.merge(Ledger.from_json(data["ledger"]))
         self.counters.update(data["counters"])
+        self.completed.update(data.get("completed", {}))
         self.unresolved.extend(data["unresolved"])
         for name, blob in data["recovery"].items():
             self.recovery[name].merge(Latency.decode(blob))
@@ -170,6 +172,8 @@ class EchoClient:
                    on_stale=refused)
         if outcome is not None:
             self.books.ledger.record_complete(job_id, token, outcome, zombie=zombie)
+            if outcome:
+                self.books.completed[q.name] += 1
         return bool(outcome)
 
     def retry(self, q: QueueWire, job_id: str, token: int, error: str, delay_ms: int) -> str | None:

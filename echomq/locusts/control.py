@@ -33,15 +33,16 @@ import gevent
 from gevent.event import Event
 
 from ..audit import audit
+from ..cluster import EmbeddedCluster, _Cluster, format_placements, master_clients, spread_queues
 from ..errors import EchoMQError
 from ..keys import QueueKeys
 from ..meta import collect
 from .. import servers
 from ..servers import EmbeddedServer, ServerError, parse_server_spec, redacted_url, start
-from ..serverstats import process_cpu_s, sample
+from ..serverstats import process_cpu_s, sample, usage
 from .client import REQUEST_TYPE, Books
 from .options import DEFAULTS, Settings, SettingsError, add_options
-from .report import Outcome, StepSample, machine_busy_s, output_dir, settle, step_table, write_outputs
+from .report import Outcome, StepSample, machine_busy_s, node_table, output_dir, settle, step_table, write_outputs
 from .session import RUN_OPTION, RunInfo, Session
 
 __all__ = ["Controller", "DRAIN_MESSAGE", "BOOKS_MESSAGE"]
@@ -78,6 +79,13 @@ class Controller:
         self.samples: list[StepSample] = []
         self.step = (0, 0)
         self.sampler: Any = None
+        self.placements: list[Any] = []  # on a cluster: the queues' masters
+        self.node_clients: dict[str, Any] = {}
+        self.node_before: dict[str, Any] = {}
+
+    @property
+    def cluster(self) -> bool:
+        return isinstance(self.server, _Cluster)
 
     def install(self, events: Any) -> None:
         events.init_command_line_parser.add_listener(self.on_parser)
@@ -112,8 +120,10 @@ class Controller:
         if not settings.steps:
             environment.shape_class = None  # stepping is opt-in: without --steps, -u/-r/-t rule
         local_workers = bool(getattr(options, "processes", None))
-        if self.role == "master" and not local_workers and (settings.server is None or settings.server.kind != "url"):
-            self._fatal("a distributed run needs --server redis://HOST:PORT: a server that every worker can reach. "
+        reachable = settings.server is not None and settings.server.url is not None  # redis:// or redis+cluster://
+        if self.role == "master" and not local_workers and not reachable:
+            self._fatal("a distributed run needs --server redis://HOST:PORT (or redis+cluster://HOST:PORT): "
+                        "a server that every worker can reach. "
                         "An embedded server listens on this machine's loopback only (it is allowed with "
                         "--processes N, whose workers run here). Run one where the workers reach it and pass "
                         "its URL to the master, e.g. --server redis://:PASSWORD@10.0.0.5:6379")
@@ -138,6 +148,11 @@ class Controller:
 
     def _session_url(self) -> str:
         """The URL load processes connect with: an embedded server's password included."""
+        if isinstance(self.server, EmbeddedCluster):
+            password = self.server._client_options.get("password")
+            auth = f":{quote(password, safe='')}@" if password else ""
+            node = self.server.nodes[0]
+            return f"redis+cluster://{auth}{node.host}:{node.port}"
         if isinstance(self.server, EmbeddedServer):
             password = self.admin.connection_pool.connection_kwargs.get("password")
             auth = f":{quote(password, safe='')}@" if password else ""
@@ -171,7 +186,14 @@ class Controller:
             settings = Settings.from_options(options)  # the web form may have changed them
             self._ensure_server(settings)
             load = environment.runner.worker_count if self.role == "master" else 1
-            run = RunInfo.fresh(settings, self._session_url(), load)
+            self.placements = []
+            if self.cluster:
+                def spread(prefix: str, count: int) -> list[str]:
+                    self.placements = spread_queues(self.admin, count, prefix)
+                    return [p.queue for p in self.placements]
+            run = RunInfo.fresh(settings, self._session_url(), load, spread if self.cluster else None)
+            if self.cluster:
+                self._start_nodes(run)
             self._warn_if_not_empty(run)
             if self.session is not None:
                 self.session.close()
@@ -193,6 +215,31 @@ class Controller:
                  "lease %d ms, work %s, max attempts %d, fail %g, crash %g", self.scenario, run.run_id,
                  ",".join(run.queues), s.producers, feed, s.lease_ms, s.work.spec, s.max_attempts,
                  s.fail_rate, s.crash_rate)
+
+    def _start_nodes(self, run: RunInfo) -> None:
+        """Show which master serves each queue; sample every master's CPU."""
+        from ..cluster import Placement, queue_slot
+
+        if not self.placements:  # one queue (--queues 1): wherever its name lands
+            self.placements = [Placement(q, queue_slot(q), self.admin.nodes_manager.get_node_from_slot(
+                queue_slot(q)).name) for q in run.queues]
+        print(f"echomq: queues over the cluster's masters\n{format_placements(self.placements)}", flush=True)
+        self.node_clients = master_clients(self.admin)
+        self.node_before = {name: sample(c) for name, c in self.node_clients.items()}
+
+    def _node_usages(self) -> dict[str, Any]:
+        out = {}
+        for name, before in self.node_before.items():
+            try:
+                out[name] = usage(before, sample(self.node_clients[name]))
+            except Exception as exc:  # a master gone: its row says n/a
+                log.warning("echomq: no CPU from master %s: %s", name, exc)
+        return out
+
+    def _server_main_cpu_s(self) -> float:
+        if self.cluster:
+            return sum(sample(c).main_cpu_s for c in self.node_clients.values())
+        return sample(self.admin).main_cpu_s
 
     def _warn_if_not_empty(self, run: RunInfo) -> None:
         held = 0
@@ -228,7 +275,7 @@ class Controller:
                 client, cumulative = sum(c.cpu_usage for c in runner.clients.values()) / 100.0, False
             step, consumers = self.step
             self.samples.append(StepSample(step, consumers, time.perf_counter(), completes,
-                                           sample(self.admin).main_cpu_s, client, cumulative, machine_busy_s()))
+                                           self._server_main_cpu_s(), client, cumulative, machine_busy_s()))
             gevent.sleep(STEP_SAMPLE_S)
 
     # -- stop --------------------------------------------------------------
@@ -319,6 +366,7 @@ class Controller:
         books = session.books
         for data in self.collected.values():
             books.merge_message(data)
+        usages = self._node_usages() if self.cluster else {}
         settled = settle(self.admin, books)
         report = audit(self.admin, session.run.queues, books.ledger)
         seconds = (session.drained_at or time.perf_counter()) - session.started
@@ -334,4 +382,5 @@ class Controller:
             missing_processes=len(self.expected - set(self.collected)),
             steps=step_table(self.samples, settings.step_time_ms / 1000.0),
             meta=collect([self.server], scenario=self.scenario, **settings.describe()),
+            nodes=node_table(self.placements, dict(books.completed), usages, seconds) if self.cluster else [],
         )

@@ -57,6 +57,7 @@ def settle(client: redis.Redis, books: Books) -> dict[str, int]:
         if not exists and not ledger.accepted.get(i):
             _, token, zombie = max(calls, key=lambda c: c[1])
             ledger.record_complete(i, token, True, zombie=zombie)
+            books.completed[calls[0][0]] += 1
             accepted += 1
     return {"enqueues": len(enqueues), "enqueues_counted": counted,
             "completes": sum(map(len, completes.values())), "completes_accepted": accepted}
@@ -128,6 +129,7 @@ class Outcome:
     missing_processes: int
     steps: list[dict[str, Any]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    nodes: list[dict[str, Any]] = field(default_factory=list)  # on a cluster: one row per master
 
     @property
     def passed(self) -> bool:
@@ -138,7 +140,7 @@ class Outcome:
                 "audit": self.report.to_dict(), "settled_unresolved": self.settled,
                 "missing_processes": self.missing_processes, "flow": self.counters,
                 "seconds": self.seconds, "cycles_per_s": self.cycles_per_s,
-                "recovery_ms": self.recovery, "steps": self.steps, "meta": self.meta}
+                "recovery_ms": self.recovery, "steps": self.steps, "nodes": self.nodes, "meta": self.meta}
 
     def format(self) -> str:
         c = self.counters
@@ -170,8 +172,42 @@ class Outcome:
             lines.append(f"(CPU in cores over each step's settled part; server = its main thread; client = the "
                          f"load process, or the workers' sum from their heartbeats; machine = every process on this "
                          f"{os.cpu_count()}-core machine)")
+        if self.nodes:
+            lines.append(format_nodes(self.nodes))
         lines.append(self.report.format())
         return "\n".join(lines)
+
+
+def node_table(placements: list[Any], completed: dict[str, int], usages: dict[str, Any],
+               seconds: float) -> list[dict[str, Any]]:
+    """Per master: its queues, cycles/s from their accepted completes (over
+    the run's `seconds`, like the total) and its main thread's utilisation
+    (INFO cpu over the same run, from each master's own counters)."""
+    rows = []
+    for node in dict.fromkeys(p.node for p in placements):
+        queues = [p.queue for p in placements if p.node == node]
+        done = sum(completed.get(q, 0) for q in queues)
+        use = usages.get(node)
+        rows.append({"node": node, "queues": queues, "completed": done,
+                     "cycles_per_s": done / seconds if seconds else 0.0,
+                     "server_main_util": None if use is None else round(use.utilization, 4),
+                     "server_cpu_util": None if use is None else round(use.cpu_s / use.wall_s, 4) if use.wall_s else None})
+    return rows
+
+
+def format_nodes(rows: list[dict[str, Any]]) -> str:
+    total = sum(r["cycles_per_s"] for r in rows)
+    lines = [f"per node ({len(rows)} masters; cycles/s from each node's queues' completes, over the same "
+             f"seconds as the total; server util = main thread CPU / wall over the run):",
+             f"{'node':<22} {'queues':>6} {'completed':>10} {'cycles/s':>9} {'server util':>11}"]
+    for r in rows:
+        util = "n/a" if r["server_main_util"] is None else f"{r['server_main_util']:.2f}"
+        lines.append(f"{r['node']:<22} {len(r['queues']):>6} {r['completed']:>10} {r['cycles_per_s']:>9.0f} {util:>11}")
+    lines.append(f"{'total':<22} {sum(len(r['queues']) for r in rows):>6} {sum(r['completed'] for r in rows):>10} "
+                 f"{total:>9.0f}")
+    if (os.cpu_count() or 0) < len(rows) + 1:
+        lines.append(f"(these nodes share this machine's {os.cpu_count()} cores with each other and the load)")
+    return "\n".join(lines)
 
 
 def output_dir(options: Any) -> Path:

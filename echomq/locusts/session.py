@@ -24,7 +24,7 @@ import os
 import random
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable
 
 import gevent
 from gevent.pool import Group
@@ -33,7 +33,7 @@ from ..errors import EchoMQError
 from ..ids import mint
 from .client import Books, Claimed, EchoClient, Gate, sleep_ms
 from .options import Settings
-from .wire import ConnectionFactory, QueueWire, ScriptSet, Wire
+from .wire import ClusterRouter, ConnectionFactory, QueueWire, ScriptSet, is_cluster_url
 
 __all__ = ["RunInfo", "Session", "RUN_OPTION"]
 
@@ -60,10 +60,17 @@ class RunInfo:
         return cls(d["run_id"], d["url"], tuple(d["queues"]), int(d["load_processes"]))
 
     @classmethod
-    def fresh(cls, settings: Settings, url: str, load_processes: int) -> "RunInfo":
+    def fresh(cls, settings: Settings, url: str, load_processes: int,
+              spread: "Callable[[str, int], list[str]] | None" = None) -> "RunInfo":
+        """`spread(prefix, count)` picks the names on a cluster (echomq.cluster.spread_queues)."""
         run_id = os.urandom(3).hex()
         base = settings.queue or f"locust-{run_id}"
-        names = (base,) if settings.queues == 1 else tuple(f"{base}.{i}" for i in range(settings.queues))
+        if settings.queues == 1:
+            names: tuple[str, ...] = (base,)
+        elif spread is not None:
+            names = tuple(spread(f"{base}.", settings.queues))
+        else:
+            names = tuple(f"{base}.{i}" for i in range(settings.queues))
         return cls(run_id, url, names, max(1, load_processes))
 
 
@@ -77,7 +84,8 @@ class Session:
         self.books = Books()
         self.gate = Gate()
         self.scripts = ScriptSet.load()
-        self.factory = ConnectionFactory(run.url)  # one connection per greenlet
+        # one connection per greenlet (on a cluster: per greenlet and master)
+        self.factory = ClusterRouter(run.url) if is_cluster_url(run.url) else ConnectionFactory(run.url)
         s = settings
         self.queues = [QueueWire(n, self.scripts, s.lease_ms, s.max_attempts, s.reap_limit, s.promote_limit)
                        for n in run.queues]
@@ -85,14 +93,14 @@ class Session:
         self.started = time.perf_counter()
         self.drained_at: float | None = None
         self._next_queue = 0
-        self.wires: list[Wire] = []
+        self.wires: list[Any] = []
         self._load_scripts()
 
     # -- for users ---------------------------------------------------------
 
     def client(self, keep: bool = True) -> EchoClient:
         """A measured client on its own connection; kept ones close with the session."""
-        wire = Wire(self.factory, self.scripts)
+        wire = self.factory.wire(self.scripts)
         if keep:
             self.wires.append(wire)
         return EchoClient(self.environment, wire, self.books, self.gate)
@@ -221,10 +229,4 @@ class Session:
             wire.close()
 
     def _load_scripts(self) -> None:
-        conn = self.factory.connect()
-        try:
-            for text in self.scripts.sha_to_text().values():
-                conn.send_command("SCRIPT", "LOAD", text)
-                conn.read_response()
-        finally:
-            conn.disconnect()
+        self.factory.load_scripts(list(self.scripts.sha_to_text().values()))

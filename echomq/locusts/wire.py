@@ -30,7 +30,7 @@ from ..errors import ServerUnavailableError, from_reply
 from ..keys import QueueKeys
 from ..scripts import ScriptSource, discover
 
-__all__ = ["Wire", "QueueWire", "ScriptSet", "ConnectionFactory"]
+__all__ = ["Wire", "QueueWire", "ScriptSet", "ConnectionFactory", "ClusterRouter", "ClusterWire", "is_cluster_url"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,18 @@ class ConnectionFactory:
     def connect(self) -> redis.connection.AbstractConnection:
         self.made += 1
         return self.connection_class(**self.kwargs)
+
+    def wire(self, scripts: ScriptSet) -> "Wire":
+        return Wire(self, scripts)
+
+    def load_scripts(self, texts: Sequence[str]) -> None:
+        conn = self.connect()
+        try:
+            for text in texts:
+                conn.send_command("SCRIPT", "LOAD", text)
+                conn.read_response()
+        finally:
+            conn.disconnect()
 
 
 class Wire:
@@ -188,3 +200,140 @@ def _mapped(exc: redis.exceptions.ResponseError) -> Exception:
     mapped = from_reply(str(exc))
     return mapped if mapped is not None else exc
 
+
+
+# --------------------------------------------------------------------------
+# A cluster: the same held connections, one per master a greenlet talks to
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in ("redis+cluster", "rediss+cluster")
+
+
+class _NodeFactory:
+    """Connections to one node, with the settings redis-py's cluster client uses for it."""
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self.connection_class = pool.connection_class
+        self.kwargs = dict(pool.connection_kwargs)
+
+    def connect(self) -> redis.connection.AbstractConnection:
+        return self.connection_class(**self.kwargs)
+
+
+class ClusterRouter:
+    """The process's view of a cluster, kept by redis-py's cluster client
+    (`RedisCluster`): which master owns a key's slot, and each master's
+    connection settings. Calls themselves go over `ClusterWire`'s held
+    connections, not through the client's pools: a greenlet killed between
+    send and reply must drop its connection, which a pooled connection
+    (released on BaseException without a disconnect) would not."""
+
+    def __init__(self, url: str) -> None:
+        from ..cluster import UrlCluster
+        from ..servers import parse_server_spec
+
+        self.client = UrlCluster(parse_server_spec(url)).client()
+        self._slots: dict[str, str] = {}  # hash tag -> master address
+        self.made = 0
+
+    def node_for(self, key: Any) -> str:
+        key = key.decode() if isinstance(key, bytes) else str(key)
+        start = key.find("{")
+        end = key.find("}", start + 1) if start >= 0 else -1
+        tag = key[start + 1:end] if end > start + 1 else key
+        node = self._slots.get(tag)
+        if node is None:
+            node = self.client.nodes_manager.get_node_from_slot(self.client.keyslot(key)).name
+            self._slots[tag] = node
+        return node
+
+    def factory(self, node: str) -> _NodeFactory:
+        target = self.client.get_node(node_name=node)
+        if target is None or target.redis_connection is None:
+            self.refresh()
+            target = self.client.get_node(node_name=node)
+        if target is None:
+            raise ServerUnavailableError(f"cluster node {node} is not in the slot map")
+        if target.redis_connection is None:
+            target.redis_connection = self.client.get_redis_connection(target)
+        self.made += 1
+        return _NodeFactory(target.redis_connection.connection_pool)
+
+    def refresh(self) -> None:
+        """Re-read the slot map (after a MOVED: a failover or a resharding)."""
+        self.client.nodes_manager.initialize()
+        self._slots.clear()
+
+    def load_scripts(self, texts: Sequence[str]) -> None:
+        for text in texts:
+            self.client.script_load(text)  # redis-py sends it to every primary
+
+    def wire(self, scripts: ScriptSet) -> "ClusterWire":
+        return ClusterWire(self, scripts)
+
+
+def _first_key(cmd: Sequence[Any]) -> Any:
+    # EVALSHA sha numkeys key...; every other command the scenarios send has its key first
+    return cmd[3] if str(cmd[0]).upper() == "EVALSHA" else cmd[1]
+
+
+class ClusterWire:
+    """`Wire`'s interface over a cluster: one held `Wire` per master this
+    greenlet has talked to; each command goes to the master owning its
+    key's slot. A MOVED reply (the command was not applied) re-reads the
+    slot map and sends once more."""
+
+    MOVES = (redis.exceptions.MovedError, redis.exceptions.AskError)
+
+    def __init__(self, router: ClusterRouter, scripts: ScriptSet) -> None:
+        self.router = router
+        self.scripts = scripts
+        self.wires: dict[str, Wire] = {}
+
+    def _wire(self, node: str) -> Wire:
+        wire = self.wires.get(node)
+        if wire is None:
+            wire = self.wires[node] = Wire(self.router.factory(node), self.scripts)  # type: ignore[arg-type]
+        return wire
+
+    def call(self, cmd: Sequence[Any]) -> Any:
+        for attempt in range(3):
+            try:
+                return self._wire(self.router.node_for(_first_key(cmd))).call(cmd)
+            except self.MOVES:
+                self.router.refresh()
+        raise ServerUnavailableError(f"cluster: {cmd[0]} still MOVED after re-reading the slot map")
+
+    def pipeline(self, cmds: Sequence[Sequence[Any]]) -> list[Any]:
+        """Each master's share as one pipeline (the scenarios send one queue's
+        commands together, so normally one); replies in the order sent."""
+        out: list[Any] = [None] * len(cmds)
+        todo = list(range(len(cmds)))
+        for attempt in range(3):
+            groups: dict[str, list[int]] = {}
+            for i in todo:
+                groups.setdefault(self.router.node_for(_first_key(cmds[i])), []).append(i)
+            for node, idx in groups.items():
+                for i, reply in zip(idx, self._wire(node).pipeline([cmds[i] for i in idx])):
+                    out[i] = reply
+            todo = [i for i in todo if isinstance(out[i], self.MOVES)]
+            if not todo:
+                return out
+            self.router.refresh()
+        return out
+
+    def command(self, *args: Any) -> Any:
+        return self.call(args)
+
+    def load_scripts(self) -> None:
+        for wire in self.wires.values():
+            wire.load_scripts()
+
+    def reconnect(self) -> None:
+        for wire in self.wires.values():
+            wire.reconnect()
+
+    def close(self) -> None:
+        for wire in self.wires.values():
+            wire.close()
