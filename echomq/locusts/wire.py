@@ -298,7 +298,7 @@ class ClusterWire:
         return wire
 
     def call(self, cmd: Sequence[Any]) -> Any:
-        for attempt in range(3):
+        for _ in range(3):
             try:
                 return self._wire(self.router.node_for(_first_key(cmd))).call(cmd)
             except self.MOVES:
@@ -310,7 +310,7 @@ class ClusterWire:
         commands together, so normally one); replies in the order sent."""
         out: list[Any] = [None] * len(cmds)
         todo = list(range(len(cmds)))
-        for attempt in range(3):
+        for _ in range(3):
             groups: dict[str, list[int]] = {}
             for i in todo:
                 groups.setdefault(self.router.node_for(_first_key(cmds[i])), []).append(i)
