@@ -320,6 +320,16 @@ def run(args: argparse.Namespace) -> int:
     from .workload import StderrProgress, add_workload_options, settings_from_args
 
     settings = settings_from_args(args, ledger=args.audit)
+    clusters = [spec.describe() for spec in args.server if spec.kind == "cluster"]
+    if clusters:
+        # The driver's workers hold hand-encoded RESP sockets to one address
+        # and sample one server's CPU; a cluster needs a socket per master and
+        # per-node samples. Until then, the per-node figures come from
+        # bench/cluster_scaling.py and the Locust scenarios.
+        print(f"echomq-bench capacity: error: {', '.join(clusters)}: the capacity driver measures one server, "
+              "not a cluster; measure each node's build with --server redis|valkey, and a cluster with "
+              "bench/cluster_scaling.py or the Locust scenarios (--server redis-cluster --queues 3)", file=sys.stderr)
+        return 2
     progress = StderrProgress()
     results: list[CapacityResult] = []
     for spec in args.server:

@@ -312,3 +312,10 @@ def test_locust_cluster_wire_routes_by_slot_and_follows_moved(cluster: EmbeddedC
     finally:
         wire.close()
         router.client.close()
+
+
+def test_capacity_refuses_a_cluster_before_starting_anything(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capacity", "--server", "redis-cluster", "--duration", "1s"]) == 2
+    err = capsys.readouterr().err
+    assert "redis-cluster: the capacity driver measures one server, not a cluster" in err
+    assert "bench/cluster_scaling.py" in err
