@@ -165,8 +165,15 @@ def _link_latest(run_dir: Path) -> Path:
 def run(args: argparse.Namespace) -> int:
     from .report import build_report
 
+    from .servers import running
+
     plan = PLANS["quick" if args.quick else "default"]
     specs: list[ServerSpec] = list(args.server)
+    # Every server must answer before anything is written: a refused run
+    # leaves no half-made results folder behind.
+    with running(*specs) as servers:
+        for server in servers:
+            server.version()
     run_dir = results.new_run_dir("run", args.out)
     phases = Phases(["conformance check", "capacity: Redis against Valkey, interleaved trials",
                      "throughput against consumers", "reap cost against the cap", "lease-sizing sweep", "report"])

@@ -89,7 +89,9 @@ def test_gate_passes_unchanged_code_and_names_a_slowed_claim(
     assert slow.changed_scripts == ["claim"]
     assert slow.regressions == ["claim"], format_result(slow)
     claim = next(v for v in slow.verdicts if v.case == "claim")
-    assert claim.ab_change is not None and claim.ab_change > 1.0  # about +200%
+    # About +200% on a quiet machine; a busy one squeezes the measured change
+    # (seen: +90%), so only ask that it clearly exceeds the A/B tolerance.
+    assert claim.ab_change is not None and claim.ab_change > 3 * claim.ab_allowed
     assert claim.confirmed is True
     assert "REGRESSION on" in format_result(slow) and "claim" in format_result(slow)
 
