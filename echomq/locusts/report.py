@@ -184,7 +184,7 @@ def node_table(placements: list[Any], completed: dict[str, int], usages: dict[st
     the run's `seconds`, like the total) and its main thread's utilisation
     (INFO cpu over the same run, from each master's own counters)."""
     rows = []
-    for node in dict.fromkeys(p.node for p in placements):
+    for node in dict.fromkeys([p.node for p in placements] + list(usages)):  # idle masters too
         queues = [p.queue for p in placements if p.node == node]
         done = sum(completed.get(q, 0) for q in queues)
         use = usages.get(node)
