@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import meta, results
+from .reapcost import QUICK, CurveSettings
 from .servers import ServerSpec
 
 __all__ = ["configure", "run", "Plan", "PLANS"]
@@ -30,14 +31,19 @@ class Plan:
     trials: int
     consumers: tuple[int, ...]
     consumers_s: float
-    reap_quick: bool
+    reap: CurveSettings
     lease_s: float
+    ceiling_requests: int
 
 
 PLANS = {
-    "default": Plan(compare_s=6.0, trials=3, consumers=(1, 2, 4, 8, 16, 32), consumers_s=2.0, reap_quick=True,
-                    lease_s=12.0),
-    "quick": Plan(compare_s=1.5, trials=2, consumers=(1, 4, 16), consumers_s=0.8, reap_quick=True, lease_s=4.0),
+    "default": Plan(compare_s=6.0, trials=3, consumers=(1, 2, 4, 8, 16, 32), consumers_s=2.0,
+                    reap=replace(QUICK, orphans=10_000), lease_s=12.0, ceiling_requests=100_000),
+    # The minute-long form: enough to see every chart, too short to trust a ratio.
+    "quick": Plan(compare_s=1.5, trials=2, consumers=(1, 4, 16), consumers_s=0.8,
+                  reap=CurveSettings(sizes=(1_000, 100_000), caps=(10, 100, 1_000), repeats=3, orphans=2_000,
+                                     drain_size=10_000, verbs=("reap",)),
+                  lease_s=4.0, ceiling_requests=20_000),
 }
 
 
@@ -102,7 +108,7 @@ def _compare(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str]
     from .capacity import CapacitySettings
     from .compare import run_compare, write_compare
 
-    settings = CapacitySettings(duration_s=plan.compare_s)
+    settings = CapacitySettings(duration_s=plan.compare_s, ceiling_requests=plan.ceiling_requests)
     result = run_compare(specs, settings, trials=plan.trials, progress=say)
     write_compare(out, result, argv=sys.argv)
 
@@ -134,7 +140,7 @@ def _reapcost(specs: list[ServerSpec], plan: Plan, out: Path) -> None:
     from .servers import running
 
     with running(*specs) as servers:
-        run_reap_curve(servers, quick=plan.reap_quick, out_dir=out, verbose=True)
+        run_reap_curve(servers, settings=plan.reap, out_dir=out, verbose=True)
 
 
 def _lease(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], None]) -> None:

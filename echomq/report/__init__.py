@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from ..results import ResultsError, Run, load, load_many
+from ..results import ResultsError, Run, load_many
 from .doc import Doc, Heading, Notes, Para
 from .sections import RENDERERS, headline_findings, kind_of
 
@@ -17,26 +17,11 @@ __all__ = ["build_report", "configure", "run"]
 ORDER = ("check", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate")
 
 
-def _runs_below(paths: Iterable[Path]) -> list[Run]:
-    runs: list[Run] = []
-    for path in paths:
-        if not path.exists():
-            raise ResultsError(f"{path}: not a results folder (no such directory)")
-        if (path / "meta.json").is_file():
-            runs.append(load(path))
-        # The main job keeps each part in a subfolder of its run folder.
-        inner = sorted(p for p in path.iterdir() if p.is_dir() and (p / "meta.json").is_file())
-        runs.extend(load(p) for p in inner)
-        if not runs:
-            runs.extend(load_many([path]))
-    return runs
-
-
 def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> tuple[Path, Path, list[str]]:
     """Write report.md and report.html (and the charts) into `out`, by
     default the first folder; returns both paths and the headline findings."""
     paths = [Path(p) for p in paths]
-    runs = _runs_below(paths)
+    runs = load_many(paths)
     by_kind: dict[str, Run] = {}
     for r in runs:
         kind = kind_of(r)

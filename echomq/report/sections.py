@@ -156,11 +156,15 @@ def lease_section(run: Run, out: Path) -> list[Block]:
     blocks: list[Block] = [Heading("Lease sizing", anchor="lease"),
                            Para(s.get("recommendation", "No recommendation recorded."))]
     t = run.table("lease")
-    keep = t[(t["source"] == "measured") & t["metric"].isin(["false_expiry", "recovery_p99_ms", "recovery_median_ms",
-                                                             "throughput_per_s", "executions"])]
+    wanted = ["executions", "false_expiry_rate", "duplicates", "refused_completes", "recovery_median", "recovery_p99",
+              "throughput"]
+    keep = t[t["metric"].isin(wanted)].copy()
     if len(keep):
-        piv = keep.pivot_table(index=["server", "lease_ms"], columns="metric", values="value", aggfunc="first").reset_index()
-        blocks.append(Table(piv, "Measured, per lease"))
+        keep["column"] = keep["metric"] + " (" + keep["source"] + ")"
+        piv = keep.pivot_table(index=["server", "lease_ms"], columns="column", values="value", aggfunc="first")
+        order = [f"{m} ({src})" for m in wanted for src in ("measured", "model") if f"{m} ({src})" in piv.columns]
+        blocks.append(Table(piv[order].reset_index(), "Measured beside the model, per lease (rates as fractions, "
+                                                      "recovery in ms, throughput in executions/s)"))
     png = run.path / "lease.png"
     servers = s.get("servers", [])
     bottleneck = "; ".join(f"{x.get('server')}: {x.get('bottleneck', '?')}" for x in servers if isinstance(x, dict))
