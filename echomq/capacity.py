@@ -27,9 +27,9 @@ import os
 import secrets
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Sequence
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from . import serverstats
@@ -42,12 +42,15 @@ from .errors import EchoMQError
 from .queue import Queue
 from .wire import Target
 
-__all__ = ["CapacitySettings", "CapacityResult", "CapacityError", "run_capacity", "measure", "target_of"]
+__all__ = ["CapacitySettings", "CapacityResult", "CapacityError", "run_capacity", "run_alternating", "measure",
+           "write_capacity",
+           "target_of", "configure", "run"]
 
 Say = Callable[[str], None]
 READY_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 120.0
 DEFAULT_RATE_HINT = 60_000.0   # cycles/s assumed when nothing better is known, to size a backlog
+SLOT_S = 0.25                  # alternating runs: each server's turn
 
 
 class CapacityError(EchoMQError):
@@ -119,7 +122,9 @@ def target_of(server: Any) -> Target:
 
 
 def _pin(server: Any, enabled: bool) -> tuple[str, tuple[int, ...] | None]:
-    """Pin the server to one core and hand the rest to the client; describe what was done."""
+    """Pin the server's main thread (where commands and scripts run) to one
+    core and hand the others to the client; describe what was done. Other
+    server threads (background jobs, io-threads) stay free to move."""
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     pid = getattr(server, "pid", None)
     if not enabled:
@@ -130,12 +135,94 @@ def _pin(server: Any, enabled: bool) -> tuple[str, tuple[int, ...] | None]:
         return f"off (only {len(cpus)} core available)", None
     server_cpu, client_cpus = cpus[0], tuple(cpus[1:])
     try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            os.sched_setaffinity(int(tid), {server_cpu})
+        os.sched_setaffinity(pid, {server_cpu})  # the main thread's tid is the pid
     except OSError as exc:
         return f"off (cannot pin the server: {exc.strerror})", None
     shown = ",".join(map(str, client_cpus))
-    return f"server on cpu {server_cpu}, driver and C client on cpu {shown}", client_cpus
+    return f"server main thread on cpu {server_cpu}, driver and C client on cpu {shown}", client_cpus
+
+
+@dataclass
+class _Session:
+    """One server made ready for a run: scripts loaded, pinned, ceiling taken, backlog filled."""
+
+    server: Any
+    client: Any
+    target: Target
+    names: tuple[str, ...]
+    scripts: Any
+    shas: dict[str, str]
+    described: dict[str, Any]
+    version: str
+    pinning: str
+    client_cpus: tuple[int, ...] | None
+    say: Say
+    ceiling: Ceiling | None = None
+    backlog: int = 0
+    ledger: Ledger = field(default_factory=Ledger)
+
+
+def _open(server: Any, settings: CapacitySettings, lua_dir: Path | str | None, progress: Say | None) -> _Session:
+    from .meta import describe_server
+
+    client = server.client()
+    try:
+        described = describe_server(server)
+        names = tuple(f"cap-{secrets.token_hex(3)}-{i}" for i in range(settings.queues))
+        queues = [Queue(client, name, lua_dir=lua_dir) for name in names]
+        pinning, client_cpus = _pin(server, settings.pin)
+        return _Session(
+            server=server, client=client, target=target_of(server), names=names, scripts=queues[0].scripts,
+            shas={verb: queues[0].scripts.sha(verb) for verb in ("claim", "complete", "enqueue")},
+            described=described, version=described.get("version") or server.version(), pinning=pinning,
+            client_cpus=client_cpus,
+            say=(lambda text: progress(f"{server.name}: {text}")) if progress else (lambda _: None))
+    except BaseException:
+        client.close()
+        raise
+
+
+def _prepare(s: _Session, settings: CapacitySettings, rate_hint: float | None, share: float = 1.0) -> None:
+    payload = b"x" * settings.payload_bytes
+    if settings.ceiling:
+        s.ceiling = run_ceiling(s.client, s.target, s.shas["claim"], s.version, requests=settings.ceiling_requests,
+                                payload=payload, lease_ms=settings.lease_ms, cpus=s.client_cpus, say=s.say)
+    s.backlog = _backlog_size(settings, s.ceiling, rate_hint, share)
+    s.say(f"filling {s.backlog:,} jobs")
+    for i, name in enumerate(s.names):
+        ids = fill(s.target, name, s.backlog // len(s.names) + (i < s.backlog % len(s.names)), payload)
+        if settings.ledger:
+            s.ledger.enqueued.update(x.decode() for x in ids)
+
+
+def _collect(s: _Session, settings: CapacitySettings, results: list[dict[str, Any]],
+             measured: Measured) -> CapacityResult:
+    counts: dict[str, int] = {}
+    warnings: list[str] = []
+    for r in results:
+        for key, value in r["counts"].items():
+            counts[key] = counts.get(key, 0) + value
+        if r.get("error"):
+            warnings.append(f"worker {r['index']}: {r['error']}")
+    audit_out: dict[str, Any] | None = None
+    if settings.ledger:
+        for r in results:
+            part = r["ledger"]
+            s.ledger.enqueued.update(part["enqueued"])
+            for job_id, n in part["accepted"].items():
+                s.ledger.accepted[job_id] += n
+            s.ledger.refused.extend((i, int(t)) for i, t in part["refused"])
+        audit_out = audit(s.client, s.names, s.ledger).to_dict()
+    return build_result(s.server.name, s.version, settings, s.scripts, s.ceiling, s.backlog, s.pinning,
+                        s.client_cpus, results, counts, measured, audit_out, warnings, s.described)
+
+
+def _close(s: _Session, settings: CapacitySettings, cleanup: bool) -> None:
+    try:
+        if cleanup and not settings.keep_keys:
+            remove_queue(s.client, s.names)
+    finally:
+        s.client.close()
 
 
 def run_capacity(server: Any, settings: CapacitySettings = CapacitySettings(), *,
@@ -144,130 +231,165 @@ def run_capacity(server: Any, settings: CapacitySettings = CapacitySettings(), *
     """Measure one running server. It is left running; the run's keys are removed
     unless settings.keep_keys (or cleanup=False: the caller throws the server away)."""
     settings.check()
-    say: Say = (lambda text: progress(f"{server.name}: {text}")) if progress else (lambda _: None)
-    from .meta import describe_server
-
-    client = server.client()
-    target = target_of(server)
-    described = describe_server(server)
-    version = described.get("version") or server.version()
-    names = tuple(f"cap-{secrets.token_hex(3)}-{i}" for i in range(settings.queues))
-    queues = [Queue(client, name, lua_dir=lua_dir) for name in names]
-    shas = {verb: queues[0].scripts.sha(verb) for verb in ("claim", "complete", "enqueue")}
-    pinning, client_cpus = _pin(server, settings.pin)
-    payload = b"x" * settings.payload_bytes
-    warnings: list[str] = []
+    s = _open(server, settings, lua_dir, progress)
     try:
-        ceiling = run_ceiling(client, target, shas["claim"], version, requests=settings.ceiling_requests,
-                              payload=payload, lease_ms=settings.lease_ms, cpus=client_cpus,
-                              say=say) if settings.ceiling else None
-        backlog = _backlog_size(settings, ceiling, rate_hint)
-        ledger = Ledger()
-        say(f"filling {backlog:,} jobs")
-        for i, name in enumerate(names):
-            ids = fill(target, name, backlog // len(names) + (i < backlog % len(names)), payload)
-            if settings.ledger:
-                ledger.enqueued.update(x.decode() for x in ids)
-        plans = _plans(settings, target, names, shas, client_cpus, backlog)
-        results, measured = _drive(plans, settings, client, getattr(server, "pid", None), say)
-        counts: dict[str, int] = {}
-        for r in results:
-            for key, value in r["counts"].items():
-                counts[key] = counts.get(key, 0) + value
-            if r.get("error"):
-                warnings.append(f"worker {r['index']}: {r['error']}")
-        if settings.ledger:
-            for r in results:
-                part = r["ledger"]
-                ledger.enqueued.update(part["enqueued"])
-                for job_id, n in part["accepted"].items():
-                    ledger.accepted[job_id] += n
-                ledger.refused.extend((i, int(t)) for i, t in part["refused"])
-            report = audit(client, names, ledger)
-            audit_out: dict[str, Any] | None = report.to_dict()
-        else:
-            audit_out = None
+        _prepare(s, settings, rate_hint)
+        ((results, measured),) = _drive([(_plans(settings, s), s)], settings, s.say)
+        return _collect(s, settings, results, measured)
     finally:
-        if cleanup and not settings.keep_keys:
-            remove_queue(client, names)
-        client.close()
-    return build_result(server.name, version, settings, queues[0].scripts, ceiling, backlog, pinning, client_cpus,
-                   results, counts, measured, audit_out, warnings, described)
+        _close(s, settings, cleanup)
 
 
-def _backlog_size(settings: CapacitySettings, ceiling: Ceiling | None, hint: float | None) -> int:
+def run_alternating(servers: Sequence[Any], settings: CapacitySettings = CapacitySettings(), *,
+                    lua_dirs: Sequence[Path | str | None] | None = None, slot_s: float = SLOT_S,
+                    progress: Say | None = None, rate_hint: float | None = None,
+                    cleanup: bool = True) -> list[CapacityResult]:
+    """Load several running servers in turn, `slot_s` seconds each, round and
+    round through one window; results in the order given.
+
+    The servers share one core (each is pinned to it) and only one is loaded
+    at a time, so a machine that speeds up or slows down over seconds (other
+    processes, a neighbour on the host) does so for all of them alike. Rates
+    are over each server's own slots; its CPU per cycle is over all its
+    cycles in the window, the few that finish just after its slot included.
+    """
+    settings.check()
+    if settings.rate is not None:
+        raise CapacityError("alternating slots need a closed loop: leave out --rate")
+    if not slot_s > 0:
+        raise CapacityError(f"slot must be > 0 s, got {slot_s}")
+    dirs = list(lua_dirs) if lua_dirs is not None else [None] * len(servers)
+    sessions: list[_Session] = []
+    try:
+        for server, folder in zip(servers, dirs):
+            sessions.append(_open(server, settings, folder, progress))
+            _prepare(sessions[-1], settings, rate_hint, share=1.0 / len(servers))
+        groups = [(_plans(settings, s, slot=(slot_s, i, len(sessions))), s) for i, s in enumerate(sessions)]
+        driven = _drive(groups, settings, sessions[0].say if len(sessions) == 1 else _joint_say(progress))
+        return [_collect(s, settings, results, measured) for s, (results, measured) in zip(sessions, driven)]
+    finally:
+        for s in sessions:
+            _close(s, settings, cleanup)
+
+
+def _joint_say(progress: Say | None) -> Say:
+    return (lambda text: progress(f"alternating: {text}")) if progress else (lambda _: None)
+
+
+def _backlog_size(settings: CapacitySettings, ceiling: Ceiling | None, hint: float | None,
+                  share: float = 1.0) -> int:
     slack = settings.processes * settings.connections * settings.pipeline * 2
     if settings.feed == "produce":
         return settings.backlog if settings.backlog is not None else max(1000, slack)
     if settings.backlog is not None:
         return settings.backlog
     # A cycle is a claim plus a complete, so the driver cannot outrun the C
-    # client's claim-only rate: sized from it, the backlog outlasts the run.
-    # The C client's server cost per claim says how many claims a saturated
-    # server gives, even when the C client itself did not saturate it.
+    # client's claim-only rate. Its server cost per claim says how many
+    # claims a saturated server gives, even if the C client did not saturate it.
     at_limit = 1e6 / ceiling.server_us_per_claim if ceiling and ceiling.server_us_per_claim > 0 else None
     rate = settings.rate or at_limit or hint or DEFAULT_RATE_HINT
-    return int(rate * (settings.warmup_s + settings.duration_s)) + slack
+    return int(rate * (settings.warmup_s + settings.duration_s) * share) + slack
 
 
-def _plans(settings: CapacitySettings, target: Target, names: tuple[str, ...], shas: dict[str, str],
-           cpus: tuple[int, ...] | None, backlog: int) -> list[WorkerPlan]:
-    n = settings.processes
-    return [WorkerPlan(index=i, node=i + 1, target=target, queues=names[i % len(names):] + names[:i % len(names)],
-                       shas=shas, connections=settings.connections, pipeline=settings.pipeline,
+def _plans(settings: CapacitySettings, s: _Session,
+           slot: tuple[float, int, int] | None = None) -> list[WorkerPlan]:
+    n, names = settings.processes, s.names
+    slot_s, slot_index, slot_count = slot if slot else (None, 0, 1)
+    return [WorkerPlan(index=i, node=i + 1, target=s.target, queues=names[i % len(names):] + names[:i % len(names)],
+                       shas=s.shas, connections=settings.connections, pipeline=settings.pipeline,
                        lease_ms=settings.lease_ms, payload_bytes=settings.payload_bytes, work=settings.work,
                        rate=settings.rate / n if settings.rate else None, produce=settings.feed == "produce",
-                       produce_ahead=backlog // n, ledger=settings.ledger, cpus=cpus, seed=i)
+                       produce_ahead=s.backlog // n, ledger=settings.ledger, cpus=s.client_cpus, seed=i,
+                       slot_s=slot_s, slot_index=slot_index, slot_count=slot_count)
             for i in range(n)]
 
 
 @dataclass(frozen=True)
 class Measured:
-    """What the parent saw over the window, beside the workers' own counts."""
+    """What the parent saw of one server over the window, beside the workers' own counts."""
 
     use: serverstats.Usage
     client_cpu_s: float
     server_wait_s: float | None   # server main thread runnable but off-CPU (None: pid unknown)
     client_wait_s: float
+    steal: float                  # share of the server's CPU(s) the hypervisor took
+    owned_s: float                # the part of the window that was this server's (all of it unless alternating)
 
 
-def _drive(plans: list[WorkerPlan], settings: CapacitySettings, client: Any, server_pid: int | None,
-           say: Say) -> tuple[list[dict[str, Any]], Measured]:
+def _owned_s(window: Window, slot: tuple[float | None, int, int]) -> float:
+    slot_s, index, count = slot
+    if slot_s is None:
+        return window.t_end - window.t_start
+    total, k = 0.0, int((window.t_start - window.t_begin) / slot_s)
+    while window.t_begin + k * slot_s < window.t_end:
+        if k % count == index:
+            lo = max(window.t_start, window.t_begin + k * slot_s)
+            hi = min(window.t_end, window.t_begin + (k + 1) * slot_s)
+            total += max(0.0, hi - lo)
+        k += 1
+    return total
+
+
+def _drive(groups: list[tuple[list[WorkerPlan], _Session]], settings: CapacitySettings,
+           say: Say) -> list[tuple[list[dict[str, Any]], Measured]]:
+    """Fork every group's workers, open one window for all, sample each server around it."""
     # fork: the workers need no fresh interpreter, and start in milliseconds.
     ctx = multiprocessing.get_context("fork")
     procs, pipes = [], []
-    server_pids = [server_pid] if server_pid else []
+    client_cpus = groups[0][1].client_cpus
+    server_cpus = tuple(sorted(set(range(os.cpu_count() or 1)) - set(client_cpus))) if client_cpus else ()
     try:
-        for plan in plans:
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=worker_main, args=(plan, child), daemon=True)
-            proc.start()
-            child.close()
-            procs.append(proc)
-            pipes.append(parent)
-        pids = [_expect(pipe, "ready", READY_TIMEOUT_S, plan.index)["ready"] for pipe, plan in zip(pipes, plans)]
+        for plans, _ in groups:
+            for plan in plans:
+                parent, child = ctx.Pipe()
+                proc = ctx.Process(target=worker_main, args=(plan, child), daemon=True)
+                proc.start()
+                child.close()
+                procs.append(proc)
+                pipes.append((parent, plan))
+        group_pids: list[list[int]] = []
+        cursor = 0
+        for plans, _ in groups:
+            mine = pipes[cursor:cursor + len(plans)]
+            cursor += len(plans)
+            group_pids.append([_expect(p, "ready", READY_TIMEOUT_S, plan.index)["ready"] for p, plan in mine])
         begin = time.perf_counter() + 0.05
         window = Window(begin, begin + settings.warmup_s, begin + settings.warmup_s + settings.duration_s)
-        for pipe in pipes:
+        for pipe, _ in pipes:
             pipe.send(window)
         _sleep_until(window.t_start)
-        before, cpu0 = serverstats.sample(client), serverstats.process_cpu_s(pids)
-        s0, c0 = serverstats.sched_s(server_pids, main_thread_only=True), serverstats.sched_s(pids)
+        before = [_snapshot(s, ps) for (_, s), ps in zip(groups, group_pids)]
+        st0 = serverstats.steal_s(server_cpus)
         while (left := window.t_end - time.perf_counter()) > 0:
             say(f"measuring {settings.duration_s - left:4.1f}/{settings.duration_s:g} s")
             time.sleep(min(1.0, left))
-        after, cpu1 = serverstats.sample(client), serverstats.process_cpu_s(pids)
-        s1, c1 = serverstats.sched_s(server_pids, main_thread_only=True), serverstats.sched_s(pids)
-        results = [_expect(pipe, "counts", DRAIN_TIMEOUT_S, plan.index) for pipe, plan in zip(pipes, plans)]
+        after = [_snapshot(s, ps) for (_, s), ps in zip(groups, group_pids)]
+        st1 = serverstats.steal_s(server_cpus)
+        results = [_expect(pipe, "counts", DRAIN_TIMEOUT_S, plan.index) for pipe, plan in pipes]
     finally:
         for proc in procs:
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.kill()
                 proc.join()
-    measured = Measured(serverstats.usage(before, after), cpu1 - cpu0,
-                        s1[1] - s0[1] if server_pids and s1[0] > 0 else None, c1[1] - c0[1])
-    return results, measured
+    steal = (st1[0] - st0[0]) / (st1[1] - st0[1]) if st1[1] > st0[1] else 0.0
+    out, cursor = [], 0
+    for (plans, _), b, a in zip(groups, before, after):
+        mine = results[cursor:cursor + len(plans)]
+        cursor += len(plans)
+        p = plans[0]
+        out.append((mine, Measured(
+            use=serverstats.usage(b["info"], a["info"]), client_cpu_s=a["cpu"] - b["cpu"],
+            server_wait_s=a["server"][1] - b["server"][1] if a["server"][0] > 0 else None,
+            client_wait_s=a["client"][1] - b["client"][1], steal=steal,
+            owned_s=_owned_s(window, (p.slot_s, p.slot_index, p.slot_count)))))
+    return out
+
+
+def _snapshot(s: _Session, pids: list[int]) -> dict[str, Any]:
+    server_pids = [s.server.pid] if getattr(s.server, "pid", None) else []
+    return {"info": serverstats.sample(s.client), "cpu": serverstats.process_cpu_s(pids),
+            "server": serverstats.sched_s(server_pids, main_thread_only=True), "client": serverstats.sched_s(pids)}
 
 
 def _expect(pipe: Any, key: str, timeout: float, index: int) -> dict[str, Any]:
@@ -314,10 +436,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="keep every job id and check the server's sets against them after the run")
 
 
-def run(args: argparse.Namespace) -> int:
+def write_capacity(out: Path, results: list[CapacityResult], argv: list[str] | None = None) -> Path:
+    """The run's files in `out`: meta.json, capacity.csv, summary.json, one .hgrm per build and verb."""
     from . import meta
-    from .results import new_run_dir, write_json, write_tidy
-    from .workload import StderrProgress, add_workload_options, settings_from_args
+    from .results import write_json, write_tidy
+
+    out.mkdir(parents=True, exist_ok=True)
+    settings = results[0].settings if results else CapacitySettings()
+    info = meta.collect(servers=(), argv=argv, workload=asdict(settings))
+    info["servers"] = [r.server for r in results]
+    info["pinning"] = {r.build: r.pinning for r in results}
+    write_json(out / "meta.json", info)
+    write_tidy(out / "capacity.csv", [row for r in results for row in r.rows(trial=1)])
+    for r in results:
+        r.write_hgrm(out)
+    write_json(out / "summary.json", {"kind": "capacity", "builds": {r.build: r.headline() for r in results}})
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from .results import new_run_dir
+    from .workload import StderrProgress, settings_from_args
 
     settings = settings_from_args(args, ledger=args.audit)
     clusters = [spec.describe() for spec in args.server if spec.kind == "cluster"]
@@ -335,19 +474,10 @@ def run(args: argparse.Namespace) -> int:
     for spec in args.server:
         results.append(measure(spec, settings, progress=progress))
         progress.done()
-    out = new_run_dir("capacity", args.out)
-    info = meta.collect(servers=(), argv=sys.argv, workload=asdict(settings))
-    info["servers"] = [r.server for r in results]
-    info["pinning"] = {r.build: r.pinning for r in results}
-    write_json(out / "meta.json", info)
-    write_tidy(out / "capacity.csv", [row for r in results for row in r.rows(trial=1)])
-    for r in results:
-        r.write_hgrm(out)
-    write_json(out / "summary.json", {"kind": "capacity", "builds": {r.build: r.headline() for r in results}})
+    out = write_capacity(new_run_dir("capacity", args.out), results)
     print(format_table(results))
     for r in results:
-        print(f"{r.build}: {r.pinning}; {r.counts.get('w_completed', 0):,} cycles in {r.window_s:g} s; "
-              f"scripts {r.scripts}")
+        print(f"{r.build}: {r.pinning}; {r.cycles:,} cycles in {r.window_s:g} s; scripts {r.scripts}")
         for text in r.warnings:
             print(f"{r.build}: WARNING {text}")
         if r.audit is not None:

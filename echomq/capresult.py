@@ -43,6 +43,7 @@ class CapacityResult:
     scripts_per_cycle: float          # EVALSHA calls per cycle
     client_utilization: float         # driver CPU / (wall x cores the driver may use)
     client_wait: float                # driver runnable but off-CPU / (wall x cores)
+    steal: float                      # share of the server's CPU the hypervisor took (/proc/stat)
     client_cpu_s: float
     client_cores: int
     bound: str
@@ -85,6 +86,7 @@ class CapacityResult:
             "scripts_per_cycle": self.scripts_per_cycle,
             "server_wait": self.server_wait,
             "client_wait": self.client_wait,
+            "steal": self.steal,
             "version": self.version,
             "pinning": self.pinning,
             "latency_ms": {v: self.latency_ms(v) for v in VERBS if self.latency_ms(v)},
@@ -109,6 +111,7 @@ class CapacityResult:
             *([("server_wait", self.server_wait, "fraction")] if self.server_wait is not None else []),
             ("client_utilization", self.client_utilization, "fraction"),
             ("client_wait", self.client_wait, "fraction"),
+            ("steal", self.steal, "fraction"),
             ("cycles", self.cycles, "1"),
             ("empty_claims", self.counts.get("w_empty", 0), "1"),
             ("stale_completes", self.counts.get("stale", 0), "1"),
@@ -137,20 +140,24 @@ def build_result(build: str, version: str, settings: CapacitySettings, scripts: 
                  counts: dict[str, int], measured: Measured, audit_out: dict[str, Any] | None,
                  warnings: list[str], server: dict[str, Any]) -> CapacityResult:
     use = measured.use
-    window = settings.duration_s
+    window = measured.owned_s
+    share = window / settings.duration_s   # 1 unless the server had only its slots of the window
     cycles = counts.get("w_completed", 0)
     rate = cycles / window
     nan = float("nan")
-    # Server figures are over the parent's sampled wall time, cycles over the
-    # workers' window: divide rates, not totals, so the ms between them cancel.
-    per_s = 1.0 / use.wall_s if use.wall_s > 0 else 0.0
+    # Cost per cycle counts every cycle the server finished in the window;
+    # the rate only those that finished in its own time. Server figures are
+    # over the parent's sampled wall time, cycles over the workers' window:
+    # divide rates, not totals, so the ms between the two clocks cancel.
+    per_s = 1.0 / (use.wall_s * share) if use.wall_s > 0 else 0.0
+    done_rate = counts.get("a_completed", 0) / settings.duration_s
     cores = min(settings.processes, len(client_cpus) if client_cpus else (os.cpu_count() or 1))
     client_util = measured.client_cpu_s * per_s / cores
     client_wait = measured.client_wait_s * per_s / cores
     server_wait = measured.server_wait_s * per_s if measured.server_wait_s is not None else None
     # A side that was runnable but off-CPU still had work: count that time
     # when judging which side held the other back.
-    bound = serverstats.bound(use.utilization + (server_wait or 0.0), client_util + client_wait)
+    bound = serverstats.bound(use.main_cpu_s * per_s + (server_wait or 0.0), client_util + client_wait)
     latency = {}
     for verb in VERBS:
         merged = Latency()
@@ -166,19 +173,22 @@ def build_result(build: str, version: str, settings: CapacitySettings, scripts: 
     if server_wait is not None and server_wait > SHARED_CORE:
         warnings.append(f"the server waited for a CPU {server_wait:.0%} of the window (other processes on its "
                         "core): its busy % understates the load it was given")
+    if measured.steal > SHARED_CORE:
+        warnings.append(f"the hypervisor took {measured.steal:.0%} of the server's CPU (steal time): "
+                        "another machine's load is in these numbers")
     if client_wait > SHARED_CORE:
         warnings.append(f"the driver waited for a CPU {client_wait:.0%} of the window (other processes on its "
                         "core)")
     return CapacityResult(
         build=build, version=version, settings=settings, scripts=str(scripts.sources["claim"].path.parent),
-        window_s=window, cycles=cycles, cycles_per_s=rate, server_utilization=use.utilization,
+        window_s=window, cycles=cycles, cycles_per_s=rate, server_utilization=use.main_cpu_s * per_s,
         server_cpu_utilization=use.cpu_s * per_s, server_wait=server_wait,
-        server_us_per_cycle=use.main_cpu_s * per_s * 1e6 / rate if rate else nan,
-        script_us_per_cycle=use.usec("evalsha") * per_s / rate if rate else nan,
-        scripts_per_cycle=use.calls("evalsha") * per_s / rate if rate else nan,
+        server_us_per_cycle=use.main_cpu_s * per_s * share * 1e6 / done_rate if done_rate else nan,
+        script_us_per_cycle=use.usec("evalsha") * per_s * share / done_rate if done_rate else nan,
+        scripts_per_cycle=use.calls("evalsha") * per_s * share / done_rate if done_rate else nan,
         client_utilization=client_util, client_wait=client_wait, client_cpu_s=measured.client_cpu_s,
-        client_cores=cores, bound=bound, pinning=pinning, backlog=backlog, ceiling=ceiling, counts=counts,
-        latency=latency, audit=audit_out, warnings=warnings, server=server)
+        client_cores=cores, steal=measured.steal, bound=bound, pinning=pinning, backlog=backlog,
+        ceiling=ceiling, counts=counts, latency=latency, audit=audit_out, warnings=warnings, server=server)
 
 
 def _num(value: float | None, fmt: str) -> str:

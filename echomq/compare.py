@@ -1,11 +1,19 @@
 """Is build B faster than build A? Interleaved trials on fresh servers, with confidence intervals.
 
 `echomq-bench compare --server A --server B ... --trials N` runs the same
-capacity workload on every build, in the order A B A B ..., each trial on a
-server started fresh for it, so no build inherits another's memory layout
-or a warmer cache, and a slow minute of a shared machine falls on both
-sides of a pair. For throughput, server µs per cycle and claim p99 the
-summary gives the median ratio to the first build, its 95% bootstrap
+capacity workload on every build, each trial on servers started fresh for
+it, so no build inherits another's memory layout or warm cache:
+
+- `--interleave slot` (the default): a trial starts every build's server,
+  pins them to the same core, and loads them in turn, a quarter second
+  each (A B A B ...), round and round through one window; the build that
+  goes first rotates from trial to trial. A shared machine that slows down
+  for a second (other processes, a busy neighbour on the host) slows every
+  build alike, which whole runs back to back cannot promise.
+- `--interleave trial`: each trial is one whole run per build, A B A B.
+
+For throughput, server µs per cycle and claim p99 the summary gives the
+median over trials of the ratio to the first build, its 95% bootstrap
 interval and a verdict (`echomq.stats`).
 
 A build is any server spec (`NAME=BINARY ARGS...`) and may carry its own
@@ -17,22 +25,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict, dataclass, field
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .capacity import CapacityError, CapacitySettings, measure
+from .capacity import SLOT_S, CapacityError, CapacitySettings, measure, run_alternating
 from .capresult import CapacityResult
 from .latency import Latency
 from .scripts import discover
-from .servers import ServerSpec
+from .servers import ServerSpec, parse_server_spec
 from .stats import Comparison, compare_metric
-from .workload import StderrProgress, add_workload_options, settings_from_args
+from .workload import StderrProgress, add_workload_options, seconds, settings_from_args
 
-__all__ = ["Build", "Trial", "CompareResult", "run_compare", "METRICS", "configure", "run"]
+__all__ = ["Build", "Trial", "CompareResult", "run_compare", "write_compare", "METRICS", "configure", "run"]
 
 Say = Callable[[str], None]
 DEFAULT_TRIALS = 5
+INTERLEAVE = ("slot", "trial")
 SIZING_HEADROOM = 1.5
 
 # summary name -> (how to read it from a result, higher is better, unit)
@@ -68,6 +78,7 @@ class CompareResult:
     trials: list[Trial]
     comparisons: dict[str, dict[str, Comparison]] = field(default_factory=dict)
     min_effect: float = 0.0
+    interleave: str = "slot"
 
     def of(self, build: str) -> list[CapacityResult]:
         return [t.result for t in self.trials if t.build == build]
@@ -79,7 +90,7 @@ class CompareResult:
     def summary(self) -> dict[str, Any]:
         base = self.builds[0].name
         out: dict[str, Any] = {"kind": "compare", "baseline": base, "trials": len(self.of(base)),
-                               "min_effect": self.min_effect, "builds": {}}
+                               "interleave": self.interleave, "min_effect": self.min_effect, "builds": {}}
         for build in self.builds:
             runs = self.of(build.name)
             entry: dict[str, Any] = {}
@@ -149,6 +160,12 @@ def _spread(values: Sequence[float]) -> dict[str, float]:
     return {"median": _median(values), "min": min(values), "max": max(values)}
 
 
+def as_build(build: Build | ServerSpec | str) -> Build:
+    if isinstance(build, Build):
+        return build
+    return Build(parse_server_spec(build) if isinstance(build, str) else build)
+
+
 def unique_builds(specs: Sequence[ServerSpec]) -> list[ServerSpec]:
     """Give a repeated build (A/A: --server redis --server redis) a distinct name: redis, redis-2."""
     seen: set[str] = set()
@@ -164,37 +181,48 @@ def unique_builds(specs: Sequence[ServerSpec]) -> list[ServerSpec]:
     return out
 
 
-def run_compare(builds: Sequence[Build], settings: CapacitySettings = CapacitySettings(duration_s=5.0),
-                trials: int = DEFAULT_TRIALS, *, progress: Say | None = None, min_effect: float = 0.0,
-                seed: int = 0) -> CompareResult:
-    """Every build `trials` times, interleaved, each trial on a fresh server."""
+def run_compare(builds: Sequence[Build | ServerSpec | str],
+                settings: CapacitySettings = CapacitySettings(duration_s=5.0), trials: int = DEFAULT_TRIALS, *,
+                interleave: str = "slot", slot_s: float = SLOT_S, progress: Say | None = None,
+                min_effect: float = 0.0, seed: int = 0) -> CompareResult:
+    """Every build `trials` times, each trial on fresh servers.
+
+    interleave="slot": each trial starts every build's server and loads them
+    in turn, `slot_s` seconds each, round and round through the window (the
+    build that goes first rotates from trial to trial). interleave="trial":
+    each trial is one whole run per build, A B A B. A build may be a Build, a
+    ServerSpec or SPEC text ("valkey").
+    """
+    builds = [as_build(b) for b in builds]
     if len(builds) < 2:
         raise CapacityError("compare needs at least two builds (repeat one for an A/A check)")
     if trials < 2:
         raise CapacityError(f"compare needs at least 2 trials, got {trials}")
+    if interleave not in INTERLEAVE:
+        raise CapacityError(f"interleave must be one of {', '.join(INTERLEAVE)}, got {interleave!r}")
     names = [b.name for b in builds]
     if len(set(names)) != len(names):
         raise CapacityError(f"build names must differ, got {names}")
     settings.check()
     say: Say = progress or (lambda _: None)
-    out = CompareResult(list(builds), settings, [], min_effect=min_effect)
+    out = CompareResult(list(builds), settings, [], min_effect=min_effect, interleave=interleave)
     hints: dict[str, float] = {}
-    total = trials * len(builds)
     for i in range(trials):
-        for build in builds:
-            order = len(out.trials) + 1
-            prefix = f"[{order}/{total}] trial {i + 1}"
-            # The C client's ceiling once per build (when asked); later trials
-            # size their backlog from what earlier ones reached.
-            run_settings = settings if i == 0 else _without_ceiling(settings)
-            result = measure(build.spec, run_settings, lua_dir=build.lua_dir,
-                             progress=lambda text: say(f"{prefix} {text}"), rate_hint=_hint(hints, out.trials))
-            if result.ceiling and result.ceiling.server_us_per_claim > 0:
-                hints[build.name] = 1e6 / result.ceiling.server_us_per_claim
-            out.trials.append(Trial(build.name, i + 1, order, result))
-            say(f"{prefix} {build.name}: {result.cycles_per_s:,.0f} cycles/s, server "
-                f"{result.server_utilization:.0%} busy, {result.server_us_per_cycle:.2f} µs/cycle, "
-                f"bound {result.bound}")
+        # The C client's ceiling once per build (when asked); later trials
+        # size their backlog from what earlier ones reached.
+        run_settings = settings if i == 0 else replace(settings, ceiling=False)
+        if interleave == "slot":
+            _slot_trial(out, i, trials, run_settings, slot_s, _hint(hints, out.trials), say)
+        else:
+            for build in builds:
+                prefix = f"[{len(out.trials) + 1}/{trials * len(builds)}] trial {i + 1}"
+                result = measure(build.spec, run_settings, lua_dir=build.lua_dir,
+                                 progress=lambda text: say(f"{prefix} {text}"), rate_hint=_hint(hints, out.trials))
+                out.trials.append(Trial(build.name, i + 1, len(out.trials) + 1, result))
+                say(f"{prefix} {_line(build.name, result)}")
+        for t in out.trials[-len(builds):]:
+            if t.result.ceiling and t.result.ceiling.server_us_per_claim > 0:
+                hints[t.build] = 1e6 / t.result.ceiling.server_us_per_claim
     base = builds[0].name
     for build in builds:
         out.comparisons[build.name] = {
@@ -204,10 +232,32 @@ def run_compare(builds: Sequence[Build], settings: CapacitySettings = CapacitySe
     return out
 
 
-def _without_ceiling(settings: CapacitySettings) -> CapacitySettings:
-    from dataclasses import replace
+def _slot_trial(out: CompareResult, i: int, trials: int, settings: CapacitySettings, slot_s: float,
+                hint: float | None, say: Say) -> None:
+    from .servers import start
 
-    return replace(settings, ceiling=False)
+    n = len(out.builds)
+    order = out.builds[i % n:] + out.builds[:i % n]   # who goes first rotates
+    prefix = f"[trial {i + 1}/{trials}]"
+    with ExitStack() as stack:
+        servers = []
+        for build in order:
+            server = start(build.spec)
+            stack.callback(server.stop)
+            servers.append(server)
+        results = run_alternating(servers, settings, lua_dirs=[b.lua_dir for b in order], slot_s=slot_s,
+                                  progress=lambda text: say(f"{prefix} {text}"), rate_hint=hint,
+                                  cleanup=any(b.spec.kind == "url" for b in order))
+    by_name = {b.name: (pos, r) for pos, (b, r) in enumerate(zip(order, results))}
+    for build in out.builds:
+        pos, result = by_name[build.name]
+        out.trials.append(Trial(build.name, i + 1, i * n + pos + 1, result))
+        say(f"{prefix} {_line(build.name, result)}")
+
+
+def _line(name: str, result: CapacityResult) -> str:
+    return (f"{name}: {result.cycles_per_s:,.0f} cycles/s, server {result.server_utilization:.0%} busy, "
+            f"{result.server_us_per_cycle:.2f} µs/cycle, bound {result.bound}")
 
 
 def _hint(hints: dict[str, float], done: list[Trial]) -> float | None:
@@ -237,14 +287,42 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"trials per build, interleaved (default {DEFAULT_TRIALS})")
     parser.add_argument("--scripts", action="append", type=scripts_option, default=[], metavar="NAME=DIR",
                         help="run build NAME with the Lua scripts in DIR (repeatable)")
+    parser.add_argument("--interleave", choices=INTERLEAVE, default="slot",
+                        help="slot: builds take turns every --slot seconds within each trial (default); "
+                             "trial: one whole run per build, A B A B")
+    parser.add_argument("--slot", type=seconds, default=SLOT_S, metavar="T",
+                        help=f"turn length with --interleave slot (default {SLOT_S:g}s)")
     parser.add_argument("--min-effect", type=float, default=0.0, metavar="FRACTION",
                         help="report differences smaller than this as no significant difference (default 0)")
     add_workload_options(parser, duration=5.0, ceiling=False)
 
 
-def run(args: argparse.Namespace) -> int:
+def write_compare(out: Path, result: CompareResult, argv: list[str] | None = None) -> Path:
+    """The run's files in `out`: meta.json, compare.csv (trial x build x metric), summary.json, merged .hgrm."""
     from . import meta
-    from .results import new_run_dir, write_json, write_tidy
+    from .results import write_json, write_tidy
+
+    out.mkdir(parents=True, exist_ok=True)
+    info = meta.collect(servers=(), argv=argv, workload=asdict(result.settings), trials=len(result.of(
+        result.builds[0].name)), interleave=result.interleave,
+        order=("builds take turns in slots within each trial, fresh servers per trial" if result.interleave == "slot"
+               else "one whole run per build, A B A B, a fresh server per run"),
+        scripts={b.name: str(b.lua_dir) if b.lua_dir else None for b in result.builds})
+    info["servers"] = [{**result.of(b.name)[0].server, "name": b.name, "scripts": result.of(b.name)[0].scripts}
+                       for b in result.builds]
+    write_json(out / "meta.json", info)
+    write_tidy(out / "compare.csv", result.rows())
+    for b in result.builds:
+        for verb in ("claim", "complete", "cycle"):
+            hist = result.merged_latency(b.name, verb)
+            if hist.count:
+                hist.write_hgrm(out / f"{b.name}-{verb}.hgrm")
+    write_json(out / "summary.json", result.summary())
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from .results import new_run_dir
 
     specs = unique_builds(args.server)
     folders = dict(args.scripts)
@@ -263,26 +341,15 @@ def run(args: argparse.Namespace) -> int:
         if b.spec.kind == "url":
             print(f"note: {b.name} is a running server, not started fresh for each trial", file=sys.stderr)
     progress = StderrProgress()
-    result = run_compare(builds, settings, args.trials, progress=progress, min_effect=args.min_effect)
+    result = run_compare(builds, settings, args.trials, interleave=args.interleave, slot_s=args.slot,
+                         progress=progress, min_effect=args.min_effect)
     progress.done()
-    out = new_run_dir("compare", args.out)
-    info = meta.collect(servers=(), argv=sys.argv, workload=asdict(settings), trials=args.trials,
-                        order="interleaved A B A B, a fresh server per trial",
-                        scripts={b.name: str(b.lua_dir) if b.lua_dir else None for b in builds})
-    info["servers"] = [{**result.of(b.name)[0].server, "name": b.name, "scripts": result.of(b.name)[0].scripts}
-                       for b in builds]
-    write_json(out / "meta.json", info)
-    write_tidy(out / "compare.csv", result.rows())
-    for b in builds:
-        for verb in ("claim", "complete", "cycle"):
-            hist = result.merged_latency(b.name, verb)
-            if hist.count:
-                hist.write_hgrm(out / f"{b.name}-{verb}.hgrm")
-    write_json(out / "summary.json", result.summary())
+    out = write_compare(new_run_dir("compare", args.out), result)
     print(result.table())
     for name, entry in result.summary()["builds"].items():
         for text in entry["warnings"]:
             print(f"{name}: WARNING {text}")
-    print(f"{args.trials} trials per build, interleaved, fresh server each; {result.trials[0].result.pinning}")
+    how = (f"taking turns every {args.slot:g} s" if args.interleave == "slot" else "one whole run each, A B A B")
+    print(f"{args.trials} trials per build on fresh servers, {how}; {result.trials[0].result.pinning}")
     print(f"results: {out}")
     return 0

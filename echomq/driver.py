@@ -65,6 +65,11 @@ class WorkerPlan:
     ledger: bool = False
     cpus: tuple[int, ...] | None = None  # pin this process here
     seed: int = 0
+    # Time slots shared by several workers: this one loads its server only in
+    # slots k with k % slot_count == slot_index (None: always).
+    slot_s: float | None = None
+    slot_index: int = 0
+    slot_count: int = 1
 
 
 @dataclass(frozen=True)
@@ -121,7 +126,7 @@ class _Worker:
         self.lat: dict[str, dict[int, int]] = {v: {} for v in VERBS}
         self.c: dict[str, int] = dict.fromkeys(
             ("claims", "claimed", "empty", "completed", "stale", "errors", "enqueued", "duplicate",
-             "w_claimed", "w_completed", "w_enqueued", "w_empty", "w_stale"), 0)
+             "w_claimed", "w_completed", "w_enqueued", "w_empty", "w_stale", "a_completed"), 0)
         self.enq_ids: set[str] = set()
         self.feed_turn = 0
         self.accepted: dict[str, int] = {}
@@ -147,13 +152,25 @@ class _Worker:
 
     # -- sending -------------------------------------------------------------
 
-    def _send(self, conn: _Conn, now: float, stopping: bool) -> None:
+    def _own(self, now: float) -> bool:
+        """Is this worker's server the one to load now?"""
+        p = self.plan
+        return p.slot_s is None or int((now - self.win.t_begin) / p.slot_s) % p.slot_count == p.slot_index
+
+    def _next_own(self, now: float) -> float:
+        p = self.plan
+        assert p.slot_s is not None
+        k = int((now - self.win.t_begin) / p.slot_s)
+        return self.win.t_begin + (k + ((p.slot_index - k) % p.slot_count or p.slot_count)) * p.slot_s
+
+    def _send(self, conn: _Conn, now: float, hold: bool) -> None:
+        """Write what is due on this connection: completes always, claims and enqueues unless held."""
         kinds: list[int] = []
         dues: list[float] = []
         jobs: list[tuple[bytes, int, float]] = []
         parts: list[bytes] = []
         if conn.producer:
-            self._produce(conn, now, stopping, kinds, dues, jobs, parts)
+            self._produce(conn, now, hold, kinds, dues, jobs, parts)
         else:
             for job_id, token, due, start in conn.ready:
                 tok = b"%d" % token
@@ -163,7 +180,7 @@ class _Worker:
                 dues.append(due)
                 jobs.append((job_id, token, start))
             conn.ready.clear()
-            if not stopping:
+            if not hold:
                 n = self.plan.pipeline - conn.busy
                 if self.per_conn_rate is not None:
                     due_n = int((now - self.win.t_begin) * self.per_conn_rate) + 1 - conn.next_claim
@@ -183,9 +200,9 @@ class _Worker:
             conn.batches.append(_Batch(kinds, dues, jobs))
             conn.sock.sendall(b"".join(parts))
 
-    def _produce(self, conn: _Conn, now: float, stopping: bool, kinds: list[int], dues: list[float],
+    def _produce(self, conn: _Conn, now: float, hold: bool, kinds: list[int], dues: list[float],
                  jobs: list[tuple[bytes, int, float]], parts: list[bytes]) -> None:
-        if stopping:
+        if hold:
             return
         # Keep this worker's share of pending topped up: what it enqueued
         # and has in flight, less what its consumers claimed. It may have as
@@ -213,7 +230,8 @@ class _Worker:
         if not data:
             raise ConnectionError("the server closed the driver's connection")
         conn.reader.feed(data)
-        counted = self.win.t_start <= now < self.win.t_end
+        in_window = self.win.t_start <= now < self.win.t_end
+        counted = in_window and self._own(now)
         c, lat = self.c, self.lat
         batch = conn.batches[0] if conn.batches else None
         while (reply := conn.reader.gets()) is not False:
@@ -252,6 +270,8 @@ class _Worker:
                 job_id, token, start = batch.jobs[pos]
                 if reply == b"ok":
                     c["completed"] += 1
+                    if in_window:
+                        c["a_completed"] += 1
                     if self.plan.ledger:
                         self.accepted[job_id.decode()] = self.accepted.get(job_id.decode(), 0) + 1
                     if counted:
@@ -305,20 +325,24 @@ class _Worker:
         while True:
             now = time.perf_counter()
             stopping = now >= win.t_end
+            hold = stopping or not self._own(now)
             while self.working and self.working[0][0] <= now:
                 due, _, index, job_id, token, start = heapq.heappop(self.working)
                 self.conns[index].ready.append((job_id, token, due, start))
             for conn in self.conns:
-                if conn.ready or (not stopping and (conn.producer or conn.busy < pipeline)):
-                    self._send(conn, now, stopping)
+                if conn.ready or (not hold and (conn.producer or conn.busy < pipeline)):
+                    self._send(conn, now, hold)
             if stopping and self._idle():
                 return
             # Sleep until a reply, the next scheduled claim of a connection
-            # with a free slot, the next job's work is done, or the window ends.
+            # with a free slot, the next job's work is done, this worker's
+            # next time slot, or the window ends.
             wake: list[float] = []
             if not stopping:
                 wake.append(win.t_end)
-                if rate is not None:
+                if hold:
+                    wake.append(self._next_own(now))
+                elif rate is not None:
                     wake.extend(win.t_begin + c.next_claim / rate for c in self.consumers if c.busy < pipeline)
             if self.working:
                 wake.append(self.working[0][0])

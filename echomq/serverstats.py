@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-__all__ = ["ServerSample", "Usage", "sample", "usage", "process_cpu_s", "sched_s", "bound", "BUSY"]
+__all__ = ["ServerSample", "Usage", "sample", "usage", "process_cpu_s", "sched_s", "steal_s", "bound", "BUSY"]
 
 # A main thread this busy is saturated for practical purposes: the rest is
 # the event loop's own waiting between batches.
@@ -101,6 +101,25 @@ def sched_s(pids: Iterable[int], main_thread_only: bool = False) -> tuple[float,
             run += int(fields[0])
             wait += int(fields[1])
     return run / 1e9, wait / 1e9
+
+
+def steal_s(cpus: Iterable[int] = ()) -> tuple[float, float]:
+    """(seconds stolen by the hypervisor, seconds elapsed in all) on these
+    CPUs (all when none given), from /proc/stat: a virtual machine's
+    neighbours take time that no process on it is charged for."""
+    wanted = {f"cpu{c}" for c in cpus} or {"cpu"}
+    steal = total = 0
+    try:
+        lines = open("/proc/stat").read().splitlines()
+    except OSError:
+        return 0.0, 0.0
+    for line in lines:
+        name, *values = line.split()
+        if name in wanted:
+            numbers = [int(v) for v in values[:8]]
+            steal += numbers[7] if len(numbers) > 7 else 0
+            total += sum(numbers)
+    return steal / CLK_TCK, total / CLK_TCK
 
 
 def _tasks(pid: int) -> list[str]:

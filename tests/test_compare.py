@@ -115,13 +115,14 @@ def test_scripts_folder_without_scripts_is_refused(tmp_path: Path, capsys: pytes
     assert "--scripts" in capsys.readouterr().err
 
 
-def test_compare_end_to_end_interleaves_and_writes_its_summary(tmp_path: Path) -> None:
+def test_compare_by_whole_trials_runs_a_b_a_b_and_writes_its_summary(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
     code = main(["compare", "--server", "redis", "--server", "valkey", "--scripts", f"valkey={LUA}",
-                 "--trials", "2", "--duration", "0.4", "--warmup", "0.1", "--no-pin", "--out", str(out)])
+                 "--interleave", "trial", "--trials", "2", "--duration", "0.4", "--warmup", "0.1", "--no-pin",
+                 "--out", str(out)])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["baseline"] == "redis" and summary["trials"] == 2
+    assert summary["baseline"] == "redis" and summary["trials"] == 2 and summary["interleave"] == "trial"
     for name in ("redis", "valkey"):
         entry = summary["builds"][name]
         assert {"throughput_ratio", "throughput_ci95", "verdict"} <= set(entry)
@@ -138,6 +139,21 @@ def test_compare_end_to_end_interleaves_and_writes_its_summary(tmp_path: Path) -
     assert list(orders["trial"]) == [1, 1, 2, 2]
     assert set(rows["metric"]) >= {"cycles_per_s", "server_us_per_cycle", "claim_p99_ms"}
     assert (out / "meta.json").is_file() and (out / "redis-claim.hgrm").is_file()
+
+
+def test_compare_in_slots_rotates_who_goes_first(tmp_path: Path) -> None:
+    builds = [Build(parse_server_spec("redis")), Build(parse_server_spec("valkey"), LUA)]
+    settings = CapacitySettings(duration_s=0.6, warmup_s=0.1, ceiling=False, ledger=True)
+    result = run_compare(builds, settings, 2, slot_s=0.1)
+    assert [(t.build, t.trial, t.order) for t in result.trials] == [
+        ("redis", 1, 1), ("valkey", 1, 2), ("redis", 2, 4), ("valkey", 2, 3)]
+    for t in result.trials:
+        r = t.result
+        assert r.audit is not None and r.audit["passed"], r.audit
+        # Each build had half the window, and counted only what finished in its own turns.
+        assert r.window_s == pytest.approx(0.3, abs=1e-6)
+        assert 0 < r.cycles <= r.counts["a_completed"] <= r.counts["completed"]
+    assert result.summary()["builds"]["valkey"]["verdict"] in (FASTER, SLOWER, SAME)
 
 
 def test_run_compare_needs_two_builds_and_two_trials() -> None:
