@@ -32,10 +32,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-import numpy as np
 import redis
 
-from . import meta, results
 from .bulk import BulkFill, delete_keys, id_block, server_ms
 from .queue import Queue
 from .serverstats import bound, process_cpu_s, sample, usage
@@ -145,6 +143,8 @@ class Curve:
     def fit(self, verb: str) -> dict[str, float]:
         """Least squares of server µs = a + b*moved + c*log2(M): b is the
         cost per job moved, c the cost per doubling of the set."""
+        import numpy as np
+
         pts = [p for p in self.points if p.verb == verb]
         if len({p.size for p in pts}) < 2:
             return {}
@@ -455,6 +455,8 @@ def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path
     """Measure the curves on each server and write results/<run-id>/ with
     meta.json, reapcost.csv, drain.csv, summary.json and reapcost.png.
     Returns the summary (with "run_dir")."""
+    from . import meta, results
+
     settings = settings or (QUICK if quick else FULL)
     curves = []
     for server in servers:
