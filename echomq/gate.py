@@ -28,12 +28,17 @@ import sys
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from . import meta, results
-from .microbench import CASES, FULL, QUICK, VERB_CASES, Figure, Measurement, Settings, measure
+from .benchcases import CASES, VERB_CASES
 from .scripts import discover, lua_dir
 from .serverstats import bound
+
+if TYPE_CHECKING:
+    from .microbench import Figure, Measurement, Settings
+
+# numpy (microbench) and pandas (results) load when a gate runs, not when
+# the CLI builds its parser for another command.
 
 __all__ = ["configure", "run", "run_gate", "Verdict", "GateResult", "baseline_path", "load_baseline",
            "write_baseline", "slowed_copy", "DEFAULT_TOLERANCE", "DEFAULT_AB_TOLERANCE", "BaselineError"]
@@ -54,7 +59,9 @@ class BaselineError(ValueError):
 
 
 def default_baseline_dir() -> Path:
-    return CHECKOUT_BASELINES if CHECKOUT_BASELINES.is_dir() else results.RESULTS_DIR / "baselines"
+    from .results import RESULTS_DIR
+
+    return CHECKOUT_BASELINES if CHECKOUT_BASELINES.is_dir() else RESULTS_DIR / "baselines"
 
 
 def baseline_path(base: Path | str | None, build: str) -> Path:
@@ -89,6 +96,8 @@ def _measure_passes(client: Any, name: str, version: str, settings: Settings, ca
     """UPDATE_PASSES separate measurements pooled into one, and each
     figure's drift: the relative standard deviation of its ratio between
     passes, which the within-run standard error does not see."""
+    from .microbench import measure
+
     passes = []
     for n in range(UPDATE_PASSES):
         if progress:
@@ -109,6 +118,8 @@ def _measure_passes(client: Any, name: str, version: str, settings: Settings, ca
 
 def write_baseline(path: Path, m: Measurement, folder: Path | str | None, drift: dict[str, float] | None = None,
                    **extra: Any) -> dict[str, Any]:
+    from . import meta, results
+
     figures = m.figures()
     drift = drift or {}
     data = {
@@ -292,11 +303,14 @@ def _changed(current: dict[str, dict[str, Any]], base: dict[str, Any] | None) ->
     return sorted(v for v in current if v in old and old[v].get("text") != current[v]["text"])
 
 
-def gate_one(server: Any, *, baseline: Path | str | None = None, settings: Settings = FULL,
+def gate_one(server: Any, *, baseline: Path | str | None = None, settings: Settings | None = None,
              tolerance: float = DEFAULT_TOLERANCE, ab_tolerance: float = DEFAULT_AB_TOLERANCE,
              update: bool = False, cases: Sequence[str] | None = None, confirm: bool = True,
              quiet: bool = False) -> GateResult:
     """Measure one server and judge it against its baseline (or write it)."""
+    from .microbench import FULL, measure
+
+    settings = settings or FULL
     path = baseline_path(baseline, server.name)
     base = None
     if path.is_file() or not update:
@@ -339,10 +353,13 @@ def gate_one(server: Any, *, baseline: Path | str | None = None, settings: Setti
 
 def run_gate(servers: Iterable[Any], *, out_dir: Path | str | None = None, **options: Any) -> list[GateResult]:
     """gate_one on each server; writes results/<run-id>/ (meta, tidy CSV, summary)."""
+    from . import meta, results
+    from .microbench import FULL
+
     servers = list(servers)
     found = [gate_one(s, **options) for s in servers]
     run_dir = results.new_run_dir("gate", out_dir)
-    settings = options.get("settings", FULL)
+    settings = options.get("settings") or FULL
     results.write_json(run_dir / "meta.json", meta.collect(servers, gate={
         "baseline": [str(r.baseline) for r in found], "update": options.get("update", False),
         "tolerance": options.get("tolerance", DEFAULT_TOLERANCE),
@@ -462,6 +479,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .microbench import FULL, QUICK
     from .servers import running
 
     settings = QUICK if args.quick else FULL

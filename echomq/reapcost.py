@@ -32,10 +32,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-import numpy as np
 import redis
 
-from . import meta, results
 from .bulk import BulkFill, delete_keys, id_block, server_ms
 from .queue import Queue
 from .serverstats import bound, process_cpu_s, sample, usage
@@ -58,6 +56,7 @@ class CurveSettings:
     drain_size: int = 100_000                  # M beside the orphans while draining
     verbs: tuple[str, ...] = VERBS
     ratio_cap: int = 100                       # the check: one call of this cap, k = cap
+    ratio_repeats: int = 21                    # ... at the smallest and largest M, A B A B
 
     def ks(self, cap: int) -> list[int]:
         """k from 0 to the cap: none, one, a tenth of the cap, the cap."""
@@ -110,6 +109,8 @@ class Curve:
     settings: CurveSettings
     points: list[Point] = field(default_factory=list)
     drains: list[Drain] = field(default_factory=list)
+    # verb -> (µs at the smallest M, µs at the largest M) of the ratio check's pairs
+    ratio_pairs: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     wall_s: float = 0.0
     server_main_cpu_s: float = 0.0
     client_cpu_s: float = 0.0
@@ -121,30 +122,37 @@ class Curve:
         return None
 
     def ratio(self, verb: str, k: int | None = None) -> float | None:
-        """Median cost of one call of ratio_cap with k (default: the cap)
-        at the largest M over the same at the smallest."""
+        """One call of ratio_cap with k (default: the cap) at the largest M
+        over the same at the smallest: from the ratio check's pairs when
+        k is the cap, else from the grid's medians."""
         s = self.settings
+        pairs = self.ratio_pairs.get(verb)
+        if k is None and pairs:
+            lo = statistics.median(p[0] for p in pairs)
+            return statistics.median(p[1] for p in pairs) / lo if lo > 0 else None
         k = s.ratio_cap if k is None else k
-        lo = self.point(verb, min(s.sizes), s.ratio_cap, k)
-        hi = self.point(verb, max(s.sizes), s.ratio_cap, k)
-        if not lo or not hi or lo.median_us <= 0:
+        lo_p = self.point(verb, min(s.sizes), s.ratio_cap, k)
+        hi_p = self.point(verb, max(s.sizes), s.ratio_cap, k)
+        if not lo_p or not hi_p or lo_p.median_us <= 0:
             return None
-        return hi.median_us / lo.median_us
+        return hi_p.median_us / lo_p.median_us
 
     def paired_ratio(self, verb: str) -> tuple[float, float, float] | None:
-        """The same ratio from the repeats taken side by side (median and
-        range of the per-repeat ratios)."""
-        s = self.settings
-        lo = self.point(verb, min(s.sizes), s.ratio_cap, s.ratio_cap)
-        hi = self.point(verb, max(s.sizes), s.ratio_cap, s.ratio_cap)
-        if not lo or not hi:
+        """The per-pair ratios of the check (median, and the interquartile
+        range): each pair is two calls taken side by side."""
+        r = sorted(hi / lo for lo, hi in self.ratio_pairs.get(verb, []) if lo > 0)
+        if not r:
             return None
-        r = [h / l for h, l in zip(hi.server_us, lo.server_us) if l > 0]
-        return (float(statistics.median(r)), min(r), max(r)) if r else None
+        if len(r) < 4:
+            return float(statistics.median(r)), r[0], r[-1]
+        q1, q2, q3 = statistics.quantiles(r, n=4)
+        return float(q2), q1, q3
 
     def fit(self, verb: str) -> dict[str, float]:
         """Least squares of server µs = a + b*moved + c*log2(M): b is the
         cost per job moved, c the cost per doubling of the set."""
+        import numpy as np
+
         pts = [p for p in self.points if p.verb == verb]
         if len({p.size for p in pts}) < 2:
             return {}
@@ -164,6 +172,15 @@ class Curve:
                         "moved": p.moved, "repeat": rep}
                 yield {**base, "metric": "server_us", "value": srv, "unit": "us"}
                 yield {**base, "metric": "client_us", "value": round(cli, 2), "unit": "us"}
+
+    def ratio_rows(self) -> Iterable[dict[str, Any]]:
+        s = self.settings
+        for verb, pairs in self.ratio_pairs.items():
+            for rep, (lo, hi) in enumerate(pairs):
+                for m, us in ((min(s.sizes), lo), (max(s.sizes), hi)):
+                    yield {"build": self.server, "verb": verb, "M": m, "cap": s.ratio_cap, "k": s.ratio_cap,
+                           "moved": s.ratio_cap, "repeat": rep, "metric": "ratio_check_server_us", "value": us,
+                           "unit": "us"}
 
     def drain_rows(self) -> Iterable[dict[str, Any]]:
         for d in self.drains:
@@ -195,7 +212,8 @@ class Curve:
             out["verbs"][verb] = {
                 "median_server_us": table,
                 "ratio_largest_to_smallest_M": _round(self.ratio(verb)),
-                "ratio_paired": [round(x, 3) for x in paired] if paired else None,
+                "ratio_pairs": len(self.ratio_pairs.get(verb, [])),
+                "ratio_per_pair_median_q1_q3": [round(x, 3) for x in paired] if paired else None,
                 "ratio_k0": _round(self.ratio(verb, 0)),
                 "ratio_target": 2.0,
                 "fit": {k: round(v, 3) for k, v in self.fit(verb).items()},
@@ -325,6 +343,19 @@ def measure_curve(client: redis.Redis, *, server: str = "?", version: str = "?",
                         got[m][1].append(rtt)
                 for m in order:
                     curve.points.append(Point(verb, m, cap, k, *got[m]))
+            # The check: one full call of ratio_cap at the smallest and the
+            # largest M, side by side, many times (a median of five would let
+            # one preempted call decide it).
+            lo_v, hi_v = queues[min(order)], queues[max(order)]
+            pairs = []
+            for rep in range(settings.ratio_repeats):
+                if progress and rep == 0:
+                    progress(f"{verb}: ratio check, {settings.ratio_repeats} pairs")
+                first, second = (lo_v, hi_v) if rep % 2 == 0 else (hi_v, lo_v)
+                a = _one_call(first, settings.ratio_cap, settings.ratio_cap)[0]
+                b = _one_call(second, settings.ratio_cap, settings.ratio_cap)[0]
+                pairs.append((a, b) if rep % 2 == 0 else (b, a))
+            curve.ratio_pairs[verb] = pairs
             # The drain beside drain_size live entries (or the nearest measured M).
             near = min(settings.sizes, key=lambda m: abs(math.log(m) - math.log(settings.drain_size)))
             for cap in settings.caps:
@@ -363,9 +394,11 @@ def format_curve(c: Curve) -> str:
         fit = c.fit(verb)
         if ratio is not None:
             verdict = "ok" if ratio <= 2.0 else "OVER"
-            pr = f" (per repeat {paired[0]:.2f}, range {paired[1]:.2f}..{paired[2]:.2f})" if paired else ""
+            pr = (f" (median of {len(c.ratio_pairs.get(verb, []))} side-by-side pairs; per pair "
+                  f"{paired[0]:.2f}, IQR {paired[1]:.2f}..{paired[2]:.2f})" if paired else "")
+            r0_text = f"{r0:.2f}x" if r0 is not None else "-"
             lines.append(f"{verb}: one call of {s.ratio_cap} at M={_si(max(s.sizes))} / at M={_si(min(s.sizes))}: "
-                         f"{ratio:.2f}x{pr}; k=0: {r0:.2f}x; target <= 2x: {verdict} "
+                         f"{ratio:.2f}x{pr}; k=0: {r0_text} (grid medians); target <= 2x: {verdict} "
                          f"(a cost linear in M would give {max(s.sizes) / min(s.sizes):,.0f}x)")
         if fit:
             lines.append(f"{verb}: fit µs = {fit['base_us']:.1f} + {fit['us_per_job']:.2f}*moved + "
@@ -455,6 +488,8 @@ def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path
     """Measure the curves on each server and write results/<run-id>/ with
     meta.json, reapcost.csv, drain.csv, summary.json and reapcost.png.
     Returns the summary (with "run_dir")."""
+    from . import meta, results
+
     settings = settings or (QUICK if quick else FULL)
     curves = []
     for server in servers:
@@ -472,7 +507,7 @@ def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path
         "sizes": list(settings.sizes), "caps": list(settings.caps), "repeats": settings.repeats,
         "orphans": settings.orphans, "cadences_ms": list(settings.cadences_ms), "drain_size": settings.drain_size,
         "verbs": list(settings.verbs), "quick": quick}))
-    results.write_tidy(run_dir / "reapcost.csv", [r for c in curves for r in c.tidy_rows()])
+    results.write_tidy(run_dir / "reapcost.csv", [r for c in curves for r in (*c.tidy_rows(), *c.ratio_rows())])
     results.write_tidy(run_dir / "drain.csv", [r for c in curves for r in c.drain_rows()])
     summary = {"builds": [c.summary() for c in curves]}
     ratios = [b["verbs"]["reap"]["ratio_largest_to_smallest_M"] for b in summary["builds"] if "reap" in b["verbs"]]

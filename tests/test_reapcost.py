@@ -17,7 +17,7 @@ from echomq.cli import main
 from echomq.reapcost import CurveSettings, format_curve, measure_curve, run_reap_curve
 
 SMALL = CurveSettings(sizes=(1_000, 20_000), caps=(10, 100), repeats=2, orphans=250, drain_size=20_000,
-                      cadences_ms=(100, 1_000))
+                      cadences_ms=(100, 1_000), ratio_repeats=3)
 
 
 def test_id_block_is_distinct_ordered_and_well_formed() -> None:
@@ -49,6 +49,7 @@ def test_curve_measures_every_point_and_leaves_nothing_behind(server: object, cl
         assert d.at_cadence_ms(1_000, 0) == (d.calls - 1) * 1_000
     assert {(d.verb, d.cap) for d in curve.drains} == {(v, c) for v in SMALL.verbs for c in SMALL.caps}
     assert curve.ratio("reap") is not None and curve.paired_ratio("promote") is not None
+    assert all(len(curve.ratio_pairs[v]) == 3 for v in SMALL.verbs)
     assert set(curve.fit("reap")) == {"base_us", "us_per_job", "us_per_doubling_of_M"}
     text = format_curve(curve)
     assert "one call of 100 at M=20k / at M=1k" in text and "drain of a mass crash" in text
@@ -58,11 +59,12 @@ def test_curve_measures_every_point_and_leaves_nothing_behind(server: object, cl
 def test_run_reap_curve_writes_csv_chart_meta_and_summary(server: object, tmp_path: Path) -> None:
     summary = run_reap_curve([server], out_dir=tmp_path / "run", verbose=False,
                              settings=CurveSettings(sizes=(1_000, 5_000), caps=(10, 100), repeats=1,
-                                                    orphans=100, drain_size=5_000, verbs=("reap",)))
+                                                    orphans=100, drain_size=5_000, verbs=("reap",),
+                                                    ratio_repeats=2))
     run = results.load(tmp_path / "run")
     assert (tmp_path / "run" / "reapcost.png").stat().st_size > 10_000
     points = run.table("reapcost")
-    assert set(points["metric"]) == {"server_us", "client_us"}
+    assert set(points["metric"]) == {"server_us", "client_us", "ratio_check_server_us"}
     assert (points["moved"] == points[["k", "cap"]].min(axis=1)).all()
     assert set(run.table("drain")["metric"]) >= {"calls", "drain_back_to_back_ms", "drain_at_cadence_ms"}
     build = run.summary["builds"][0]
