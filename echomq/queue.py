@@ -75,7 +75,11 @@ def wire_errors(client: redis.Redis) -> Iterator[None]:
 
 
 def describe(client: redis.Redis) -> str:
-    kw = client.connection_pool.connection_kwargs
+    pool = getattr(client, "connection_pool", None)
+    if pool is None:  # a RedisCluster: one pool per node, none of its own
+        node = client.get_default_node()
+        return f"cluster via {node.host}:{node.port}" if node is not None else "cluster"
+    kw = pool.connection_kwargs
     if "path" in kw:
         return str(kw["path"])
     return f"{kw.get('host', '?')}:{kw.get('port', '?')}"

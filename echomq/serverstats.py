@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-__all__ = ["ServerSample", "Usage", "sample", "usage", "process_cpu_s", "bound", "BUSY"]
+__all__ = ["ServerSample", "Usage", "sample", "usage", "process_cpu_s", "sched_s", "bound", "BUSY"]
 
 # A main thread this busy is saturated for practical purposes: the rest is
 # the event loop's own waiting between batches.
@@ -79,6 +79,35 @@ def process_cpu_s(pids: Iterable[int] = ()) -> float:
             continue  # gone: it no longer spends anything
         total += (int(fields[11]) + int(fields[12])) / CLK_TCK
     return total
+
+
+def sched_s(pids: Iterable[int], main_thread_only: bool = False) -> tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for one) of these
+    processes' threads, from /proc/<pid>/task/<tid>/schedstat.
+
+    The wait is what a shared machine takes from a benchmark: a server that
+    waits for a CPU while its clients wait for its replies is saturated,
+    even though its CPU time over wall time says otherwise. (0, 0) where the
+    kernel keeps no schedstat.
+    """
+    run = wait = 0
+    for pid in pids:
+        tids = [str(pid)] if main_thread_only else _tasks(pid)
+        for tid in tids:
+            try:
+                fields = open(f"/proc/{pid}/task/{tid}/schedstat").read().split()
+            except OSError:
+                continue
+            run += int(fields[0])
+            wait += int(fields[1])
+    return run / 1e9, wait / 1e9
+
+
+def _tasks(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
 
 
 def bound(server_utilization: float, client_utilization: float) -> str:

@@ -39,13 +39,15 @@ CLI_CASES: list[tuple[list[str], str]] = [
         ([cmd, "--server", "ftp://127.0.0.1"], "unknown URL scheme 'ftp'"),
         ([cmd, "--server", "redis://127.0.0.1:99999"], "bad port"),
         ([cmd, "--server", "redis://127.0.0.1/x"], "database number"),
-        ([cmd, "--server", "redis-cluster"], "clusters are not supported"),
         ([cmd, "--server", "bad name!=redis-server"], "NAME"),
         ([cmd, "--server", "x=no-such-server-binary"], "'no-such-server-binary' is not on PATH"),
         ([cmd, "--server", "x=redis-server --port 7000"], "--port is set by the launcher"),
         ([cmd, "--server", "{dead}"], "does not answer"),
         ([cmd, "--server", "{wrong}"], "does not answer"),
     ]],
+    # every other command parses --server the same way, before it starts anything
+    *[([cmd, "--server", "nonsense"], "bad server spec 'nonsense'")
+      for cmd in ("capacity", "compare", "gate", "reapcost", "lease", "peers", "failover")],
     (["check", "--server", "x=redis-server --no-such-directive 1"], "Bad directive"),
     # faults: its own options
     (["faults", "--scenario", "meteor"], "invalid choice: 'meteor'"),

@@ -1,0 +1,288 @@
+"""Is build B faster than build A? Interleaved trials on fresh servers, with confidence intervals.
+
+`echomq-bench compare --server A --server B ... --trials N` runs the same
+capacity workload on every build, in the order A B A B ..., each trial on a
+server started fresh for it, so no build inherits another's memory layout
+or a warmer cache, and a slow minute of a shared machine falls on both
+sides of a pair. For throughput, server µs per cycle and claim p99 the
+summary gives the median ratio to the first build, its 95% bootstrap
+interval and a verdict (`echomq.stats`).
+
+A build is any server spec (`NAME=BINARY ARGS...`) and may carry its own
+copy of the scripts: `--scripts NAME=DIR` runs build NAME with the Lua in
+DIR, so a change to a script is judged the same way as a change of server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .capacity import CapacityError, CapacitySettings, measure
+from .capresult import CapacityResult
+from .latency import Latency
+from .scripts import discover
+from .servers import ServerSpec
+from .stats import Comparison, compare_metric
+from .workload import StderrProgress, add_workload_options, settings_from_args
+
+__all__ = ["Build", "Trial", "CompareResult", "run_compare", "METRICS", "configure", "run"]
+
+Say = Callable[[str], None]
+DEFAULT_TRIALS = 5
+SIZING_HEADROOM = 1.5
+
+# summary name -> (how to read it from a result, higher is better, unit)
+METRICS: dict[str, tuple[Callable[[CapacityResult], float], bool, str]] = {
+    "throughput": (lambda r: r.cycles_per_s, True, "cycles/s"),
+    "server_us": (lambda r: r.server_us_per_cycle, False, "us/cycle"),
+    "p99": (lambda r: r.latency_ms("claim").get("p99", float("nan")), False, "ms"),
+}
+
+
+@dataclass(frozen=True)
+class Build:
+    spec: ServerSpec
+    lua_dir: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class Trial:
+    build: str
+    trial: int        # 1-based
+    order: int        # position in the whole run, 1-based
+    result: CapacityResult
+
+
+@dataclass
+class CompareResult:
+    builds: list[Build]
+    settings: CapacitySettings
+    trials: list[Trial]
+    comparisons: dict[str, dict[str, Comparison]] = field(default_factory=dict)
+    min_effect: float = 0.0
+
+    def of(self, build: str) -> list[CapacityResult]:
+        return [t.result for t in self.trials if t.build == build]
+
+    def values(self, build: str, metric: str) -> list[float]:
+        read = METRICS[metric][0]
+        return [read(r) for r in self.of(build)]
+
+    def summary(self) -> dict[str, Any]:
+        base = self.builds[0].name
+        out: dict[str, Any] = {"kind": "compare", "baseline": base, "trials": len(self.of(base)),
+                               "min_effect": self.min_effect, "builds": {}}
+        for build in self.builds:
+            runs = self.of(build.name)
+            entry: dict[str, Any] = {}
+            for metric in METRICS:
+                c = self.comparisons[build.name][metric]
+                key = "" if metric == "throughput" else metric + "_"
+                if metric == "throughput":
+                    entry.update(throughput_ratio=c.ratio, throughput_ci95=list(c.ci95), verdict=c.verdict)
+                else:
+                    entry.update({f"{key}ratio": c.ratio, f"{key}ci95": list(c.ci95), f"{key}verdict": c.verdict})
+            entry.update(
+                version=runs[0].version, spec=build.spec.describe(), scripts=runs[0].scripts,
+                cycles_per_s=_spread(self.values(build.name, "throughput")),
+                server_us_per_cycle=_spread(self.values(build.name, "server_us")),
+                claim_p99_ms=_spread(self.values(build.name, "p99")),
+                server_utilization=_spread([r.server_utilization for r in runs]),
+                client_utilization=_spread([r.client_utilization for r in runs]),
+                bound={b: sum(r.bound == b for r in runs) for b in ("server", "client")},
+                ceiling_claims_per_s=next((r.ceiling_claims_per_s for r in runs if r.ceiling), None),
+                pinning=runs[0].pinning,
+                warnings=[f"trial {i + 1}: {w}" for i, r in enumerate(runs) for w in r.warnings])
+            out["builds"][build.name] = entry
+        return out
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [row for t in self.trials for row in t.result.rows(trial=t.trial, order=t.order)]
+
+    def merged_latency(self, build: str, verb: str) -> Latency:
+        merged = Latency()
+        for r in self.of(build):
+            if verb in r.latency:
+                merged.merge(r.latency[verb])
+        return merged
+
+    def table(self) -> str:
+        lines = [f"{'build':<14} {'version':<14} {'cycles/s median':>15} {'(min..max)':>17} "
+                 f"{'srv µs/cyc':>10} {'p99 ms':>7} {'srv busy':>8} {'bound':>9}   ratio to "
+                 f"{self.builds[0].name} [95% CI]  verdict"]
+        for b in self.builds:
+            runs, thr = self.of(b.name), self.values(b.name, "throughput")
+            s = sorted(thr)
+            busy = sorted(r.server_utilization for r in runs)[len(runs) // 2]
+            bounds = f"server {sum(r.bound == 'server' for r in runs)}/{len(runs)}"
+            c = self.comparisons[b.name]["throughput"]
+            verdict = "baseline" if b is self.builds[0] else f"{c.ratio:.3f} [{c.ci95[0]:.3f}, {c.ci95[1]:.3f}]  {c.verdict}"
+            lines.append(
+                f"{b.name[:14]:<14} {runs[0].version[:14]:<14} {_median(thr):>15,.0f} "
+                f"{f'({s[0]:,.0f}..{s[-1]:,.0f})':>17} {_median(self.values(b.name, 'server_us')):>10.2f} "
+                f"{_median(self.values(b.name, 'p99')):>7.2f} {busy * 100:>7.1f}% {bounds:>9}   {verdict}")
+        for metric in ("server_us", "p99"):
+            parts = []
+            for b in self.builds[1:]:
+                c = self.comparisons[b.name][metric]
+                parts.append(f"{b.name} {c.ratio:.3f} [{c.ci95[0]:.3f}, {c.ci95[1]:.3f}] {c.verdict}")
+            label = "server µs/cycle" if metric == "server_us" else "claim p99"
+            lines.append(f"{label} ratio to {self.builds[0].name}: " + "; ".join(parts))
+        return "\n".join(lines)
+
+
+def _median(values: Sequence[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def _spread(values: Sequence[float]) -> dict[str, float]:
+    return {"median": _median(values), "min": min(values), "max": max(values)}
+
+
+def unique_builds(specs: Sequence[ServerSpec]) -> list[ServerSpec]:
+    """Give a repeated build (A/A: --server redis --server redis) a distinct name: redis, redis-2."""
+    seen: set[str] = set()
+    out = []
+    for spec in specs:
+        name, n = spec.name, 1
+        while name in seen:
+            n += 1
+            name = f"{spec.name}-{n}"
+        seen.add(name)
+        out.append(spec if name == spec.name else ServerSpec(name=name, kind=spec.kind, binary=spec.binary,
+                                                             args=spec.args, url=spec.url))
+    return out
+
+
+def run_compare(builds: Sequence[Build], settings: CapacitySettings = CapacitySettings(duration_s=5.0),
+                trials: int = DEFAULT_TRIALS, *, progress: Say | None = None, min_effect: float = 0.0,
+                seed: int = 0) -> CompareResult:
+    """Every build `trials` times, interleaved, each trial on a fresh server."""
+    if len(builds) < 2:
+        raise CapacityError("compare needs at least two builds (repeat one for an A/A check)")
+    if trials < 2:
+        raise CapacityError(f"compare needs at least 2 trials, got {trials}")
+    names = [b.name for b in builds]
+    if len(set(names)) != len(names):
+        raise CapacityError(f"build names must differ, got {names}")
+    settings.check()
+    say: Say = progress or (lambda _: None)
+    out = CompareResult(list(builds), settings, [], min_effect=min_effect)
+    hints: dict[str, float] = {}
+    total = trials * len(builds)
+    for i in range(trials):
+        for build in builds:
+            order = len(out.trials) + 1
+            prefix = f"[{order}/{total}] trial {i + 1}"
+            # The C client's ceiling once per build (when asked); later trials
+            # size their backlog from what earlier ones reached.
+            run_settings = settings if i == 0 else _without_ceiling(settings)
+            result = measure(build.spec, run_settings, lua_dir=build.lua_dir,
+                             progress=lambda text: say(f"{prefix} {text}"), rate_hint=_hint(hints, out.trials))
+            if result.ceiling and result.ceiling.server_us_per_claim > 0:
+                hints[build.name] = 1e6 / result.ceiling.server_us_per_claim
+            out.trials.append(Trial(build.name, i + 1, order, result))
+            say(f"{prefix} {build.name}: {result.cycles_per_s:,.0f} cycles/s, server "
+                f"{result.server_utilization:.0%} busy, {result.server_us_per_cycle:.2f} µs/cycle, "
+                f"bound {result.bound}")
+    base = builds[0].name
+    for build in builds:
+        out.comparisons[build.name] = {
+            metric: compare_metric(out.values(base, metric), out.values(build.name, metric),
+                                   higher_is_better=better, seed=seed, min_effect=min_effect)
+            for metric, (_, better, _) in METRICS.items()}
+    return out
+
+
+def _without_ceiling(settings: CapacitySettings) -> CapacitySettings:
+    from dataclasses import replace
+
+    return replace(settings, ceiling=False)
+
+
+def _hint(hints: dict[str, float], done: list[Trial]) -> float | None:
+    measured = [t.result.cycles_per_s * SIZING_HEADROOM for t in done]
+    return max([*hints.values(), *measured]) if hints or measured else None
+
+
+# --------------------------------------------------------------------------
+# Command line
+
+
+def scripts_option(text: str) -> tuple[str, Path]:
+    name, sep, folder = text.partition("=")
+    if not sep or not name.strip() or not folder.strip():
+        raise argparse.ArgumentTypeError(f"--scripts {text!r}: want NAME=DIR, e.g. slow=/tmp/lua-slow")
+    path = Path(folder.strip()).expanduser()
+    try:
+        discover(path)
+    except (OSError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"--scripts {text!r}: {exc}") from None
+    return name.strip(), path.resolve()
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = __doc__.split("\n\n")[0]
+    parser.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
+                        help=f"trials per build, interleaved (default {DEFAULT_TRIALS})")
+    parser.add_argument("--scripts", action="append", type=scripts_option, default=[], metavar="NAME=DIR",
+                        help="run build NAME with the Lua scripts in DIR (repeatable)")
+    parser.add_argument("--min-effect", type=float, default=0.0, metavar="FRACTION",
+                        help="report differences smaller than this as no significant difference (default 0)")
+    add_workload_options(parser, duration=5.0, ceiling=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    from . import meta
+    from .results import new_run_dir, write_json, write_tidy
+
+    specs = unique_builds(args.server)
+    folders = dict(args.scripts)
+    unknown = sorted(set(folders) - {s.name for s in specs})
+    if unknown:
+        print(f"echomq-bench compare: error: --scripts names {', '.join(unknown)}, which is no build; builds are "
+              f"{', '.join(s.name for s in specs)}", file=sys.stderr)
+        return 2
+    if args.trials < 2 or len(specs) < 2:
+        print("echomq-bench compare: error: give at least two --server builds and --trials 2 or more",
+              file=sys.stderr)
+        return 2
+    settings = settings_from_args(args)
+    builds = [Build(s, folders.get(s.name)) for s in specs]
+    for b in builds:
+        if b.spec.kind == "url":
+            print(f"note: {b.name} is a running server, not started fresh for each trial", file=sys.stderr)
+    progress = StderrProgress()
+    result = run_compare(builds, settings, args.trials, progress=progress, min_effect=args.min_effect)
+    progress.done()
+    out = new_run_dir("compare", args.out)
+    info = meta.collect(servers=(), argv=sys.argv, workload=asdict(settings), trials=args.trials,
+                        order="interleaved A B A B, a fresh server per trial",
+                        scripts={b.name: str(b.lua_dir) if b.lua_dir else None for b in builds})
+    info["servers"] = [{**result.of(b.name)[0].server, "name": b.name, "scripts": result.of(b.name)[0].scripts}
+                       for b in builds]
+    write_json(out / "meta.json", info)
+    write_tidy(out / "compare.csv", result.rows())
+    for b in builds:
+        for verb in ("claim", "complete", "cycle"):
+            hist = result.merged_latency(b.name, verb)
+            if hist.count:
+                hist.write_hgrm(out / f"{b.name}-{verb}.hgrm")
+    write_json(out / "summary.json", result.summary())
+    print(result.table())
+    for name, entry in result.summary()["builds"].items():
+        for text in entry["warnings"]:
+            print(f"{name}: WARNING {text}")
+    print(f"{args.trials} trials per build, interleaved, fresh server each; {result.trials[0].result.pinning}")
+    print(f"results: {out}")
+    return 0

@@ -1,0 +1,92 @@
+"""Ratios between builds, with a bootstrap confidence interval and a verdict.
+
+Trials are paired: trial i of every build ran back to back on fresh
+servers, so a slow minute of a shared machine slows both sides of pair i.
+The figure is the median over trials of the per-trial ratio other/baseline;
+its 95% interval is the percentile bootstrap of that median (trials
+resampled with replacement). With few trials the bootstrap of a median
+cannot reach past the smallest and largest ratio, so the interval is
+honest about how little five trials can say.
+
+The verdict is plain: `faster` when the whole interval lies on the better
+side of 1 (above for throughput, below for a cost or a latency), `slower`
+when it lies on the worse side, otherwise `no significant difference`.
+A difference smaller than `min_effect` (a fraction; 0 by default) is
+reported as no significant difference even when the interval excludes 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["Comparison", "bootstrap_ci", "paired_ratios", "compare_metric", "verdict",
+           "FASTER", "SLOWER", "SAME", "N_BOOT", "LEVEL"]
+
+FASTER, SLOWER, SAME = "faster", "slower", "no significant difference"
+N_BOOT = 10_000
+LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Comparison:
+    ratio: float            # median over trials of other / baseline
+    ci95: tuple[float, float]
+    verdict: str
+    trials: int
+    higher_is_better: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ci95"] = list(self.ci95)
+        return out
+
+
+def paired_ratios(baseline: Sequence[float], other: Sequence[float]) -> np.ndarray:
+    a = np.asarray(baseline, dtype=float)
+    b = np.asarray(other, dtype=float)
+    if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
+        raise ValueError(f"paired trials need two equal, non-empty lists; got {len(a)} and {len(b)}")
+    if np.any(a <= 0) or np.any(b <= 0) or not np.all(np.isfinite(a)) or not np.all(np.isfinite(b)):
+        raise ValueError("ratios need positive, finite values")
+    return b / a
+
+
+def bootstrap_ci(values: Sequence[float], *, level: float = LEVEL, n_boot: int = N_BOOT,
+                 seed: int = 0) -> tuple[float, float, float]:
+    """The median of `values` and the percentile-bootstrap interval around it."""
+    x = np.asarray(values, dtype=float)
+    if x.ndim != 1 or len(x) == 0:
+        raise ValueError("bootstrap needs a non-empty list of values")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be between 0 and 1, got {level}")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(x), size=(n_boot, len(x)))
+    medians = np.median(x[picks], axis=1)
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(medians, [tail, 100 - tail])
+    return float(np.median(x)), float(lo), float(hi)
+
+
+def verdict(lo: float, hi: float, *, higher_is_better: bool, ratio: float | None = None,
+            min_effect: float = 0.0) -> str:
+    """faster / slower / no significant difference, from the interval of a ratio to the baseline."""
+    if ratio is not None and abs(ratio - 1.0) < min_effect:
+        return SAME
+    if lo > 1.0:
+        return FASTER if higher_is_better else SLOWER
+    if hi < 1.0:
+        return SLOWER if higher_is_better else FASTER
+    return SAME
+
+
+def compare_metric(baseline: Sequence[float], other: Sequence[float], *, higher_is_better: bool,
+                   level: float = LEVEL, n_boot: int = N_BOOT, seed: int = 0,
+                   min_effect: float = 0.0) -> Comparison:
+    ratios = paired_ratios(baseline, other)
+    ratio, lo, hi = bootstrap_ci(ratios, level=level, n_boot=n_boot, seed=seed)
+    return Comparison(ratio, (lo, hi),
+                      verdict(lo, hi, higher_is_better=higher_is_better, ratio=ratio, min_effect=min_effect),
+                      len(ratios), higher_is_better)

@@ -1,0 +1,93 @@
+"""No password from a URL is ever written: capacity and compare against
+servers that need one, then every file they wrote is searched for it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from echomq.cli import main
+from echomq.servers import start
+
+PASSWORD = "knownpass"
+ACL_PASSWORD = "knownpassacl"
+
+
+@pytest.fixture(scope="module")
+def acl_server() -> Iterator[object]:
+    # A named user with a password, and the default user switched off, so
+    # nothing works without the credentials from the URL.
+    srv = start(f"acl=redis-server --user alice on >{ACL_PASSWORD} ~* &* +@all --user default off")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def pass_server() -> Iterator[object]:
+    srv = start(f"pw=valkey-server --requirepass {PASSWORD}")
+    yield srv
+    srv.stop()
+
+
+def files_holding(folder: Path, secret: str) -> list[str]:
+    return [str(p) for p in folder.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+def run_cli(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> int:
+    # As the console script sees it: the command line meta.json records is sys.argv.
+    monkeypatch.setattr(sys, "argv", ["echomq-bench", *argv])
+    return main(argv)
+
+
+def test_capacity_with_an_acl_user_writes_no_password(acl_server: object, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"redis://alice:{ACL_PASSWORD}@127.0.0.1:{acl_server.port}"  # type: ignore[attr-defined]
+    out = tmp_path / "cap"
+    code = run_cli(monkeypatch, ["capacity", "--server", url, "--duration", "0.4", "--warmup", "0.1",
+                                 "--ceiling-requests", "3000", "--audit", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    # The run really logged in: it drove cycles and the C client got its ceiling.
+    entry = next(iter(json.loads((out / "summary.json").read_text())["builds"].values()))
+    assert entry["cycles_per_s"] > 0 and entry["ceiling_claims_per_s"] > 0
+    assert entry["audit"]["passed"]
+    meta = json.loads((out / "meta.json").read_text())
+    assert any("alice:***@" in arg for arg in meta["command"])
+    assert meta["servers"][0]["url"].startswith("redis://alice:***@")
+    assert files_holding(out, ACL_PASSWORD) == []
+    assert ACL_PASSWORD not in printed.out + printed.err
+
+
+def test_compare_with_a_password_writes_no_password(pass_server: object, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"redis://:{PASSWORD}@127.0.0.1:{pass_server.port}/0"  # type: ignore[attr-defined]
+    out = tmp_path / "cmp"
+    code = run_cli(monkeypatch, ["compare", "--server", f"a={url}", "--server", f"b={url}", "--trials", "2",
+                                 "--duration", "0.3", "--warmup", "0.1", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["builds"]["b"]["cycles_per_s"]["median"] > 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert any(":***@" in arg for arg in meta["command"])
+    assert files_holding(out, PASSWORD) == []
+    assert PASSWORD not in printed.out + printed.err
+
+
+def test_a_wrong_password_fails_cleanly_without_echoing_it(acl_server: object, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = "wrongpass123"
+    url = f"redis://alice:{wrong}@127.0.0.1:{acl_server.port}"  # type: ignore[attr-defined]
+    out = tmp_path / "cap"
+    code = run_cli(monkeypatch, ["capacity", "--server", url, "--duration", "0.3", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 2
+    assert wrong not in printed.out + printed.err
+    assert not out.exists()
