@@ -279,9 +279,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _preflight(specs: list[Any]) -> None:
-    from .servers import find_binary, start
+    from .servers import ServerSpecError, find_binary, start
 
     for spec in specs:
+        if spec.kind == "cluster":
+            raise ServerSpecError(f"faults runs on single servers, not the cluster {spec.describe()!r}; "
+                                  "for a cluster's faults use: echomq-bench failover")
         if spec.kind == "embedded":
             find_binary(spec.binary)
         else:
