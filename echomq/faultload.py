@@ -37,7 +37,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 import redis
 from redis.backoff import NoBackoff
@@ -49,7 +49,7 @@ from .errors import OutOfMemoryError, ServerUnavailableError, StaleTokenError
 from .ids import mint
 from .queue import Queue
 
-__all__ = ["LoadSettings", "Worker", "Fleet", "Evidence", "read_logs", "last_event"]
+__all__ = ["LoadSettings", "Worker", "Fleet", "Answer", "Evidence", "read_logs", "last_event"]
 
 PR_SET_PDEATHSIG = 1
 BACKOFF_S = 0.05
@@ -295,6 +295,15 @@ def last_event(path: Path) -> list[str]:
     return lines[-1].split(" ") if lines else []
 
 
+class Answer(NamedTuple):
+    """A complete or retry the server answered: when it was sent and answered, by which worker."""
+    jid: str
+    token: int
+    t: float
+    worker: str
+    sent: float
+
+
 @dataclass
 class Evidence:
     """What the workers saw, from their logs."""
@@ -303,11 +312,11 @@ class Evidence:
     enqueue_unknown: set[str] = field(default_factory=set)
     oom_refused: list[tuple[str, float]] = field(default_factory=list)
     claimed: dict[str, int] = field(default_factory=dict)          # id -> highest token claimed
-    accepted: list[tuple[str, int, float, str]] = field(default_factory=list)  # id, token, time, worker
-    refused: list[tuple[str, int, float, str]] = field(default_factory=list)
+    accepted: list[Answer] = field(default_factory=list)
+    refused: list[Answer] = field(default_factory=list)
     complete_unknown: list[tuple[str, int, str]] = field(default_factory=list)
-    retried: list[tuple[str, int, float, str]] = field(default_factory=list)
-    retry_refused: list[tuple[str, int, float, str]] = field(default_factory=list)
+    retried: list[Answer] = field(default_factory=list)
+    retry_refused: list[Answer] = field(default_factory=list)
     unanswered: int = 0
     reaped: int = 0
     promoted: int = 0
@@ -330,18 +339,25 @@ class Evidence:
         for jid in self.enqueue_unknown:
             if jid in self.claimed or jid in places:
                 ledger.record_enqueue(jid, "enqueued")
-        for jid, token, _, _ in self.accepted:
-            ledger.record_complete(jid, token, accepted=True, zombie=(jid, token) in zombies)
-        for jid, token, _, _ in self.refused:
-            ledger.record_complete(jid, token, accepted=False, zombie=(jid, token) in zombies)
+        for a in self.accepted:
+            ledger.record_complete(a.jid, a.token, accepted=True, zombie=(a.jid, a.token) in zombies)
+        for a in self.refused:
+            ledger.record_complete(a.jid, a.token, accepted=False, zombie=(a.jid, a.token) in zombies)
         for jid, token, _ in self.complete_unknown:
             if jid not in places and ledger.accepted[jid] == 0:
                 ledger.record_complete(jid, token, accepted=True, zombie=(jid, token) in zombies)
         return ledger
 
     def first_after(self, kind: str, t: float) -> float | None:
-        times = {"A": [a[2] for a in self.accepted], "E": list(self.enqueued.values())}[kind]
+        """When the first complete (A) or enqueue (E) answered at or after t was answered."""
+        times = {"A": [a.t for a in self.accepted], "E": list(self.enqueued.values())}[kind]
         later = [x for x in times if x >= t]
+        return min(later) if later else None
+
+    def first_sent_after(self, t: float) -> float | None:
+        """When the first complete sent at or after t was accepted: a reply read
+        late from before t does not count."""
+        later = [a.t for a in self.accepted if a.sent >= t]
         return min(later) if later else None
 
 
@@ -353,6 +369,7 @@ def read_logs(paths: Iterable[Path]) -> Evidence:
             text = path.read_text(errors="replace")
         except FileNotFoundError:
             continue
+        sent = 0.0
         for line in text.split("\n"):
             f = line.split(" ")
             if not line or not f:
@@ -367,8 +384,10 @@ def read_logs(paths: Iterable[Path]) -> Evidence:
                 ev.oom_refused.append((f[1], float(f[2])))
             elif word == "C":
                 ev.claimed[f[1]] = max(ev.claimed.get(f[1], 0), int(f[2]))
+            elif word == "S":
+                sent = float(f[3])
             elif word in ("A", "R", "Y", "N"):
-                row = (f[1], int(f[2]), float(f[3]), worker)
+                row = Answer(f[1], int(f[2]), float(f[3]), worker, sent)
                 {"A": ev.accepted, "R": ev.refused, "Y": ev.retried, "N": ev.retry_refused}[word].append(row)
             elif word == "Q":
                 ev.complete_unknown.append((f[1], int(f[2]), worker))

@@ -170,7 +170,7 @@ def _judge(outcome: Outcome, scenario: Scenario, ctx: Ctx, injection: Injection,
     ledger = ev.ledger(places, zombies)
     report = audit(ctx.admin, [ctx.keys.name], ledger)
     active = active_tokens(ctx.admin, ctx.keys)
-    retry_current = [r for r in ev.retry_refused if active.get(r[0]) == r[1]]
+    retry_current = [r for r in ev.retry_refused if active.get(r.jid) == r.token]
     checks, recovery = scenario.check(ctx, injection, ev, ledger, report)
     lost_ok = report.lost > 0 if scenario.expects_loss else report.lost == 0
     checks += [
@@ -279,9 +279,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _preflight(specs: list[Any]) -> None:
-    from .servers import find_binary, start
+    from .servers import ServerSpecError, find_binary, start
 
     for spec in specs:
+        if spec.kind == "cluster":
+            raise ServerSpecError(f"faults runs on single servers, not the cluster {spec.describe()!r}; "
+                                  "for a cluster's faults use: echomq-bench failover")
         if spec.kind == "embedded":
             find_binary(spec.binary)
         else:

@@ -192,7 +192,7 @@ def check_crash(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
     killed: list[Lease] = inj.data["killed"]
     once = [k for k in killed if ledger.accepted[k.jid] == 1 and ledger.accepted_token[k.jid] > k.token]
     releases = [k for k in killed if ev.claimed.get(k.jid, 0) > k.token]
-    done = [t for k in killed for j, tok, t, _ in ev.accepted if j == k.jid and tok > k.token]
+    done = [a.t for k in killed for a in ev.accepted if a.jid == k.jid and a.token > k.token]
     recovery = max(done) - min(k.t for k in killed) if killed and len(done) == len(killed) else None
     return [
         Check(len(killed) == ctx.plan.kills, f"{len(killed)}/{ctx.plan.kills} consumers killed while holding a lease"),
@@ -242,8 +242,8 @@ def _answered(path: Path, lease: Lease) -> bool:
 def check_zombie(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
                  report: AuditReport) -> tuple[list[Check], float | None]:
     zombies: list[Lease] = inj.data["zombies"]
-    refused = {(j, tok, w) for j, tok, _, w in ev.refused + ev.retry_refused}
-    accepted = {(j, tok, w) for j, tok, _, w in ev.accepted + ev.retried}
+    refused = {(a.jid, a.token, a.worker) for a in ev.refused + ev.retry_refused}
+    accepted = {(a.jid, a.token, a.worker) for a in ev.accepted + ev.retried}
     as_retry = [z for z in zombies if z.fail]
     refused_ok = [z for z in zombies if (z.jid, z.token, z.worker) in refused]
     wrongly = [z for z in zombies if (z.jid, z.token, z.worker) in accepted]
@@ -276,7 +276,7 @@ def pause(ctx: Ctx) -> Injection:
 def check_pause(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
                 report: AuditReport) -> tuple[list[Check], float | None]:
     t = inj.data["t_resume"]
-    after = [a for a in ev.accepted if a[2] >= t]
+    after = [a for a in ev.accepted if a.t >= t]
     return [
         Check(ev.unanswered > 0, f"{ev.unanswered} client calls timed out during the pause"),
         Check(len(after) > 0, f"{len(after)} completes accepted after the server resumed"),
@@ -292,14 +292,14 @@ def restart_aof(ctx: Ctx) -> Injection:
 
 def check_restart(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
                   report: AuditReport) -> tuple[list[Check], float | None]:
-    t = inj.data["t_kill"]
-    after = [a for a in ev.accepted if a[2] >= inj.data["t_up"]]
+    t_up = inj.data["t_up"]
+    after = [a for a in ev.accepted if a.sent >= t_up]
     noscript = _errorstat(ctx.admin, "NOSCRIPT")
     return [
         Check(noscript > 0 and not ev.errors, f"{noscript} NOSCRIPT replies after the restart, all reloaded"
               " by the client without an error"),
-        Check(len(after) > 0, f"{len(after)} completes accepted after the restart"),
-    ], _since(t, ev.first_after("A", t))
+        Check(len(after) > 0, f"{len(after)} completes accepted by the restarted server"),
+    ], _since(inj.data["t_kill"], ev.first_sent_after(t_up))
 
 
 def restart_nopersist(ctx: Ctx) -> Injection:
@@ -361,7 +361,7 @@ def script_flush(ctx: Ctx) -> Injection:
 def check_flush(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
                 report: AuditReport) -> tuple[list[Check], float | None]:
     noscript = _errorstat(ctx.admin, "NOSCRIPT")
-    gaps = [_since(t, ev.first_after("A", t)) for t in inj.data["times"]]
+    gaps = [_since(t, ev.first_sent_after(t)) for t in inj.data["times"]]
     return [
         Check(noscript >= len(inj.data["times"]) and not ev.errors,
               f"{noscript} NOSCRIPT replies, all reloaded by the client without an error"),
@@ -430,12 +430,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("pause", "server SIGSTOPped 2 s", "SIGCONT to the first complete accepted", pause, check_pause,
              embedded_only=True),
     Scenario("restart-aof", "server killed, restarted from AOF (fsync always)",
-             "kill to the first complete accepted, restart included", restart_aof, check_restart,
+             "kill to the first complete the restarted server accepted", restart_aof, check_restart,
              server_args=("--appendonly", "yes", "--appendfsync", "always"), embedded_only=True),
     Scenario("restart-nopersist", "server killed, restarted with nothing on disk",
-             "kill to the first complete accepted, restart included", restart_nopersist, check_nopersist,
+             "kill to the first complete the restarted server accepted", restart_nopersist, check_nopersist,
              server_args=("--appendonly", "no", "--save", ""), embedded_only=True, expects_loss=True),
-    Scenario("script-flush", "SCRIPT FLUSH mid-run", "flush to the next complete accepted (worst flush)",
+    Scenario("script-flush", "SCRIPT FLUSH mid-run", "flush to the first complete sent after it accepted (worst flush)",
              script_flush, check_flush),
     Scenario("oom", "maxmemory with noeviction", "consumers resumed to the first enqueue accepted",
              oom, check_oom, load={"payload_bytes": 4096, "lease_ms": 30_000}),

@@ -51,6 +51,7 @@ CLI_CASES: list[tuple[list[str], str]] = [
     (["check", "--server", "x=redis-server --no-such-directive 1"], "Bad directive"),
     # faults: its own options
     (["faults", "--scenario", "meteor"], "invalid choice: 'meteor'"),
+    (["faults", "--server", "redis-cluster"], "for a cluster's faults use: echomq-bench failover"),
     (["faults", "--rate", "0"], "rate must be from 1 to 10000"),
     (["faults", "--rate", "1e9"], "rate must be from 1 to 10000"),
     (["faults", "--rate", "fast"], "rate must be a number"),

@@ -80,6 +80,8 @@ def test_unanswered_calls_are_resolved_by_the_evidence(tmp_path: Path) -> None:
     assert ev.oom_refused == [("JOB0000000000E", 1.4)] and ev.unanswered == 5
     assert ev.errors == ["consumer-0: claim boom"]
     assert ev.first_after("A", 2.0) == 2.2 and ev.first_after("A", 3.0) is None
+    # the reply to a complete sent before a fault, read after it, is not recovery
+    assert ev.first_sent_after(2.05) == 2.2 and ev.first_sent_after(2.15) is None
 
 
 @pytest.mark.parametrize("build", ["redis", "valkey"])
