@@ -22,6 +22,7 @@ its enqueue, and the server cost per cycle includes it).
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
 import os
 import secrets
@@ -37,7 +38,7 @@ from .audit import Ledger, audit
 from .backlog import fill, remove_queue
 from .capresult import CapacityResult, build_result, format_table
 from .ceiling import Ceiling, run_ceiling
-from .driver import Window, WorkerPlan, worker_main
+from .driver import BIN_S, Window, WorkerPlan, worker_main
 from .errors import EchoMQError
 from .queue import Queue
 from .wire import Target
@@ -314,6 +315,16 @@ class Measured:
     client_wait_s: float
     steal: float                  # share of the server's CPU(s) the hypervisor took
     owned_s: float                # the part of the window that was this server's (all of it unless alternating)
+    bins: tuple[float, tuple[int, ...]] = (BIN_S, ())   # timeline: bin length, this server's whole bins in the window
+
+
+def _own_bins(window: Window, slot: tuple[float | None, int, int]) -> tuple[float, tuple[int, ...]]:
+    """The timeline bins that lie wholly inside the window and belong to this server."""
+    slot_s, index, count = slot
+    size = slot_s or BIN_S
+    first = math.ceil((window.t_start - window.t_begin) / size - 1e-9)
+    last = math.floor((window.t_end - window.t_begin) / size + 1e-9)
+    return size, tuple(k for k in range(first, last) if slot_s is None or k % count == index)
 
 
 def _owned_s(window: Window, slot: tuple[float | None, int, int]) -> float:
@@ -382,7 +393,8 @@ def _drive(groups: list[tuple[list[WorkerPlan], _Session]], settings: CapacitySe
             use=serverstats.usage(b["info"], a["info"]), client_cpu_s=a["cpu"] - b["cpu"],
             server_wait_s=a["server"][1] - b["server"][1] if a["server"][0] > 0 else None,
             client_wait_s=a["client"][1] - b["client"][1], steal=steal,
-            owned_s=_owned_s(window, (p.slot_s, p.slot_index, p.slot_count)))))
+            owned_s=_owned_s(window, (p.slot_s, p.slot_index, p.slot_count)),
+            bins=_own_bins(window, (p.slot_s, p.slot_index, p.slot_count)))))
     return out
 
 
@@ -448,6 +460,7 @@ def write_capacity(out: Path, results: list[CapacityResult], argv: list[str] | N
     info["pinning"] = {r.build: r.pinning for r in results}
     write_json(out / "meta.json", info)
     write_tidy(out / "capacity.csv", [row for r in results for row in r.rows(trial=1)])
+    write_tidy(out / "timeline.csv", [row for r in results for row in r.timeline_rows(trial=1)])
     for r in results:
         r.write_hgrm(out)
     write_json(out / "summary.json", {"kind": "capacity", "builds": {r.build: r.headline() for r in results}})

@@ -55,6 +55,16 @@ class CapacityResult:
     audit: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
     server: dict[str, Any] = field(default_factory=dict)   # meta.describe_server: version, settings
+    timeline: list[tuple[float, float]] = field(default_factory=list)  # (s since the window opened, cycles/s)
+
+    @property
+    def median_bin_rate(self) -> float:
+        """The median of the timeline's cycles/s: a burst of interference moves one bin, not this."""
+        rates = sorted(rate for _, rate in self.timeline)
+        if not rates:
+            return self.cycles_per_s
+        n = len(rates)
+        return rates[n // 2] if n % 2 else (rates[n // 2 - 1] + rates[n // 2]) / 2
 
     @property
     def ceiling_claims_per_s(self) -> float | None:
@@ -80,6 +90,7 @@ class CapacityResult:
             "ceiling_claims_per_s": self.ceiling_claims_per_s,
             "of_ceiling": self.of_ceiling,
             "script_us_per_cycle": self.script_us_per_cycle,
+            "median_bin_cycles_per_s": self.median_bin_rate,
             "mode": "open loop" if self.settings.rate else "closed loop",
             "target_cycles_per_s": self.settings.rate,
             "feed": self.settings.feed,
@@ -113,6 +124,7 @@ class CapacityResult:
             ("client_wait", self.client_wait, "fraction"),
             ("steal", self.steal, "fraction"),
             ("cycles", self.cycles, "1"),
+            ("median_bin_cycles_per_s", self.median_bin_rate, "1/s"),
             ("empty_claims", self.counts.get("w_empty", 0), "1"),
             ("stale_completes", self.counts.get("stale", 0), "1"),
         ]
@@ -124,6 +136,11 @@ class CapacityResult:
             for name, value in self.latency_ms(verb).items():
                 metrics.append((f"{verb}_{name}_ms", value, "ms"))
         return [{**base, "bound": self.bound, "metric": m, "value": v, "unit": u} for m, v, u in metrics]
+
+    def timeline_rows(self, **condition: Any) -> list[dict[str, Any]]:
+        """Cycles/s per bin (a slot when alternating), t_s from the window's start."""
+        base = {"build": self.build, "version": self.version, **condition}
+        return [{**base, "t_s": t, "metric": "cycles_per_s", "value": rate, "unit": "1/s"} for t, rate in self.timeline]
 
     def write_hgrm(self, folder: Path, prefix: str = "") -> list[Path]:
         paths = []
@@ -158,6 +175,12 @@ def build_result(build: str, version: str, settings: CapacitySettings, scripts: 
     # A side that was runnable but off-CPU still had work: count that time
     # when judging which side held the other back.
     bound = serverstats.bound(use.main_cpu_s * per_s + (server_wait or 0.0), client_util + client_wait)
+    size, own = measured.bins
+    per_bin: dict[int, int] = {}
+    for r in results:
+        for k, n in r.get("bins", {}).items():
+            per_bin[int(k)] = per_bin.get(int(k), 0) + n
+    timeline = [(round(k * size - settings.warmup_s, 6), per_bin.get(k, 0) / size) for k in own]
     latency = {}
     for verb in VERBS:
         merged = Latency()
@@ -188,7 +211,8 @@ def build_result(build: str, version: str, settings: CapacitySettings, scripts: 
         scripts_per_cycle=use.calls("evalsha") * per_s * share / done_rate if done_rate else nan,
         client_utilization=client_util, client_wait=client_wait, client_cpu_s=measured.client_cpu_s,
         client_cores=cores, steal=measured.steal, bound=bound, pinning=pinning, backlog=backlog,
-        ceiling=ceiling, counts=counts, latency=latency, audit=audit_out, warnings=warnings, server=server)
+        ceiling=ceiling, counts=counts, latency=latency, audit=audit_out, warnings=warnings, server=server,
+        timeline=timeline)
 
 
 def _num(value: float | None, fmt: str) -> str:

@@ -312,6 +312,8 @@ def write_compare(out: Path, result: CompareResult, argv: list[str] | None = Non
                        for b in result.builds]
     write_json(out / "meta.json", info)
     write_tidy(out / "compare.csv", result.rows())
+    write_tidy(out / "timeline.csv", [row for t in result.trials
+                                      for row in t.result.timeline_rows(trial=t.trial, order=t.order)])
     for b in result.builds:
         for verb in ("claim", "complete", "cycle"):
             hist = result.merged_latency(b.name, verb)

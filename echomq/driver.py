@@ -44,6 +44,7 @@ __all__ = ["WorkerPlan", "Window", "worker_main", "run_worker", "VERBS"]
 
 VERBS = ("claim", "complete", "enqueue", "cycle")
 RECV_BYTES = 1 << 18
+BIN_S = 0.25   # timeline resolution when not alternating
 CLAIM, COMPLETE, ENQUEUE = 0, 1, 2
 
 
@@ -129,6 +130,9 @@ class _Worker:
              "w_claimed", "w_completed", "w_enqueued", "w_empty", "w_stale", "a_completed"), 0)
         self.enq_ids: set[str] = set()
         self.feed_turn = 0
+        # Cycles counted per time bin (a slot when alternating): the run's timeline.
+        self.bin_s = plan.slot_s or BIN_S
+        self.bins: dict[int, int] = {}
         self.accepted: dict[str, int] = {}
         self.refused: list[tuple[str, int]] = []
         self.working: list[tuple[float, int, int, bytes, int, float]] = []  # heap: due, n, conn, id, token, start
@@ -276,6 +280,8 @@ class _Worker:
                         self.accepted[job_id.decode()] = self.accepted.get(job_id.decode(), 0) + 1
                     if counted:
                         c["w_completed"] += 1
+                        k = int((now - self.win.t_begin) / self.bin_s)
+                        self.bins[k] = self.bins.get(k, 0) + 1
                         d = lat["cycle"]
                         cu = int((now - start) * 1e6)
                         d[cu] = d.get(cu, 0) + 1
@@ -366,7 +372,8 @@ class _Worker:
                     hist.record_us(us, n)
                 blobs[verb] = hist.encode()
         out: dict[str, Any] = {"index": self.plan.index, "pid": os.getpid(), "counts": dict(self.c),
-                               "latency": blobs, "error": getattr(self, "last_error", None)}
+                               "latency": blobs, "bins": self.bins, "bin_s": self.bin_s,
+                               "error": getattr(self, "last_error", None)}
         if self.plan.ledger:
             out["ledger"] = {"enqueued": sorted(self.enq_ids), "accepted": self.accepted, "refused": self.refused}
         return out
