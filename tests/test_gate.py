@@ -33,6 +33,7 @@ from echomq.scripts import discover
 
 ALL_VERBS = [c.name for c in VERB_CASES]
 SHORT = replace(QUICK, rounds=4, calls=15, heavy_calls=4)  # the mechanism, not the resolution
+TEST_TOLERANCE = 1.0  # the slowed claim is +200%, caught by the A/B check at its default 10%
 # A 3x slower claim: the loop costs ~10 ns an iteration, claim ~20-30 µs.
 SLOW_ITERATIONS = 5000
 
@@ -75,16 +76,17 @@ def test_gate_passes_unchanged_code_and_names_a_slowed_claim(
     assert set(data["scripts"]) == set(discover())
     assert data["version"] == server.version()  # type: ignore[attr-defined]
 
-    # Unchanged code: the mechanism must pass. A generous tolerance keeps a
-    # busy CI machine from failing the test; the tight claim is bench's.
-    same = gate_one(server, baseline=base_dir, settings=SHORT, tolerance=0.5, quiet=True)
+    # Unchanged code: the mechanism must pass. With 4 rounds of 15 calls on a
+    # busy machine a figure can swing by half, so the normalised allowance is
+    # 100% here; the 20% claim is bench/gate_sensitivity.py's.
+    same = gate_one(server, baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE, quiet=True)
     assert same.regressions == [], format_result(same)
     assert same.changed_scripts == []
     assert all(v.ab_change is None for v in same.verdicts)
     assert "PASS on" in format_result(same)
 
     monkeypatch.setenv("ECHOMQ_LUA_DIR", str(slowed_copy(tmp_path / "slow", "claim", SLOW_ITERATIONS)))
-    slow = gate_one(server, baseline=base_dir, settings=SHORT, tolerance=0.5,
+    slow = gate_one(server, baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE,
                     cases=["claim", "complete", "reap_0"], quiet=True)
     assert slow.changed_scripts == ["claim"]
     assert slow.regressions == ["claim"], format_result(slow)
@@ -118,7 +120,7 @@ def test_cli_exit_codes_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert (base / "gate-redis.json").is_file()
     capsys.readouterr()
     monkeypatch.setenv("ECHOMQ_LUA_DIR", str(slowed_copy(tmp_path / "slow", "claim", SLOW_ITERATIONS)))
-    assert main(args + ["--tolerance", "0.5", "--out", str(tmp_path / "r2")]) == 1
+    assert main(args + ["--tolerance", str(TEST_TOLERANCE), "--out", str(tmp_path / "r2")]) == 1
     out = capsys.readouterr().out
     assert "FAIL: regressed: redis:claim" in out
     for column in ("baseline", "now", "change", "allowed", "script A/B", "verdict"):
