@@ -82,7 +82,8 @@ def compare_section(run: Run, out: Path) -> list[Block]:
                     ratio_rows.append({"build": name, "metric": metric, "ratio": ratio, "lo": ci[0], "hi": ci[1],
                                        "verdict": verdict})
     bound_text = "; ".join(r["build"] + ": " + r["bound (trials)"] + ", server busy " + r["server busy"] for r in rows)
-    trials_text = f"{trials} per build, interleaved A B A B, a fresh server each; spread is min..max over trials"
+    order = (run.meta.get("settings") or {}).get("order", "interleaved A B A B, a fresh server each")
+    trials_text = f"{trials} per build, {order}; spread is min..max over trials"
     footer = _footer(run, trials=trials_text, bottleneck=bound_text)
     blocks: list[Block] = [
         Heading("Capacity: Redis against Valkey", anchor="compare"),
