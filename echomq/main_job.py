@@ -40,10 +40,10 @@ PLANS = {
     "default": Plan(compare_s=6.0, trials=3, consumers=(1, 2, 4, 8, 16, 32), consumers_s=2.0,
                     reap=replace(QUICK, orphans=10_000), lease_s=12.0, ceiling_requests=100_000),
     # The minute-long form: enough to see every chart, too short to trust a ratio.
-    "quick": Plan(compare_s=1.5, trials=2, consumers=(1, 4, 16), consumers_s=0.8,
+    "quick": Plan(compare_s=1.2, trials=2, consumers=(1, 8), consumers_s=0.8,
                   reap=CurveSettings(sizes=(1_000, 100_000), caps=(10, 100, 1_000), repeats=3, orphans=2_000,
                                      drain_size=10_000, verbs=("reap",)),
-                  lease_s=4.0, ceiling_requests=20_000),
+                  lease_s=3.0, ceiling_requests=20_000),
 }
 
 
