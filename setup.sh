@@ -63,7 +63,10 @@ install_python() {
     python3 -m venv .venv
   fi
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[dev]"
+  .venv/bin/python -m pip install -q -e ".[dev,peers]"
+  # arq pins redis-py below 6 while bullmq needs 6.2+; arq runs on the newer
+  # client (tests/test_peers.py drains through it), so it goes in without its pin.
+  .venv/bin/python -m pip install -q --no-deps "arq>=0.28,<0.29"
 }
 
 if have_all; then

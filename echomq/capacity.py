@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .capresult import CapacityResult, format_table
-from .capsettings import CapacityError, CapacitySettings
+from .capsettings import CapacityError, CapacitySettings, refuse_clusters
 from .session import Session, close_session, collect, drive, open_session, plans, prepare, target_of
 
 __all__ = ["CapacitySettings", "CapacityResult", "CapacityError", "run_capacity", "run_alternating", "measure",
@@ -156,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
     from .workload import StderrProgress, settings_from_args
 
     settings = settings_from_args(args, ledger=args.audit)
+    refuse_clusters(args.server)
     progress = StderrProgress()
     results: list[CapacityResult] = []
     from .compare import unique_builds

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Iterable, Literal
 
 from .errors import EchoMQError
 
-__all__ = ["CapacitySettings", "CapacityError"]
+__all__ = ["CapacitySettings", "CapacityError", "refuse_clusters"]
 
 
 class CapacityError(EchoMQError):
@@ -61,3 +61,19 @@ class CapacitySettings:
             problems.append(str(exc))
         if problems:
             raise CapacityError("bad capacity settings: " + "; ".join(problems))
+
+
+def refuse_clusters(specs: Iterable[Any]) -> None:
+    """CapacityError before anything starts when a spec is a cluster.
+
+    The driver's workers hold hand-encoded RESP sockets to one address and
+    sample one server's CPU; a cluster needs a socket per master and
+    per-node samples. Until then, per-node figures come from
+    bench/cluster_scaling.py and the Locust scenarios.
+    """
+    clusters = [spec.describe() for spec in specs if getattr(spec, "kind", None) == "cluster"]
+    if clusters:
+        raise CapacityError(
+            f"{', '.join(clusters)}: the capacity driver measures one server, not a cluster; measure each "
+            "node's build with --server redis|valkey, and a cluster with bench/cluster_scaling.py or the "
+            "Locust scenarios (--server redis-cluster --queues 3)")

@@ -19,8 +19,15 @@ __all__ = ["main", "COMMANDS"]
 COMMANDS: dict[str, str] = {
     "check": "echomq.check",
     "run": "echomq.main_job",
+    "gate": "echomq.gate",
+    "reapcost": "echomq.reapcost",
+    "faults": "echomq.faults",
+    "peers": "echomq.peers.runner",
+    "lease": "echomq.lease.command",
+    "report": "echomq.report",
     "capacity": "echomq.capacity",
     "compare": "echomq.compare",
+    "failover": "echomq.failover",
 }
 
 
@@ -40,6 +47,7 @@ def add_server_option(parser: argparse.ArgumentParser) -> None:
         type=server_spec,
         metavar="SPEC",
         help="redis | valkey | NAME=BINARY [ARGS...] | redis://... | rediss://... "
+        "| redis-cluster | valkey-cluster | redis+cluster://... "
         "(repeatable; default: redis and valkey, embedded)",
     )
 

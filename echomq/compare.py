@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .capacity import SLOT_S, CapacityError, CapacitySettings, measure, run_alternating
+from .capsettings import refuse_clusters
 from .capresult import CapacityResult
 from .latency import Latency
 from .scripts import discover
@@ -231,6 +232,7 @@ def run_compare(builds: Sequence[Build | ServerSpec | str],
     given twice becomes NAME, NAME-2, ... (an A/A check).
     """
     given = [as_build(b) for b in builds]
+    refuse_clusters(b.spec for b in given)
     builds = [Build(spec, b.lua_dir) for spec, b in zip(unique_builds([b.spec for b in given]), given)]
     if len(builds) < 2:
         raise CapacityError("compare needs at least two builds (repeat one for an A/A check)")
@@ -355,6 +357,7 @@ def write_compare(out: Path, result: CompareResult, argv: list[str] | None = Non
 def run(args: argparse.Namespace) -> int:
     from .results import new_run_dir
 
+    refuse_clusters(args.server)
     specs = unique_builds(args.server)
     folders = dict(args.scripts)
     unknown = sorted(set(folders) - {s.name for s in specs})

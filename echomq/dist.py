@@ -4,7 +4,9 @@
     exp:mean=20ms                   exponential
     lognormal:median=50ms,p99=400ms lognormal fixed by two quantiles
     uniform:lo=10ms,hi=30ms         uniform
-    empirical:FILE                  measured work times (seconds, ms, ... by column header)
+    empirical:FILE                  measured work times: a CSV (seconds, ms, ... by column
+                                    header), a work-time histogram (.hdr blob, .hgrm text in
+                                    ms) or the results folder of an earlier run holding one
 
 Durations take us, ms, s or m; a bare number is milliseconds. Each
 distribution both samples (for the load) and answers sf(x) = P(work > x)
@@ -22,15 +24,27 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Protocol
 
-__all__ = ["Distribution", "parse_duration_ms", "parse_dist", "DistError"]
+from .errors import EchoMQError
+
+__all__ = ["Distribution", "parse_duration_ms", "parse_dist", "DistError", "load_work_times", "load_work_file",
+           "WORK_HISTOGRAM"]
 
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
 _DURATION = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|ms|s|m)?\s*")
 Z99 = NormalDist().inv_cdf(0.99)
+# The file name under which a run keeps the work times it measured (an HDR
+# histogram blob in microseconds), so a later run can take them with
+# --work-from RUN_DIR.
+WORK_HISTOGRAM = "work.hdr"
+# A histogram of more observations than this is read as this many evenly
+# spaced quantiles: the sf keeps a resolution of 1 in 200 000.
+MAX_EMPIRICAL = 200_000
 
 
-class DistError(ValueError):
+class DistError(EchoMQError, ValueError):
     """A distribution string that does not parse; the message names the problem."""
+
+    code = "EMQARG"
 
 
 def parse_duration_ms(text: str) -> float:
@@ -179,6 +193,69 @@ def load_work_times(path: Path) -> tuple[float, ...]:
     return tuple(values)
 
 
+def _from_counts(pairs: list[tuple[float, int]], source: Path) -> tuple[float, ...]:
+    pairs = sorted((v, c) for v, c in pairs if c > 0)
+    total = sum(c for _, c in pairs)
+    if total == 0:
+        raise DistError(f"empirical: {source} holds an empty histogram")
+    if total <= MAX_EMPIRICAL:
+        return tuple(v for v, c in pairs for _ in range(c))
+    out: list[float] = []
+    i, seen = 0, pairs[0][1]
+    for j in range(MAX_EMPIRICAL):
+        rank = (j + 0.5) / MAX_EMPIRICAL * total
+        while seen < rank:
+            i += 1
+            seen += pairs[i][1]
+        out.append(pairs[i][0])
+    return tuple(out)
+
+
+def _load_hgrm(path: Path) -> tuple[float, ...]:
+    """HdrHistogram's percentile text (Value Percentile TotalCount ...), values in ms."""
+    pairs: list[tuple[float, int]] = []
+    last = 0
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 3 or line.lstrip().startswith("#") or not _is_number(parts[0]):
+            continue
+        total = int(float(parts[2]))
+        pairs.append((float(parts[0]), total - last))
+        last = total
+    return _from_counts(pairs, path)
+
+
+def _load_hdr_blob(path: Path) -> tuple[float, ...]:
+    """An encoded HDR histogram (echomq.latency's wire form), values in microseconds."""
+    from .latency import Latency
+
+    try:
+        hist = Latency.decode(path.read_text().strip()).hist
+    except Exception as exc:  # hdrh raises a variety of errors on a bad blob
+        raise DistError(f"empirical: {path} is not an encoded HDR histogram ({type(exc).__name__})") from None
+    pairs = [(it.value_iterated_to / 1000.0, int(it.count_added_in_this_iter_step))
+             for it in hist.get_recorded_iterator()]
+    return _from_counts(pairs, path)
+
+
+def load_work_file(path: Path) -> tuple[float, ...]:
+    """Sorted work times (ms) from a CSV, an .hgrm, an .hdr blob, or a results
+    folder holding work.hdr (or a single work*.hgrm)."""
+    if path.is_dir():
+        candidates = [path / WORK_HISTOGRAM] if (path / WORK_HISTOGRAM).is_file() else sorted(path.glob("work*.hgrm"))
+        if len(candidates) != 1:
+            raise DistError(f"empirical: {path} is a folder without a work-time histogram "
+                            f"({WORK_HISTOGRAM} or one work*.hgrm)")
+        path = candidates[0]
+    if not path.is_file():
+        raise DistError(f"empirical: no such file {path}")
+    if path.suffix == ".hgrm":
+        return _load_hgrm(path)
+    if path.suffix == ".hdr":
+        return _load_hdr_blob(path)
+    return load_work_times(path)
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -211,5 +288,5 @@ def parse_dist(spec: str) -> Distribution:
             raise DistError("uniform: want 0 <= lo < hi")
         return Uniform(spec, p["lo"], p["hi"])
     if kind == "empirical":
-        return Empirical(spec, load_work_times(Path(body)))
+        return Empirical(spec, load_work_file(Path(body)))
     raise DistError(f"unknown distribution kind {kind!r} in {spec!r}: want const, exp, lognormal, uniform or empirical")

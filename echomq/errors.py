@@ -4,10 +4,13 @@
     ├── StaleTokenError             EMQSTALE: the token no longer holds the lease
     ├── WrongKindError              EMQKIND: an id of another kind (also ValueError)
     ├── InvalidArgumentError        EMQID, EMQARG: a malformed id or argument (also ValueError)
-    └── ServerUnavailableError      the server could not be reached in time
+    ├── ServerUnavailableError      the server could not be reached in time
+    └── OutOfMemoryError            OOM: maxmemory reached under noeviction; the
+                                    refused script wrote nothing
 
 Wire errors are error replies whose first word is the code; `from_reply`
-maps them through one dict.
+maps them through one dict. redis-py strips the server's own OOM code into
+its OutOfMemoryError, which the Queue maps to ours.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ __all__ = [
     "WrongKindError",
     "InvalidArgumentError",
     "ServerUnavailableError",
+    "OutOfMemoryError",
     "WIRE_CODES",
     "from_reply",
 ]
@@ -48,11 +52,16 @@ class ServerUnavailableError(EchoMQError):
     code = "EMQCONN"
 
 
+class OutOfMemoryError(EchoMQError):
+    code = "OOM"
+
+
 WIRE_CODES: dict[str, type[EchoMQError]] = {
     "EMQSTALE": StaleTokenError,
     "EMQKIND": WrongKindError,
     "EMQID": InvalidArgumentError,
     "EMQARG": InvalidArgumentError,
+    "OOM": OutOfMemoryError,
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from importlib import metadata
@@ -14,7 +15,7 @@ from typing import Any, Iterable
 
 from .servers import redacted_args, redacted_url
 
-__all__ = ["collect", "cpu_model", "git_commit", "server_settings"]
+__all__ = ["collect", "cpu_model", "git_commit", "server_settings", "redacted_argv"]
 
 PACKAGES = ("echomq-bench", "redis", "hiredis", "locust", "numpy", "pandas", "hdrhistogram",
             "pytest-benchmark", "matplotlib")
@@ -81,11 +82,28 @@ def describe_server(server: Any) -> dict[str, Any]:
     return info
 
 
+def redacted_argv(argv: Iterable[str]) -> list[str]:
+    """argv with passwords hidden, also inside one-word server specs such as
+    `--server "pw=redis-server --requirepass SECRET"`."""
+    out = []
+    for arg in redacted_args([redacted_url(a) for a in argv]):
+        if any(c.isspace() for c in arg):
+            try:
+                words = shlex.split(arg)
+            except ValueError:
+                words = [arg]
+            hidden = redacted_args(words)
+            if hidden != tuple(words):
+                arg = " ".join(hidden)
+        out.append(arg)
+    return out
+
+
 def collect(servers: Iterable[Any] = (), argv: list[str] | None = None, **settings: Any) -> dict[str, Any]:
     argv = list(sys.argv if argv is None else argv)
     return {
         "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": list(redacted_args([redacted_url(a) for a in argv])),
+        "command": redacted_argv(argv),
         "git": git_commit(),
         "python": sys.version.split()[0],
         "packages": _versions(),

@@ -9,7 +9,7 @@ from typing import Iterator, Literal
 
 import redis
 
-from .errors import EchoMQError, InvalidArgumentError, ServerUnavailableError, from_reply
+from .errors import EchoMQError, InvalidArgumentError, OutOfMemoryError, ServerUnavailableError, from_reply
 from .ids import check_job_id
 from .keys import QueueKeys
 from .scripts import Scripts
@@ -56,17 +56,30 @@ def wire_errors(client: redis.Redis) -> Iterator[None]:
     """Turn the server's error replies and connection failures into the tree."""
     try:
         yield
+    except redis.exceptions.OutOfMemoryError as exc:
+        # Scripts check maxmemory only before their first write, so a refused
+        # call wrote nothing: the OOM reply is all-or-nothing like any other.
+        raise OutOfMemoryError(f"OOM server {describe(client)} is out of memory: {exc}") from None
     except redis.exceptions.ResponseError as exc:
         mapped = from_reply(str(exc))
         if mapped is None:
             raise
         raise mapped from None
+    except redis.exceptions.AuthenticationError as exc:
+        # Without a password redis-py's HELLO gets a reply about HELLO; say what is wrong.
+        given = client.connection_pool.connection_kwargs.get("password")
+        why = "it needs a password and none was given" if not given else "it refused the user or password"
+        raise ServerUnavailableError(f"server {describe(client)} unavailable: {why} ({exc})") from exc
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise ServerUnavailableError(f"server {describe(client)} unavailable: {exc}") from exc
 
 
 def describe(client: redis.Redis) -> str:
-    kw = client.connection_pool.connection_kwargs
+    pool = getattr(client, "connection_pool", None)
+    if pool is None:  # a RedisCluster: one pool per node, none of its own
+        node = client.get_default_node()
+        return f"cluster via {node.host}:{node.port}" if node is not None else "cluster"
+    kw = pool.connection_kwargs
     if "path" in kw:
         return str(kw["path"])
     return f"{kw.get('host', '?')}:{kw.get('port', '?')}"

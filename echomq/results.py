@@ -25,14 +25,18 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from .errors import EchoMQError
+
 __all__ = ["RESULTS_DIR", "new_run_dir", "write_json", "write_tidy", "Run", "load", "load_many", "ResultsError"]
 
 RESULTS_DIR = Path(os.environ.get("ECHOMQ_RESULTS_DIR", "results"))
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-class ResultsError(ValueError):
+class ResultsError(EchoMQError, ValueError):
     """A results folder that cannot be read; the message says which and why."""
+
+    code = "EMQRESULTS"
 
 
 def new_run_dir(kind: str, out: Path | str | None = None) -> Path:
@@ -123,16 +127,16 @@ def load(path: Path | str) -> Run:
 
 
 def load_many(paths: Iterable[Path | str]) -> list[Run]:
-    """Each folder that is a run, or each run inside a folder of runs."""
+    """Each folder that is a run, and each run one level inside it (the main
+    job keeps its parts there; a folder of runs holds nothing else)."""
     runs = []
     for p in map(Path, paths):
+        if not p.is_dir():
+            raise ResultsError(f"{p}: not a results folder (no such directory)")
+        inner = [c for c in sorted(p.iterdir()) if c.is_dir() and (c / "meta.json").is_file()]
         if (p / "meta.json").is_file():
             runs.append(load(p))
-        elif p.is_dir():
-            inner = [c for c in sorted(p.iterdir()) if (c / "meta.json").is_file()]
-            if not inner:
-                raise ResultsError(f"{p}: holds no results folder (no meta.json in it or below it)")
-            runs.extend(load(c) for c in inner)
-        else:
-            raise ResultsError(f"{p}: not a results folder (no such directory)")
+        elif not inner:
+            raise ResultsError(f"{p}: holds no results folder (no meta.json in it or below it)")
+        runs.extend(load(c) for c in inner)
     return runs

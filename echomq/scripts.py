@@ -8,6 +8,14 @@ self-contained text with one SHA.
 redis-py's Script already computes the SHA locally, tries EVALSHA first and
 reloads on NOSCRIPT; `Scripts` wraps it and loads everything up front, so no
 timed call ever pays for the fallback.
+
+On a cluster the same holds: redis-py's RedisCluster sends SCRIPT LOAD to
+every primary and EVALSHA to the node owning the keys' slot (all keys of a
+queue share the `{q}` tag). A replica promoted by a failover may lack a
+script (SCRIPT LOAD is not replicated); the NOSCRIPT fallback reloads it.
+One gap: redis-py (8.1 and earlier) refuses `evalsha` on a cluster
+pipeline (redis-py#2914) although it routes EVALSHA by its keys, so calls on
+a ClusterPipeline go through `evalsha()` below, i.e. `execute_command`.
 """
 
 from __future__ import annotations
@@ -18,9 +26,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import redis
+from typing import Any, Iterable, Sequence
 
-__all__ = ["ScriptSource", "lua_dir", "discover", "Scripts"]
+import redis
+from redis.cluster import ClusterPipeline
+from redis.commands.core import Script
+
+__all__ = ["ScriptSource", "lua_dir", "discover", "Scripts", "evalsha"]
 
 _FILE = re.compile(r"(?P<verb>[a-z_]+)-(?P<numkeys>\d+)\.lua")
 _INCLUDE = re.compile(r'^--- @include "(?P<name>[A-Za-z0-9_]+)"\s*$', re.MULTILINE)
@@ -79,12 +91,28 @@ def discover(folder: Path | str | None = None) -> dict[str, ScriptSource]:
     return {s.verb: s for s in _discover(path.resolve())}
 
 
+def evalsha(client: Any, sha: str, keys: Sequence[Any], args: Iterable[Any] = ()) -> Any:
+    """EVALSHA through any client or pipeline, a cluster pipeline included."""
+    return client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+
+
+class _Script(Script):
+    """redis-py's Script, also callable with a cluster pipeline as the client."""
+
+    def __call__(self, keys: Sequence[Any] | None = None, args: Iterable[Any] | None = None,
+                 client: Any = None) -> Any:
+        if isinstance(client, ClusterPipeline):
+            # Loaded at connect; a NOSCRIPT would come back in execute()'s results.
+            return evalsha(client, self.sha, keys or [], args or [])
+        return super().__call__(keys, args, client)
+
+
 class Scripts:
     """The registered scripts of one client, loaded at construction."""
 
     def __init__(self, client: redis.Redis, folder: Path | str | None = None) -> None:
         self.sources = discover(folder)
-        self._scripts = {verb: client.register_script(s.text) for verb, s in self.sources.items()}
+        self._scripts = {verb: _Script(client, s.text) for verb, s in self.sources.items()}
         self.load(client)
 
     def load(self, client: redis.Redis) -> None:

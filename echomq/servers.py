@@ -7,6 +7,10 @@ Every command takes `--server SPEC`; `parse_server_spec` turns SPEC into a
     NAME=BINARY [ARGS...]         an embedded build with extra settings,
                                   e.g. valkey-io2=valkey-server --io-threads 2
     [NAME=]redis://... rediss://  a server that already runs
+    redis-cluster | valkey-cluster
+                                  a local cluster of that build (echomq.cluster)
+    NAME=redis-cluster [--masters N] [--replicas N] [ARGS...]
+    [NAME=]redis+cluster://...    a cluster that already runs
 
 An embedded server listens on a free loopback port, keeps its files in its own
 temp dir and has no persistence unless its ARGS ask for it. It must never
@@ -72,11 +76,12 @@ __all__ = [
 
 DEFAULT_SPECS: tuple[str, ...] = ("redis", "valkey")
 
-Kind = Literal["embedded", "url"]
+Kind = Literal["embedded", "url", "cluster"]
 
 BUILTIN_BINARIES: dict[str, str] = {"redis": "redis-server", "valkey": "valkey-server"}
 CLUSTER_WORDS: tuple[str, ...] = ("redis-cluster", "valkey-cluster")
 URL_SCHEMES: tuple[str, ...] = ("redis", "rediss")
+CLUSTER_URL_SCHEMES: tuple[str, ...] = ("redis+cluster", "rediss+cluster")
 DEFAULT_URL_PORT = 6379
 LOOPBACK = "127.0.0.1"
 
@@ -103,7 +108,9 @@ ACCEPTED_FORMS = (
     "redis | valkey (an embedded build found on PATH); "
     "NAME=BINARY [ARGS...] (an embedded build with extra settings, "
     "e.g. valkey-io2=valkey-server --io-threads 2); "
-    "[NAME=]redis://[USER:PASSWORD@]HOST[:PORT][/DB] or rediss://... (a running server)"
+    "[NAME=]redis://[USER:PASSWORD@]HOST[:PORT][/DB] or rediss://... (a running server); "
+    "redis-cluster | valkey-cluster (a local cluster; NAME=redis-cluster [--masters N] "
+    "[--replicas N] [ARGS...] to size it); [NAME=]redis+cluster://HOST:PORT (a running cluster)"
 )
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,40}")
@@ -170,6 +177,10 @@ def redacted_args(args: Iterable[str]) -> tuple[str, ...]:
             hide_next = False
             continue
         hide_next = arg.lower() in SECRET_OPTIONS
+        option, equals, _ = arg.partition("=")
+        if equals and option.lower() in SECRET_OPTIONS:
+            out.append(f"{option}=***")  # the server refuses this form, and its error would echo it
+            continue
         out.append(_ACL_PASSWORD.sub(r"\g<head>***", arg))
     return tuple(out)
 
@@ -181,6 +192,10 @@ def _secrets_in(args: Iterable[str]) -> tuple[str, ...]:
     for index, arg in enumerate(items[:-1]):
         if arg.lower() in SECRET_OPTIONS and items[index + 1]:
             found.append(items[index + 1])
+    for arg in items:
+        option, equals, value = arg.partition("=")
+        if equals and value and option.lower() in SECRET_OPTIONS:
+            found.append(value)
     return tuple(found)
 
 
@@ -211,20 +226,27 @@ class ServerSpec:
     def __post_init__(self) -> None:
         # Callers building a spec by hand may pass a list.
         object.__setattr__(self, "args", tuple(self.args))
-        if self.kind not in ("embedded", "url"):
+        if self.kind not in ("embedded", "url", "cluster"):
             raise ServerSpecError(f"server spec {self.name!r}: unknown kind {self.kind!r}")
         if self.kind == "embedded" and not self.binary:
             raise ServerSpecError(f"embedded server spec {self.name!r} needs a binary")
         if self.kind == "url" and not self.url:
             raise ServerSpecError(f"url server spec {self.name!r} needs a url")
+        if self.kind == "cluster" and bool(self.binary) == bool(self.url):
+            raise ServerSpecError(f"cluster spec {self.name!r} needs a binary or a url, not both")
 
     def describe(self) -> str:
         """SPEC text that parses back to this spec, with passwords hidden."""
-        if self.kind == "url":
+        if self.kind == "url" or self.kind == "cluster" and self.url:
             assert self.url is not None
             shown = redacted_url(self.url)
             return shown if self.name == _default_url_name(self.url) else f"{self.name}={shown}"
         assert self.binary is not None
+        if self.kind == "cluster":
+            word = _CLUSTER_WORD_OF[self.binary]
+            if self.name == word and not self.args:
+                return word
+            return f"{self.name}={shlex.join([word, *redacted_args(self.args)])}"
         if BUILTIN_BINARIES.get(self.name) == self.binary and not self.args:
             return self.name
         return f"{self.name}={shlex.join([self.binary, *redacted_args(self.args)])}"
@@ -233,11 +255,10 @@ class ServerSpec:
         return self.describe()
 
     def __repr__(self) -> str:
-        if self.kind == "url":
-            assert self.url is not None
-            return f"ServerSpec(name={self.name!r}, kind='url', url={redacted_url(self.url)!r})"
+        if self.url is not None:
+            return f"ServerSpec(name={self.name!r}, kind={self.kind!r}, url={redacted_url(self.url)!r})"
         return (
-            f"ServerSpec(name={self.name!r}, kind='embedded', binary={self.binary!r}, "
+            f"ServerSpec(name={self.name!r}, kind={self.kind!r}, binary={self.binary!r}, "
             f"args={redacted_args(self.args)!r})"
         )
 
@@ -252,7 +273,7 @@ def parse_server_spec(text: str) -> ServerSpec:
     if spec in BUILTIN_BINARIES:
         return ServerSpec(name=spec, kind="embedded", binary=BUILTIN_BINARIES[spec])
     if spec in CLUSTER_WORDS:
-        raise _spec_error(text, "clusters are not supported yet")
+        return _cluster_spec(text, spec, spec, ())
     if SCHEME_PATTERN.match(spec):
         return _parse_url(text, None, spec)
     name, equals, rest = spec.partition("=")
@@ -276,7 +297,7 @@ def _parse_named(text: str, name: str, rest: str) -> ServerSpec:
         raise _spec_error(text, "nothing follows NAME=")
     binary, args = words[0], tuple(words[1:])
     if binary in CLUSTER_WORDS:
-        raise _spec_error(text, "clusters are not supported yet")
+        return _cluster_spec(text, name, binary, args)
     _check_args(text, args)
     # `NAME=valkey --io-threads 2` reads naturally; map the word to its binary.
     return ServerSpec(name=name, kind="embedded", binary=BUILTIN_BINARIES.get(binary, binary), args=args)
@@ -288,17 +309,40 @@ def _check_args(text: str, args: tuple[str, ...]) -> None:
         raise _spec_error(text, f"{', '.join(managed)} is set by the launcher and cannot be given")
 
 
+# The cluster words name a build; the local cluster runs that build's server.
+_CLUSTER_WORD_OF: dict[str, str] = {
+    BUILTIN_BINARIES[word.removesuffix("-cluster")]: word for word in CLUSTER_WORDS
+}
+
+
+def _cluster_spec(text: str, name: str, word: str, args: tuple[str, ...]) -> ServerSpec:
+    from .cluster import split_cluster_args  # echomq.cluster builds on this module
+
+    _check_args(text, args)
+    try:
+        split_cluster_args(args)
+    except ValueError as exc:
+        raise _spec_error(text, str(exc)) from None
+    binary = BUILTIN_BINARIES[word.removesuffix("-cluster")]
+    return ServerSpec(name=name, kind="cluster", binary=binary, args=args)
+
+
 def _parse_url(text: str, name: str | None, url: str) -> ServerSpec:
     parts = urlsplit(url)
-    if parts.scheme.lower() not in URL_SCHEMES:
-        raise _spec_error(text, f"unknown URL scheme {parts.scheme!r}; use redis:// or rediss://")
+    cluster = parts.scheme.lower() in CLUSTER_URL_SCHEMES
+    if parts.scheme.lower() not in URL_SCHEMES and not cluster:
+        raise _spec_error(
+            text, f"unknown URL scheme {parts.scheme!r}; use redis://, rediss:// or redis+cluster://"
+        )
     if not _has_valid_port(parts):
         raise _spec_error(text, "the URL has a bad port")
     if not parts.hostname:
         raise _spec_error(text, "the URL has no host")
     if parts.path.strip("/") and not parts.path.strip("/").isdigit():
         raise _spec_error(text, "the URL path must be a database number, like /0")
-    return ServerSpec(name=name or _default_url_name(url), kind="url", url=url)
+    if cluster and parts.path.strip("/") not in ("", "0"):
+        raise _spec_error(text, "a cluster has only database 0")
+    return ServerSpec(name=name or _default_url_name(url), kind="cluster" if cluster else "url", url=url)
 
 
 def _has_valid_port(parts: SplitResult) -> bool:
@@ -487,6 +531,12 @@ def _reset_after_fork() -> None:
     _guard.abandon()
     _abandoned.append(_guard)
     _guard = _Guard()
+
+
+def stop_all() -> None:
+    """Stop every server this process started (atexit does this too, but a
+    host such as Locust may close its files before atexit runs)."""
+    _stop_all_at_exit()
 
 
 def _stop_all_at_exit() -> None:
@@ -848,9 +898,17 @@ Server = EmbeddedServer | UrlServer
 
 
 def start(spec: ServerSpec | str, *, check: bool = True) -> Server:
-    """Start an embedded server, or connect to a URL one (PINGing it unless check=False)."""
+    """Start an embedded server, or connect to a URL one (PINGing it unless check=False).
+
+    A cluster spec gives an `echomq.cluster` EmbeddedCluster or UrlCluster:
+    the same name, url, version(), client() and stop(), plus `nodes`.
+    """
     if isinstance(spec, str):
         spec = parse_server_spec(spec)
+    if spec.kind == "cluster":
+        from .cluster import start_cluster
+
+        return start_cluster(spec, check=check)  # type: ignore[return-value]
     if spec.kind == "embedded":
         return EmbeddedServer(spec)
     server = UrlServer(spec)

@@ -133,12 +133,6 @@ def test_bad_spec_names_input_and_forms(text: str) -> None:
     assert isinstance(caught.value, ValueError)
 
 
-@pytest.mark.parametrize("text", ["redis-cluster", "valkey-cluster"])
-def test_cluster_not_supported_yet(text: str) -> None:
-    with pytest.raises(ServerSpecError, match="not supported yet"):
-        parse_server_spec(text)
-
-
 # --------------------------------------------------------------------------
 # Redaction
 

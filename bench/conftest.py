@@ -1,0 +1,73 @@
+"""Fixtures for the pytest-benchmark files: one embedded server per build
+(or the --bench-server specs), and a microbench Env on each.
+
+    pytest bench/ [--bench-server SPEC]... [--benchmark-autosave] [--benchmark-compare]
+
+bench/ is not in pytest's testpaths: the test suite never runs it.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from echomq.microbench import Env
+from echomq.servers import DEFAULT_SPECS, parse_server_spec, start
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--bench-server", action="append", default=None, metavar="SPEC",
+                     help="server spec as for echomq-bench --server (repeatable; default redis and valkey)")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "bench_server" in metafunc.fixturenames:
+        specs = metafunc.config.getoption("--bench-server") or list(DEFAULT_SPECS)
+        parsed = [parse_server_spec(s) for s in specs]
+        metafunc.parametrize("bench_server", parsed, ids=[p.name for p in parsed], indirect=True,
+                             scope="session")
+
+
+@pytest.fixture(scope="session")
+def bench_server(request: pytest.FixtureRequest) -> Iterator[object]:
+    server = start(request.param)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def env(bench_server: object) -> Iterator[Env]:
+    client = bench_server.client()  # type: ignore[attr-defined]
+    e = Env(client)
+    e.build = bench_server.name  # type: ignore[attr-defined]
+    e.version = bench_server.version()  # type: ignore[attr-defined]
+    yield e
+    e.close()
+    client.close()
+
+
+_ROWS = pytest.StashKey[list]()
+
+
+@pytest.fixture(autouse=True)
+def _server_side(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    bench = request.node.funcargs.get("benchmark")
+    if bench is not None and "server_ratio_noop" in bench.extra_info:
+        request.config.stash.setdefault(_ROWS, []).append((request.node.name, dict(bench.extra_info)))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: pytest.Config) -> None:
+    """pytest-benchmark's table shows the round trip; this one the server side."""
+    rows = config.stash.get(_ROWS, [])
+    if not rows:
+        return
+    write = terminalreporter.write_line  # type: ignore[attr-defined]
+    write("")
+    write(f"{'server side (extra_info)':<36} {'srv µs mean':>11} {'srv µs typ':>10} {'no-op µs':>8} "
+          f"{'srv/no-op':>9} {'rtt/PING':>8}")
+    for name, x in rows:
+        write(f"{name:<36} {x['server_us_mean']:>11.2f} {x['server_us_typical']:>10.2f} "
+              f"{x['noop_server_us']:>8.2f} {x['server_ratio_noop']:>9.2f} {x['client_ratio_ping']:>8.2f}")

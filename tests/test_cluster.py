@@ -1,0 +1,321 @@
+"""Redis Cluster and Valkey Cluster: the local launcher, SPECs, the queue
+through redis-py's cluster client, the queue-name chooser, and a failover."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import secrets
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import redis
+
+from echomq import Queue, StaleTokenError, mint
+from echomq.check import run_check
+from echomq.cli import main
+from echomq.cluster import (
+    EmbeddedCluster,
+    UrlCluster,
+    format_placements,
+    queue_slot,
+    slot_ranges,
+    spread_queues,
+)
+from echomq.failover import run_failover
+from echomq.servers import ServerSpecError, ServerStartError, parse_server_spec, start
+
+BUILDS = ["redis-cluster", "valkey-cluster"]
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
+@pytest.fixture(scope="module", params=BUILDS)
+def cluster(request: pytest.FixtureRequest) -> Iterator[EmbeddedCluster]:
+    c = start(request.param)
+    assert isinstance(c, EmbeddedCluster)
+    yield c
+    c.stop()
+
+
+# --------------------------------------------------------------------------
+# SPECs
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "binary", "args", "url"),
+    [
+        ("redis-cluster", "redis-cluster", "redis-server", (), None),
+        ("valkey-cluster", "valkey-cluster", "valkey-server", (), None),
+        ("rc=redis-cluster --replicas 1", "rc", "redis-server", ("--replicas", "1"), None),
+        ("vc=valkey-cluster --masters 1 --io-threads 2", "vc", "valkey-server",
+         ("--masters", "1", "--io-threads", "2"), None),
+        ("redis+cluster://127.0.0.1:7000", "127.0.0.1:7000", None, (), "redis+cluster://127.0.0.1:7000"),
+        ("prod=rediss+cluster://u:pw@h:7000", "prod", None, (), "rediss+cluster://u:pw@h:7000"),
+    ],
+)
+def test_cluster_specs_parse_and_print_back(text: str, name: str, binary: str | None,
+                                            args: tuple[str, ...], url: str | None) -> None:
+    spec = parse_server_spec(text)
+    assert (spec.name, spec.kind, spec.binary, spec.args, spec.url) == (name, "cluster", binary, args, url)
+    assert "pw" not in spec.describe() and "pw" not in repr(spec)
+    if "pw" not in text:  # a hidden password cannot print back
+        assert parse_server_spec(spec.describe()) == spec
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("x=redis-cluster --masters 0", "--masters must be an integer from 1 to 16"),
+        ("x=redis-cluster --replicas 3", "--replicas must be an integer from 0 to 2"),
+        ("x=redis-cluster --replicas", "--replicas needs a value"),
+        ("x=valkey-cluster --cluster-port 7001", "--cluster-port is set by the cluster launcher"),
+        ("x=valkey-cluster --port 7001", "--port is set by the launcher"),
+        ("redis+cluster://h:7000/2", "a cluster has only database 0"),
+    ],
+)
+def test_bad_cluster_specs_say_why(text: str, why: str) -> None:
+    with pytest.raises(ServerSpecError, match=why):
+        parse_server_spec(text)
+
+
+def test_slot_ranges_cover_every_slot_once() -> None:
+    for masters in (1, 2, 3, 5, 16):
+        ranges = slot_ranges(masters)
+        assert ranges[0][0] == 0 and ranges[-1][1] == 16383
+        assert all(a[1] + 1 == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert slot_ranges(3) == [(0, 5460), (5461, 10922), (10923, 16383)]  # as redis-cli assigns them
+
+
+# --------------------------------------------------------------------------
+# The launcher
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_cluster_with_replicas_is_ready_then_leaves_nothing(build: str) -> None:
+    c = start(f"t={build} --replicas 1")
+    assert isinstance(c, EmbeddedCluster)
+    try:
+        pids = [n.pid for n in c.nodes]
+        dirs = [s.dir for s in c.servers]
+        assert len(pids) == 6 and all(p is not None and alive(p) for p in pids)
+        views = c.states()
+        assert len(views) == 6
+        for view in views.values():
+            masters = sorted((s.slots, s.addr) for s in view if s.role == "master")
+            assert [slots for slots, _ in masters] == [((0, 5460),), ((5461, 10922),), ((10923, 16383),)]
+            replicas = [s for s in view if s.role == "replica"]
+            ids = {s.node_id for s in view if s.role == "master"}
+            assert len(replicas) == 3 and {s.master_id for s in replicas} == ids
+        for node in c.nodes:
+            with node.client() as nc:
+                assert nc.cluster("info")["cluster_state"] == "ok"
+        assert [m.name for m in c.masters()] == [n.name for n in c.nodes[:3]]
+        assert c.version().split()[0] == build.removesuffix("-cluster")
+    finally:
+        c.stop()
+    assert not any(alive(p) for p in pids if p is not None)
+    assert not any(d.exists() for d in dirs)
+    c.stop()  # twice is fine
+
+
+CRASHING_PARENT = textwrap.dedent(
+    """
+    import json, time
+    from echomq.servers import start
+
+    cluster = start("redis-cluster")
+    print(json.dumps([[n.pid, str(n.server.dir)] for n in cluster.nodes]), flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_sigkill_of_the_process_that_started_a_cluster_leaves_nothing() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", CRASHING_PARENT], cwd=Path(__file__).resolve().parents[1],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        nodes = json.loads(parent.stdout.readline())
+        assert len(nodes) == 3 and all(alive(pid) and Path(path).is_dir() for pid, path in nodes)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(alive(pid) or Path(path).exists() for pid, path in nodes):
+            time.sleep(0.05)
+        assert not any(alive(pid) or Path(path).exists() for pid, path in nodes)
+    finally:
+        parent.kill()
+        parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
+
+
+# --------------------------------------------------------------------------
+# The queue through the cluster client
+
+
+def test_queues_spread_over_masters_and_every_verb_runs_on_its_node(cluster: EmbeddedCluster) -> None:
+    client = cluster.client()
+    tag = secrets.token_hex(2)
+    placements = spread_queues(client, 6, prefix=f"s{tag}-")
+    masters = [m.name for m in cluster.masters()]
+    assert [p.node for p in placements] == masters * 2
+    assert all(queue_slot(p.queue) == p.slot for p in placements)
+    assert "per node: " in format_placements(placements)
+    before = {m.name: m.client().info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+              for m in cluster.masters()}
+    for p in placements:
+        q = Queue(client, p.queue, max_attempts=2)
+        first, second = mint(), mint()
+        assert q.enqueue(first, b"a") == "enqueued" and q.enqueue(second, b"b") == "enqueued"
+        assert q.browse(limit=5) == [second, first] and q.pending_size() == 2
+        job = q.claim(lease_ms=30_000)
+        assert job is not None and job.id == first and job.token == 1
+        assert q.complete(job.id, job.token) == "ok"
+        with pytest.raises(StaleTokenError):
+            q.complete(job.id, job.token)
+        job = q.claim(lease_ms=1)
+        assert job is not None and job.id == second
+        time.sleep(0.01)
+        assert q.reap() == 1
+        job = q.claim(lease_ms=30_000)
+        assert job is not None and job.token == 2
+        assert q.retry(job.id, job.token, "boom", delay_ms=0) == "dead"
+        assert q.browse(limit=5, state="dead") == [second] and q.promote() == 0
+        # The keys live on the master that owns the queue's slot, and only there.
+        owner = next(m for m in cluster.masters() if m.name == p.node)
+        with owner.client() as oc:
+            assert oc.exists(q.keys.dead, q.keys.job(second)) == 2
+        for other in cluster.masters():
+            if other.name != p.node:
+                with other.client() as xc, pytest.raises(redis.exceptions.MovedError):
+                    xc.exists(q.keys.dead)
+    after = {m.name: m.client().info("commandstats")["cmdstat_evalsha"]["calls"] for m in cluster.masters()}
+    # Two queues per master, ten scripted calls per queue (the refused complete counts).
+    assert {name: after[name] - before[name] for name in after} == {name: 20 for name in after}
+
+
+def test_check_passes_on_the_cluster(cluster: EmbeddedCluster) -> None:
+    lines = list(run_check(cluster.client()))
+    assert [line.tag for line in lines if not line.ok] == []
+    assert len(lines) == 11
+
+
+def test_cli_check_on_a_running_cluster_url(cluster: EmbeddedCluster) -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["check", "--server", f"here={cluster.url}"])
+    assert code == 0, out.getvalue()
+    assert f"== here: {cluster.version()} ==" in out.getvalue()
+    assert out.getvalue().rstrip().endswith("PASS 11/11")
+
+
+def test_url_cluster_finds_every_node(cluster: EmbeddedCluster) -> None:
+    remote = start(cluster.url)
+    assert isinstance(remote, UrlCluster)
+    assert sorted(n.name for n in remote.nodes) == sorted(n.name for n in cluster.nodes)
+    assert all(n.pid is None for n in remote.nodes)
+    assert [m.name for m in remote.masters()] == [m.name for m in cluster.masters()]
+    q = Queue(remote.client(), f"u{secrets.token_hex(3)}")
+    q.enqueue(mint(), b"x")
+    job = q.claim(lease_ms=1000)
+    assert job is not None and q.complete(job.id, job.token) == "ok"
+    remote.stop()  # does nothing to a cluster it did not start
+    assert all(n.running for n in cluster.nodes)
+
+
+def test_url_cluster_that_does_not_answer_is_refused() -> None:
+    from echomq.servers import free_port
+
+    with pytest.raises(ServerStartError, match="does not answer"):
+        start(f"redis+cluster://127.0.0.1:{free_port()}")
+
+
+def test_url_cluster_pointing_at_a_plain_server_says_so() -> None:
+    plain = start("redis")
+    try:
+        with pytest.raises(ServerStartError, match=f"without cluster mode; use redis://127.0.0.1:{plain.port}"):
+            start(f"redis+cluster://127.0.0.1:{plain.port}")
+    finally:
+        plain.stop()
+
+
+# --------------------------------------------------------------------------
+# Failover
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_failover_replica_takes_over_and_the_audit_accounts_for_every_job(build: str) -> None:
+    """A failure here with `lost` or `in two places` above 0 is a finding,
+    not a flaky test: asynchronous replication lost acknowledged writes."""
+    result = run_failover(parse_server_spec(build), queues=3, rate=200, before_s=1.0, after_s=1.0)
+    assert result.new_master != result.victim
+    assert result.kill_to_resumed_s is not None
+    report = result.report
+    assert report.enqueued > 100 and report.completed > 100
+    assert report.passed, result.format()
+
+
+def test_master_clients_reach_each_master_alone(cluster: EmbeddedCluster) -> None:
+    from echomq.cluster import master_clients
+    from echomq.serverstats import sample
+
+    expected = [m.name for m in cluster.masters()]
+    for target in (cluster, cluster.client()):
+        clients = master_clients(target)
+        assert list(clients) == expected
+        for addr, c in clients.items():
+            assert sample(c).main_cpu_s > 0
+            assert c.cluster("myid").decode() in {s.node_id for s in cluster.masters()[0].state() if s.addr == addr}
+
+
+def test_locust_cluster_wire_routes_by_slot_and_follows_moved(cluster: EmbeddedCluster) -> None:
+    """The scenarios' cluster wire: each queue's verbs reach its master; a
+    stale slot map (as after a failover) gets MOVED, re-reads and succeeds."""
+    from echomq.locusts.wire import ClusterRouter, QueueWire, ScriptSet
+
+    scripts = ScriptSet.load()
+    router = ClusterRouter(cluster.url)
+    router.load_scripts(list(scripts.sha_to_text().values()))
+    wire = router.wire(scripts)
+    names = [p.queue for p in spread_queues(cluster, 3, "wire")]
+    queues = [QueueWire(n, scripts, 30_000, 3, 100, 100) for n in names]
+    try:
+        for q in queues:
+            ids = [mint() for _ in range(3)]
+            assert wire.pipeline([q.enqueue(i, b"x") for i in ids]) == [b"enqueued"] * 3
+        assert len(wire.wires) == 3  # one held connection per master
+        masters = sorted({p.node for p in spread_queues(cluster, 3, "wire")})
+        right = {q.name: router.node_for(q.keys.pending) for q in queues}
+        for q in queues:  # poison the map: every queue points at another master
+            router._slots[q.name] = next(n for n in masters if n != right[q.name])
+        job_id, _, token = wire.call(queues[0].claim_cmd)  # MOVED, re-read, sent again
+        assert router._slots[queues[0].name] == right[queues[0].name]
+        assert wire.call(queues[0].complete(job_id.decode(), int(token))) == b"ok"
+        for q in queues[1:]:
+            router._slots[q.name] = next(n for n in masters if n != right[q.name])
+        assert wire.pipeline([q.size_cmd for q in queues]) == [2, 3, 3]
+        assert {q.name: router.node_for(q.keys.pending) for q in queues} == right
+    finally:
+        wire.close()
+        router.client.close()
+
+
+def test_capacity_refuses_a_cluster_before_starting_anything(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capacity", "--server", "redis-cluster", "--duration", "1s"]) == 2
+    err = capsys.readouterr().err
+    assert "redis-cluster: the capacity driver measures one server, not a cluster" in err
+    assert "bench/cluster_scaling.py" in err

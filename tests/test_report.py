@@ -1,0 +1,97 @@
+"""The results API, the report built from the committed sample, the
+notebooks run top to bottom, and the page as a browser renders it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from echomq.report import build_report
+from echomq.results import ResultsError, load, load_many
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "results" / "sample" / "run"
+PARTS = ("check", "compare", "consumers", "reapcost", "lease")
+
+
+def test_results_api_reads_every_part_of_the_sample() -> None:
+    runs = {r.path.name: r for r in load_many([SAMPLE])}
+    assert set(PARTS) <= set(runs)
+    compare = runs["compare"]
+    assert {"redis", "valkey"} <= set(compare.table("compare")["build"])
+    assert set(compare.table("compare").columns) >= {"build", "trial", "metric", "value", "unit"}
+    assert compare.meta["machine"]["cpu_count"] >= 1 and compare.meta["git"]["commit"]
+    assert runs["lease"].summary["recommended_lease_ms"] > 0
+    assert len(runs["reapcost"].table("reapcost")) > 0
+
+
+def test_results_api_refuses_what_is_not_a_results_folder(tmp_path: Path) -> None:
+    with pytest.raises(ResultsError, match="no such directory"):
+        load(tmp_path / "missing")
+    with pytest.raises(ResultsError, match="no meta.json"):
+        load(tmp_path)
+    (tmp_path / "meta.json").write_text("{not json")
+    with pytest.raises(ResultsError, match="not valid JSON"):
+        load(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ResultsError, match="holds no results folder"):
+        load_many([empty])
+
+
+def test_report_from_the_sample(tmp_path: Path) -> None:
+    md, html, findings = build_report([SAMPLE], tmp_path)
+    page, text = html.read_text(), md.read_text()
+    assert len(findings) == 3
+    assert 'id="headline"' in page and "Capacity per build" in page
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(images) >= 5  # ratios, latency, consumers, reap curves, lease trade-off
+    for name in re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", text):
+        assert (tmp_path / name).is_file() or (SAMPLE / name).is_file() or Path(name).is_file(), name
+    # Every chart and table carries its context.
+    assert page.count("Machine:") >= 5 and "Bottleneck:" in page and "Commit" in page
+
+
+def test_report_cli_names_a_bad_folder(tmp_path: Path) -> None:
+    from echomq.cli import main
+
+    assert main(["report", str(tmp_path / "nope")]) == 2
+
+
+@pytest.mark.parametrize("name", ["redis_vs_valkey.ipynb", "lease_sizing.ipynb", "reap_cost.ipynb"])
+def test_notebooks_run_top_to_bottom_on_the_sample(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    path = ROOT / "notebooks" / name
+    nb = nbformat.read(path, as_version=4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit notebooks without outputs"
+    monkeypatch.setenv("ECHOMQ_RESULTS", str(SAMPLE))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors
+    printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert str(SAMPLE) in printed  # it read the sample, not some other folder
+
+
+def test_report_page_in_headless_chromium(tmp_path: Path) -> None:
+    chromium = shutil.which("chromium")
+    assert chromium, "chromium is installed by setup.sh (Debian's chromium package)"
+    _, html, _ = build_report([SAMPLE], tmp_path)
+    profile = tmp_path / "profile"
+    out = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom", html.as_uri()],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
+    dom = out.stdout
+    loaded = re.search(r'data-images-loaded="(\d+)/(\d+)"', dom)
+    assert loaded, f"the page's load check did not run: {out.stderr[-500:]}"
+    assert loaded.group(1) == loaded.group(2) and int(loaded.group(2)) >= 5
+    assert '<table id="headline">' in dom and "throughput vs redis" in dom

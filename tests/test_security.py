@@ -1,0 +1,250 @@
+"""Security: loopback-only servers, AUTH, a least-privilege ACL user, TLS,
+and passwords that never reach output, logs, meta.json or reports."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+import redis
+
+from echomq import EchoMQError, Queue, mint
+from echomq.cli import main
+from echomq.scripts import discover
+from echomq.servers import free_port, start
+from echomq.tls import server_args, throwaway_certificate, tls_url
+
+BINARIES = ["redis-server", "valkey-server"]
+ROOT = Path(__file__).resolve().parent.parent
+LOOPBACK_V4 = "0100007F"        # 127.0.0.1 as /proc/net/tcp writes it
+LOOPBACK_V6 = "0" * 24 + "01000000"  # ::1
+
+
+# --------------------------------------------------------------------------
+# Loopback only
+
+
+def listening(pid: int) -> list[tuple[str, int]]:
+    """(hex address, port) of every TCP socket this process listens on, from /proc."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            address, port = f[1].split(":")
+            if f[3] == "0A" and f[9] in inodes:  # 0A: LISTEN
+                found.append((address, int(port, 16)))
+    return found
+
+
+def assert_loopback_only(server: object, ports: set[int]) -> None:
+    sockets = listening(server.pid)  # type: ignore[attr-defined]
+    assert {port for _, port in sockets} == ports, sockets
+    assert all(address in (LOOPBACK_V4, LOOPBACK_V6) for address, _ in sockets), sockets
+
+
+def test_embedded_servers_listen_on_loopback_only(server: object, client: redis.Redis) -> None:
+    assert_loopback_only(server, {server.port})  # type: ignore[attr-defined]
+    assert client.config_get("bind") == {"bind": "127.0.0.1"}
+    assert client.config_get("protected-mode") == {"protected-mode": "yes"}
+
+
+@pytest.mark.parametrize("binary", BINARIES)
+def test_restarted_and_tls_servers_stay_on_loopback(binary: str, tmp_path: Path) -> None:
+    files = throwaway_certificate(tmp_path)
+    tls_port = free_port()
+    srv = start(f"tls={binary} {' '.join(server_args(files, tls_port))}")
+    try:
+        assert_loopback_only(srv, {srv.port, tls_port})  # type: ignore[attr-defined]
+        srv.restart(("--appendonly", "yes"))
+        assert_loopback_only(srv, {srv.port, tls_port})  # type: ignore[attr-defined]
+    finally:
+        srv.stop()
+
+
+# --------------------------------------------------------------------------
+# AUTH and a least-privilege ACL user
+
+
+def every_verb(q: Queue, flush: Callable[[], None] | None = None) -> None:
+    """All eight verbs down every script path, with a script flush in the middle."""
+    a, b, c = mint(), mint(), mint()
+    for jid in (a, b, c):
+        assert q.enqueue(jid, b"p") == "enqueued"
+    assert q.enqueue(a, b"again") == "duplicate"
+    assert q.browse(5) == [c, b, a] and q.pending_size() == 3
+    if flush:
+        flush()
+    job = q.claim(60_000)
+    assert q.complete(job.id, job.token) == "ok"  # type: ignore[union-attr]
+    job = q.claim(60_000)
+    assert q.retry(job.id, job.token, "boom", 0) == "scheduled"  # type: ignore[union-attr]
+    assert q.promote(10) == 1
+    q.claim(1)
+    time.sleep(0.01)
+    assert q.reap(10) == 1
+    job = q.claim(60_000)
+    assert q.retry(job.id, job.token, "boom", 0) in ("scheduled", "dead")  # type: ignore[union-attr]
+    q.browse(5, "dead")
+
+
+@pytest.mark.parametrize("binary", BINARIES)
+def test_password_auth_embedded_and_url(binary: str) -> None:
+    srv = start(f"pw={binary} --requirepass s3cret-pw")
+    try:
+        every_verb(Queue(srv.client(), "auth-embedded"))
+        url = start(f"redis://:s3cret-pw@127.0.0.1:{srv.port}/0")  # type: ignore[attr-defined]
+        every_verb(Queue(url.client(), "auth-url"))
+    finally:
+        srv.stop()
+
+
+def script_commands() -> set[str]:
+    """Every command the scripts call, read from their text."""
+    found: set[str] = set()
+    for source in discover().values():
+        found |= {c.lower() for c in re.findall(r"(?:rcall|redis\.call)\('([A-Za-z]+)'", source.text)}
+    return found
+
+
+# What the client itself sends: EVALSHA for every verb (SCRIPT LOAD when a
+# Queue is made and after NOSCRIPT), ZRANGE for browse, ZCARD for pending_size.
+CLIENT_COMMANDS = {"evalsha", "script|load", "zrange", "zcard"}
+
+
+def acl_rule(commands: set[str]) -> list[str]:
+    return ["on", ">emq-pw", "~emq:*", "resetchannels", "-@all", *sorted(f"+{c}" for c in commands)]
+
+
+@pytest.fixture
+def acl_server(server: object, client: redis.Redis) -> Iterator[Callable[[set[str]], redis.Redis]]:
+    def user(commands: set[str]) -> redis.Redis:
+        client.execute_command("ACL", "SETUSER", "emq", "reset", *acl_rule(commands))
+        return server.client(username="emq", password="emq-pw")  # type: ignore[attr-defined, no-any-return]
+
+    yield user
+    client.execute_command("ACL", "DELUSER", "emq")
+
+
+def test_acl_user_restricted_to_queue_keys_runs_every_verb(acl_server: Callable[[set[str]], redis.Redis],
+                                                           client: redis.Redis) -> None:
+    needed = CLIENT_COMMANDS | script_commands()
+    emq = acl_server(needed)
+    every_verb(Queue(emq, "acl"), flush=client.script_flush)  # the reload after NOSCRIPT works too
+
+
+def test_acl_command_set_is_minimal(acl_server: Callable[[set[str]], redis.Redis]) -> None:
+    needed = CLIENT_COMMANDS | script_commands()
+    for missing in sorted(needed):
+        emq = acl_server(needed - {missing})
+        with pytest.raises((redis.RedisError, EchoMQError)):
+            every_verb(Queue(emq, f"acl-no-{missing.replace('|', '-')}"))
+
+
+def test_acl_user_cannot_touch_other_keys(acl_server: Callable[[set[str]], redis.Redis], client: redis.Redis) -> None:
+    emq = acl_server(CLIENT_COMMANDS | script_commands())
+    q = Queue(emq, "acl")
+    client.set("secret", "mine")
+    client.hset("other:job:x", "state", "pending")
+    before = {k: client.dump(k) for k in client.keys("*") if not k.startswith(b"emq:")}
+    for command in (("GET", "secret"), ("SET", "secret", "x"), ("DEL", "secret"), ("KEYS", "*"), ("FLUSHALL",),
+                    ("CONFIG", "SET", "maxmemory", "1"), ("SCRIPT", "FLUSH"), ("EVAL", "return 1", "0"),
+                    ("ZRANGE", "secret", "0", "-1"), ("ACL", "WHOAMI")):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            emq.execute_command(*command)
+    k, s = q.keys, q.scripts
+    other = mint()
+    # Keys outside emq:* named to a script: refused before the script runs.
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        emq.evalsha(s.sha("enqueue"), 2, "other:pending", "other:job:" + other, other, b"x")
+    # A forged row prefix reaches other keys only from inside the script: refused there.
+    q.enqueue(mint(), b"x")
+    with pytest.raises(redis.ResponseError, match="(?i)no permissions|can't access"):
+        emq.evalsha(s.sha("claim"), 2, k.pending, k.active, "other:job:", 1000)
+    assert {k: client.dump(k) for k in client.keys("*") if not k.startswith(b"emq:")} == before
+
+
+# --------------------------------------------------------------------------
+# TLS
+
+
+@pytest.fixture(params=BINARIES)
+def tls_server(request: pytest.FixtureRequest,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, str, str]]:
+    files = throwaway_certificate(tmp_path_factory.mktemp("tls"))
+    port = free_port()
+    srv = start(f"tls={request.param} {' '.join(server_args(files, port))} --requirepass tls-pw-1")
+    yield srv, tls_url(files, port, password="tls-pw-1"), f"rediss://:tls-pw-1@127.0.0.1:{port}/0"
+    srv.stop()
+
+
+def test_rediss_url_runs_the_queue(tls_server: tuple[object, str, str]) -> None:
+    _, url, _ = tls_server
+    client = start(url).client()  # type: ignore[union-attr]
+    assert client.connection_pool.connection_class is redis.connection.SSLConnection
+    every_verb(Queue(client, "tls"))
+
+
+def test_rediss_url_on_the_command_line(tls_server: tuple[object, str, str],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    _, url, no_ca = tls_server
+    assert main(["check", "--server", url]) == 0
+    out = capsys.readouterr()
+    assert "PASS 11/11" in out.out and "tls-pw-1" not in out.out + out.err
+    # Without the throwaway CA the certificate must be refused, clearly.
+    assert main(["check", "--server", no_ca]) == 2
+    err = capsys.readouterr().err
+    assert "certificate verify failed" in err and "tls-pw-1" not in err
+
+
+# --------------------------------------------------------------------------
+# Passwords never written
+
+
+SECRET = "Pa55-never-print-me"
+
+
+def test_passwords_never_appear_in_output_logs_meta_or_reports(tmp_path: Path) -> None:
+    locked = start(f"locked=redis-server --requirepass {SECRET}")
+    try:
+        port = locked.port  # type: ignore[attr-defined]
+        url = f"redis://:{SECRET}@127.0.0.1:{port}/0"
+        runs: list[tuple[list[str], int]] = [
+            (["check", "--server", url], 0),
+            (["faults", "--quick", "--scenario", "script-flush", "--server", url, "--out", str(tmp_path / "f1")], 0),
+            (["faults", "--quick", "--scenario", "crash", "--server", f"pw=redis-server --requirepass {SECRET}"], 0),
+            (["check", "--server", f"redis://:{SECRET}x@127.0.0.1:{port}/0"], 2),        # wrong password
+            (["check", "--server", f"redis://u:{SECRET}@127.0.0.1:{free_port()}/0"], 2),  # nothing there
+            (["check", "--server", f"pw=redis-server --requirepass={SECRET}"], 2),       # refused by the server
+            (["check", "--server", f"redis://:{SECRET}@127.0.0.1:notaport"], 2),          # bad spec
+        ]
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "ECHOMQ_RESULTS_DIR": str(tmp_path / "results")}
+        output = ""
+        for argv, code in runs:
+            done = subprocess.run([sys.executable, "-m", "echomq", *argv], capture_output=True, text=True,
+                                  env=env, cwd=tmp_path, timeout=120)
+            assert done.returncode == code, done.stdout + done.stderr
+            output += done.stdout + done.stderr
+        folder = locked.dir  # type: ignore[attr-defined]
+        server_logs = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    finally:
+        locked.stop()
+    assert SECRET not in output
+    written = {str(p): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} | server_logs
+    names = {Path(p).name for p in written}
+    assert {"meta.json", "summary.json", "faults.csv", "server.log"} <= names, names
+    assert sum(p.endswith(".log") for p in written) > 4  # worker event logs and the server's log were searched
+    assert [p for p, data in written.items() if SECRET.encode() in data] == []
