@@ -117,7 +117,11 @@ class CompareResult:
     def summary(self) -> dict[str, Any]:
         base = self.builds[0].name
         out: dict[str, Any] = {"kind": "compare", "baseline": base, "trials": len(self.of(base)),
-                               "interleave": self.interleave, "min_effect": self.min_effect, "builds": {}}
+                               "interleave": self.interleave, "order": INTERLEAVE_TEXT[self.interleave],
+                               "min_effect": self.min_effect, "builds": {}}
+        if self.interleave == "together":
+            out["rates_note"] = (f"the {len(self.builds)} builds shared one core: cycles/s and server busy are "
+                                 "each build's share of it; the ratios and server µs/cycle are what compare")
         for build in self.builds:
             runs = self.of(build.name)
             entry: dict[str, Any] = {}
