@@ -8,7 +8,10 @@
    significant difference.
 3. A build made slower on purpose is reported `slower` every time: a copy
    of lua/ whose claim-2.lua burns about 20% more server time (a Lua loop
-   calibrated on this server), passed as that build's own scripts folder.
+   calibrated on this server, claims to both copies in turn), passed as
+   that build's own scripts folder.
+
+Targets 2 and 3 use compare's default, `--interleave together`.
 
 Run it under `flock /tmp/echomq-measure.lock` so no other measurement
 overlaps. Each line also shows the server's CPU wait (schedstat): time it
@@ -21,9 +24,9 @@ from __future__ import annotations
 import argparse
 import secrets
 import shutil
-import statistics
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 from echomq.capacity import CapacitySettings, measure
@@ -39,39 +42,39 @@ BUSY_TARGET = 0.85
 SLOWDOWN = 0.20
 
 
-def claim_us(server: object, folder: Path | None, n: int = 20_000) -> float:
-    """Server µs inside the claim script per call (commandstats), on a filled queue."""
-    from echomq.backlog import fill
+def claim_costs(spec: str, folders: list[Path | None], rounds: int = 40, batch: int = 500) -> list[float]:
+    """Server µs inside the claim script per call (commandstats), for each scripts folder.
+
+    Each folder gets a fresh server of `spec`, all filled alike; then
+    batches of claims go to each in turn, so a machine whose speed drifts
+    by the second weighs on every folder alike.
+    """
+    from echomq.backlog import fill_in_turn
     from echomq.capacity import target_of
 
-    client = server.client()  # type: ignore[attr-defined]
-    q = Queue(client, f"calib-{secrets.token_hex(3)}", lua_dir=folder)
-    fill(target_of(server), q.name, n, b"x" * 64)
-    client.config_resetstat()
-    sha, k = q.scripts.sha("claim"), q.keys
-    for start_at in range(0, n, 1000):
-        pipe = client.pipeline(transaction=False)
-        for _ in range(min(1000, n - start_at)):
-            pipe.evalsha(sha, 2, k.pending, k.active, k.job_prefix, 60_000)
-        pipe.execute()
-    stats = client.info("commandstats")["cmdstat_evalsha"]
-    client.flushall()
-    return stats["usec"] / stats["calls"]
-
-
-def lua_ns_per_iteration(server: object, iterations: int = 2_000_000) -> float:
-    client = server.client()  # type: ignore[attr-defined]
-    client.config_resetstat()
-    client.eval("local x = 0 for i = 1, tonumber(ARGV[1]) do x = x + i end return 0", 0, iterations)
-    return client.info("commandstats")["cmdstat_eval"]["usec"] * 1000 / iterations
+    n = rounds * batch
+    with ExitStack() as stack:
+        servers = [stack.enter_context(start(spec)) for _ in folders]
+        clients = [server.client() for server in servers]
+        queues = [Queue(c, f"calib-{secrets.token_hex(3)}", lua_dir=f) for c, f in zip(clients, folders)]
+        fill_in_turn([(target_of(s), q.name, n) for s, q in zip(servers, queues)], b"x" * 64)
+        for c in clients:
+            c.config_resetstat()
+        for _ in range(rounds):
+            for q in queues:
+                pipe = q.client.pipeline(transaction=False)
+                for _ in range(batch):
+                    pipe.evalsha(q.scripts.sha("claim"), 2, q.keys.pending, q.keys.active, q.keys.job_prefix, 60_000)
+                pipe.execute()
+        stats = [c.info("commandstats")["cmdstat_evalsha"] for c in clients]
+    return [s["usec"] / s["calls"] for s in stats]
 
 
 def slow_scripts(spec: str, tmp: Path) -> tuple[Path, float, float]:
     """A copy of lua/ whose claim burns SLOWDOWN more server time; returns it and the measured costs.
 
-    The burn is a Lua loop sized from the server's own cost per iteration,
-    then corrected once against the measured claim cost (median of three
-    interleaved pairs, so a noisy neighbour moves both sides of a pair).
+    The burn is a Lua loop, sized by measuring the claim with a first guess
+    beside the original (`claim_costs`) and correcting once.
     """
     original = (lua_dir() / "claim-2.lua").read_text()
     assert MARK in original, f"claim-2.lua: cannot find where to add the burn ({MARK})"
@@ -85,18 +88,14 @@ def slow_scripts(spec: str, tmp: Path) -> tuple[Path, float, float]:
             (out / "claim-2.lua").write_text(original.replace(MARK, burn + MARK))
         return out
 
-    with start(spec) as server:
-        def costs(folder: Path) -> tuple[float, float]:
-            pairs = [(claim_us(server, None), claim_us(server, folder)) for _ in range(3)]
-            return statistics.median(b for b, _ in pairs), statistics.median(s / b for b, s in pairs)
-
-        base = claim_us(server, None)
-        loops = max(1, round(base * SLOWDOWN * 1000 / lua_ns_per_iteration(server)))
-        base, ratio = costs(variant(loops))
-        if ratio > 1.0:
-            loops = max(1, round(loops * SLOWDOWN / (ratio - 1.0)))
-            base, ratio = costs(variant(loops))
-    return variant(loops), base, base * ratio
+    loops = 200
+    for _ in range(3):
+        base, slowed = claim_costs(spec, [None, variant(loops)])
+        extra = slowed / base - 1.0
+        if abs(extra - SLOWDOWN) < 0.03 or extra <= 0:
+            break
+        loops = max(1, round(loops * SLOWDOWN / extra))
+    return variant(loops), base, slowed
 
 
 def main() -> int:

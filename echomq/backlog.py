@@ -10,7 +10,7 @@ id, 4096 per millisecond and then the next millisecond is borrowed.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import hiredis
 import numpy as np
@@ -19,7 +19,7 @@ from .ids import ALPHABET, EPOCH_MS, MAX_NODE, MAX_SEQ
 from .keys import QueueKeys
 from .wire import Target, connect, read_replies
 
-__all__ = ["IdBlock", "fill", "remove_queue"]
+__all__ = ["IdBlock", "fill", "fill_chunks", "fill_in_turn", "remove_queue"]
 
 _ALPHA = np.frombuffer(ALPHABET.encode(), dtype=np.uint8)
 _DIGITS = 11
@@ -70,39 +70,67 @@ def _encode(values: np.ndarray) -> list[bytes]:
 
 
 def fill(target: Target, queue: str, n: int, payload: bytes, node: int = MAX_NODE) -> list[bytes]:
-    """Put n pending jobs on `queue`, as enqueue leaves them; returns their ids in mint order.
+    """Put n pending jobs on `queue`, as enqueue leaves them; returns their ids in mint order."""
+    ids: list[bytes] = []
+    for chunk in fill_chunks(target, queue, n, payload, node):
+        ids.extend(chunk)
+    return ids
+
+
+def fill_chunks(target: Target, queue: str, n: int, payload: bytes,
+                node: int = MAX_NODE) -> Iterator[list[bytes]]:
+    """`fill`, one chunk of ids at a time, so several servers can be filled in turn.
 
     The row (state pending, attempts 0, the payload) and the pending entry
     at score 0 are written with plain HSET and ZADD, pipelined one chunk
     ahead: this is set-up, never measured, so it skips enqueue's per-call
     checks and costs the server about a third as much.
     """
+    if n <= 0:
+        return
     keys = QueueKeys(queue)
     prefix, pending = keys.job_prefix.encode(), keys.pending.encode()
-    ids = IdBlock(node).take(n)
-    if not ids:
-        return ids
-    head = b"*8\r\n$4\r\nHSET\r\n$%d\r\n%s" % (len(prefix) + len(ids[0]), prefix)
-    tail = (b"\r\n$5\r\nstate\r\n$7\r\npending\r\n$8\r\nattempts\r\n$1\r\n0\r\n$7\r\npayload\r\n$%d\r\n%s\r\n"
-            % (len(payload), payload))
+    minter = IdBlock(node)
     sock = connect(target)
     reader = hiredis.Reader()
     try:
-        waiting = 0
-        width = len(ids[0])  # every id has the same length: join, no per-id formatting
-        score = b"$1\r\n0\r\n$%d\r\n" % width
+        waiting: list[bytes] = []
         for start in range(0, n, FILL_CHUNK):
-            chunk = ids[start:start + FILL_CHUNK]
+            chunk = minter.take(min(FILL_CHUNK, n - start))
+            width = len(chunk[0])  # every id has the same length: join, no per-id formatting
+            head = b"*8\r\n$4\r\nHSET\r\n$%d\r\n%s" % (len(prefix) + width, prefix)
+            tail = (b"\r\n$5\r\nstate\r\n$7\r\npending\r\n$8\r\nattempts\r\n$1\r\n0\r\n$7\r\npayload\r\n"
+                    b"$%d\r\n%s\r\n" % (len(payload), payload))
+            score = b"$1\r\n0\r\n$%d\r\n" % width
             rows = head + (tail + head).join(chunk) + tail
             zadd = (b"*%d\r\n$4\r\nZADD\r\n$%d\r\n%s\r\n" % (2 + 2 * len(chunk), len(pending), pending)
                     + score + (b"\r\n" + score).join(chunk) + b"\r\n")
             sock.sendall(rows + zadd)
             if waiting:
-                _check(read_replies(sock, reader, waiting))
-            waiting = len(chunk) + 1
-        _check(read_replies(sock, reader, waiting))
+                _check(read_replies(sock, reader, len(waiting) + 1))
+                yield waiting
+            waiting = chunk
+        _check(read_replies(sock, reader, len(waiting) + 1))
+        yield waiting
     finally:
         sock.close()
+
+
+def fill_in_turn(jobs: list[tuple[Target, str, int]], payload: bytes,
+                 keep_ids: bool = True) -> list[list[bytes]]:
+    """Fill several queues (on several servers) a chunk each in turn, so that
+    no server's backlog is fresher in the machine's caches than another's.
+    Returns each queue's ids (empty lists unless keep_ids)."""
+    streams = [fill_chunks(target, queue, n, payload) for target, queue, n in jobs]
+    ids: list[list[bytes]] = [[] for _ in jobs]
+    live = list(range(len(streams)))
+    while live:
+        for i in list(live):
+            chunk = next(streams[i], None)
+            if chunk is None:
+                live.remove(i)
+            elif keep_ids:
+                ids[i].extend(chunk)
     return ids
 
 

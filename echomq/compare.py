@@ -1,20 +1,27 @@
-"""Is build B faster than build A? Interleaved trials on fresh servers, with confidence intervals.
+"""Is build B faster than build A? Trials on fresh servers, with confidence intervals.
 
 `echomq-bench compare --server A --server B ... --trials N` runs the same
 capacity workload on every build, each trial on servers started fresh for
-it, so no build inherits another's memory layout or warm cache:
+it, so no build inherits another's memory layout or warm cache. How the
+builds share a trial is `--interleave`:
 
-- `--interleave slot` (the default): a trial starts every build's server,
-  pins them to the same core, and loads them in turn, a quarter second
-  each (A B A B ...), round and round through one window; the build that
-  goes first rotates from trial to trial. A shared machine that slows down
-  for a second (other processes, a busy neighbour on the host) slows every
-  build alike, which whole runs back to back cannot promise.
-- `--interleave trial`: each trial is one whole run per build, A B A B.
+- `together` (the default): every build's server runs at once, their main
+  threads pinned to the same core, each driven by its own worker at full
+  load, so the kernel shares that core between them millisecond by
+  millisecond. Whatever the machine does (other processes, a busy
+  neighbour on the host, a clock that drifts) it does to all of them at
+  the same moment; the ratio of their rates is the ratio of their
+  efficiency. On this project's shared two-core VM an A/A trial stays
+  within about 3%, where whole runs back to back scatter by 20%.
+- `slot`: the servers take turns, `--slot` seconds each, in rounds whose
+  order is drawn at random (randomised multiple interleaved trials); each
+  has the core to itself in its turn.
+- `trial`: each trial is one whole run per build, A B A B.
 
 For throughput, server µs per cycle and claim p99 the summary gives the
 median over trials of the ratio to the first build, its 95% bootstrap
-interval and a verdict (`echomq.stats`).
+interval and a verdict (`echomq.stats`). Absolute cycles/s under
+`together` are each build's share of one core, about half its capacity.
 
 A build is any server spec (`NAME=BINARY ARGS...`) and may carry its own
 copy of the scripts: `--scripts NAME=DIR` runs build NAME with the Lua in
@@ -31,19 +38,24 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .capacity import SLOT_S, CapacityError, CapacitySettings, measure, run_alternating
+from .capsettings import refuse_clusters
 from .capresult import CapacityResult
 from .latency import Latency
 from .scripts import discover
 from .servers import ServerSpec, parse_server_spec
-from .stats import Comparison, compare_metric
+from .stats import Comparison, compare_ratios, round_ratio
 from .workload import StderrProgress, add_workload_options, seconds, settings_from_args
 
 __all__ = ["Build", "Trial", "CompareResult", "run_compare", "write_compare", "METRICS", "configure", "run"]
 
 Say = Callable[[str], None]
 DEFAULT_TRIALS = 5
-INTERLEAVE = ("slot", "trial")
-SIZING_HEADROOM = 1.5
+INTERLEAVE = ("together", "slot", "trial")
+INTERLEAVE_TEXT = {
+    "together": "all builds at once, main threads sharing one core, fresh servers per trial",
+    "slot": "builds take turns in slots, random order per round, fresh servers per trial",
+    "trial": "one whole run per build, A B A B, a fresh server per run",
+}
 
 # summary name -> (how to read it from a result, higher is better, unit)
 METRICS: dict[str, tuple[Callable[[CapacityResult], float], bool, str]] = {
@@ -69,6 +81,7 @@ class Trial:
     trial: int        # 1-based
     order: int        # position in the whole run, 1-based
     result: CapacityResult
+    rounds: dict[int, float] = field(default_factory=dict)   # slot interleaving: round -> this build's cycles/s
 
 
 @dataclass
@@ -78,7 +91,7 @@ class CompareResult:
     trials: list[Trial]
     comparisons: dict[str, dict[str, Comparison]] = field(default_factory=dict)
     min_effect: float = 0.0
-    interleave: str = "slot"
+    interleave: str = "together"
 
     def of(self, build: str) -> list[CapacityResult]:
         return [t.result for t in self.trials if t.build == build]
@@ -87,10 +100,28 @@ class CompareResult:
         read = METRICS[metric][0]
         return [read(r) for r in self.of(build)]
 
+    def trial_ratios(self, build: str, metric: str) -> list[float]:
+        """One ratio to the baseline per trial. Throughput under slot
+        interleaving: the median over rounds (`stats.round_ratio`); else the
+        ratio of the trial's totals."""
+        base = self.builds[0].name
+        mine = [t for t in self.trials if t.build == build]
+        theirs = [t for t in self.trials if t.build == base]
+        read = METRICS[metric][0]
+        out = []
+        for a, b in zip(theirs, mine):
+            fine = round_ratio(a.rounds, b.rounds) if metric == "throughput" and a.rounds else None
+            out.append(fine if fine is not None else read(b.result) / read(a.result))
+        return out
+
     def summary(self) -> dict[str, Any]:
         base = self.builds[0].name
         out: dict[str, Any] = {"kind": "compare", "baseline": base, "trials": len(self.of(base)),
-                               "interleave": self.interleave, "min_effect": self.min_effect, "builds": {}}
+                               "interleave": self.interleave, "order": INTERLEAVE_TEXT[self.interleave],
+                               "min_effect": self.min_effect, "builds": {}}
+        if self.interleave == "together":
+            out["rates_note"] = (f"the {len(self.builds)} builds shared one core: cycles/s and server busy are "
+                                 "each build's share of it; the ratios and server µs/cycle are what compare")
         for build in self.builds:
             runs = self.of(build.name)
             entry: dict[str, Any] = {}
@@ -98,7 +129,8 @@ class CompareResult:
                 c = self.comparisons[build.name][metric]
                 key = "" if metric == "throughput" else metric + "_"
                 if metric == "throughput":
-                    entry.update(throughput_ratio=c.ratio, throughput_ci95=list(c.ci95), verdict=c.verdict)
+                    entry.update(throughput_ratio=c.ratio, throughput_ci95=list(c.ci95), verdict=c.verdict,
+                                 throughput_trial_ratios=self.trial_ratios(build.name, metric))
                 else:
                     entry.update({f"{key}ratio": c.ratio, f"{key}ci95": list(c.ci95), f"{key}verdict": c.verdict})
             entry.update(
@@ -116,7 +148,14 @@ class CompareResult:
         return out
 
     def rows(self) -> list[dict[str, Any]]:
-        return [row for t in self.trials for row in t.result.rows(trial=t.trial, order=t.order)]
+        rows = [row for t in self.trials for row in t.result.rows(trial=t.trial, order=t.order)]
+        base = self.builds[0].name
+        for b in self.builds[1:]:
+            for metric in METRICS:
+                for i, ratio in enumerate(self.trial_ratios(b.name, metric)):
+                    rows.append({"build": b.name, "version": self.of(b.name)[i].version, "trial": i + 1,
+                                 "baseline": base, "metric": f"{metric}_ratio", "value": ratio, "unit": "ratio"})
+        return rows
 
     def merged_latency(self, build: str, verb: str) -> Latency:
         merged = Latency()
@@ -140,6 +179,9 @@ class CompareResult:
                 f"{b.name[:14]:<14} {runs[0].version[:14]:<14} {_median(thr):>15,.0f} "
                 f"{f'({s[0]:,.0f}..{s[-1]:,.0f})':>17} {_median(self.values(b.name, 'server_us')):>10.2f} "
                 f"{_median(self.values(b.name, 'p99')):>7.2f} {busy * 100:>7.1f}% {bounds:>9}   {verdict}")
+        if self.interleave == "together":
+            lines.append(f"(together: the {len(self.builds)} builds shared one core, so cycles/s and busy % are "
+                         f"each one's share; the ratios are what to read)")
         for metric in ("server_us", "p99"):
             parts = []
             for b in self.builds[1:]:
@@ -183,57 +225,53 @@ def unique_builds(specs: Sequence[ServerSpec]) -> list[ServerSpec]:
 
 def run_compare(builds: Sequence[Build | ServerSpec | str],
                 settings: CapacitySettings = CapacitySettings(duration_s=5.0), trials: int = DEFAULT_TRIALS, *,
-                interleave: str = "slot", slot_s: float = SLOT_S, progress: Say | None = None,
+                interleave: str = "together", slot_s: float = SLOT_S, progress: Say | None = None,
                 min_effect: float = 0.0, seed: int = 0) -> CompareResult:
     """Every build `trials` times, each trial on fresh servers.
 
-    interleave="slot": each trial starts every build's server and loads them
-    in turn, `slot_s` seconds each, round and round through the window (the
-    build that goes first rotates from trial to trial). interleave="trial":
-    each trial is one whole run per build, A B A B. A build may be a Build, a
-    ServerSpec or SPEC text ("valkey").
+    interleave="together": each trial starts every build's server and loads
+    them all at once on one core; "slot": in turns of `slot_s` seconds;
+    "trial": one whole run per build, A B A B (see the module's docstring).
+    A build may be a Build, a ServerSpec or SPEC text ("valkey"); a name
+    given twice becomes NAME, NAME-2, ... (an A/A check).
     """
-    builds = [as_build(b) for b in builds]
+    given = [as_build(b) for b in builds]
+    refuse_clusters(b.spec for b in given)
+    builds = [Build(spec, b.lua_dir) for spec, b in zip(unique_builds([b.spec for b in given]), given)]
     if len(builds) < 2:
         raise CapacityError("compare needs at least two builds (repeat one for an A/A check)")
     if trials < 2:
         raise CapacityError(f"compare needs at least 2 trials, got {trials}")
     if interleave not in INTERLEAVE:
         raise CapacityError(f"interleave must be one of {', '.join(INTERLEAVE)}, got {interleave!r}")
-    names = [b.name for b in builds]
-    if len(set(names)) != len(names):
-        raise CapacityError(f"build names must differ, got {names}")
     settings.check()
+    if interleave == "slot" and settings.rate is not None:
+        raise CapacityError("turns in slots need a closed loop: leave out --rate, or run the builds together")
     say: Say = progress or (lambda _: None)
     out = CompareResult(list(builds), settings, [], min_effect=min_effect, interleave=interleave)
-    hints: dict[str, float] = {}
     for i in range(trials):
-        # The C client's ceiling once per build (when asked); later trials
-        # size their backlog from what earlier ones reached.
+        # The C client's ceiling once per build, when asked.
         run_settings = settings if i == 0 else replace(settings, ceiling=False)
-        if interleave == "slot":
-            _slot_trial(out, i, trials, run_settings, slot_s, _hint(hints, out.trials), say)
+        if interleave in ("together", "slot"):
+            _shared_trial(out, i, trials, run_settings, slot_s if interleave == "slot" else None, say)
         else:
             for build in builds:
                 prefix = f"[{len(out.trials) + 1}/{trials * len(builds)}] trial {i + 1}"
                 result = measure(build.spec, run_settings, lua_dir=build.lua_dir,
-                                 progress=lambda text: say(f"{prefix} {text}"), rate_hint=_hint(hints, out.trials))
+                                 progress=lambda text: say(f"{prefix} {text}"))
                 out.trials.append(Trial(build.name, i + 1, len(out.trials) + 1, result))
                 say(f"{prefix} {_line(build.name, result)}")
-        for t in out.trials[-len(builds):]:
-            if t.result.ceiling and t.result.ceiling.server_us_per_claim > 0:
-                hints[t.build] = 1e6 / t.result.ceiling.server_us_per_claim
-    base = builds[0].name
     for build in builds:
         out.comparisons[build.name] = {
-            metric: compare_metric(out.values(base, metric), out.values(build.name, metric),
-                                   higher_is_better=better, seed=seed, min_effect=min_effect)
+            metric: compare_ratios(out.trial_ratios(build.name, metric), higher_is_better=better, seed=seed,
+                                   min_effect=min_effect)
             for metric, (_, better, _) in METRICS.items()}
     return out
 
 
-def _slot_trial(out: CompareResult, i: int, trials: int, settings: CapacitySettings, slot_s: float,
-                hint: float | None, say: Say) -> None:
+def _shared_trial(out: CompareResult, i: int, trials: int, settings: CapacitySettings, slot_s: float | None,
+                  say: Say) -> None:
+    """One trial of every build on fresh servers that share the server core (at once, or in slots)."""
     from .servers import start
 
     n = len(out.builds)
@@ -246,23 +284,21 @@ def _slot_trial(out: CompareResult, i: int, trials: int, settings: CapacitySetti
             stack.callback(server.stop)
             servers.append(server)
         results = run_alternating(servers, settings, lua_dirs=[b.lua_dir for b in order], slot_s=slot_s,
-                                  progress=lambda text: say(f"{prefix} {text}"), rate_hint=hint,
-                                  cleanup=any(b.spec.kind == "url" for b in order))
+                                  progress=lambda text: say(f"{prefix} {text}"),
+                                  cleanup=any(b.spec.kind == "url" for b in order), seed=i)
     by_name = {b.name: (pos, r) for pos, (b, r) in enumerate(zip(order, results))}
     for build in out.builds:
         pos, result = by_name[build.name]
-        out.trials.append(Trial(build.name, i + 1, i * n + pos + 1, result))
+        # Timeline entries are this build's slots; slot k belongs to round k // n.
+        rounds = ({round((t + result.settings.warmup_s) / slot_s) // n: rate for t, rate in result.timeline}
+                  if slot_s else {})
+        out.trials.append(Trial(build.name, i + 1, i * n + pos + 1, result, rounds))
         say(f"{prefix} {_line(build.name, result)}")
 
 
 def _line(name: str, result: CapacityResult) -> str:
     return (f"{name}: {result.cycles_per_s:,.0f} cycles/s, server {result.server_utilization:.0%} busy, "
             f"{result.server_us_per_cycle:.2f} µs/cycle, bound {result.bound}")
-
-
-def _hint(hints: dict[str, float], done: list[Trial]) -> float | None:
-    measured = [t.result.cycles_per_s * SIZING_HEADROOM for t in done]
-    return max([*hints.values(), *measured]) if hints or measured else None
 
 
 # --------------------------------------------------------------------------
@@ -287,9 +323,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"trials per build, interleaved (default {DEFAULT_TRIALS})")
     parser.add_argument("--scripts", action="append", type=scripts_option, default=[], metavar="NAME=DIR",
                         help="run build NAME with the Lua scripts in DIR (repeatable)")
-    parser.add_argument("--interleave", choices=INTERLEAVE, default="slot",
-                        help="slot: builds take turns every --slot seconds within each trial (default); "
-                             "trial: one whole run per build, A B A B")
+    parser.add_argument("--interleave", choices=INTERLEAVE, default="together",
+                        help="together: all builds at once on one core (default); slot: in turns of --slot "
+                             "seconds; trial: one whole run per build, A B A B")
     parser.add_argument("--slot", type=seconds, default=SLOT_S, metavar="T",
                         help=f"turn length with --interleave slot (default {SLOT_S:g}s)")
     parser.add_argument("--min-effect", type=float, default=0.0, metavar="FRACTION",
@@ -305,8 +341,7 @@ def write_compare(out: Path, result: CompareResult, argv: list[str] | None = Non
     out.mkdir(parents=True, exist_ok=True)
     info = meta.collect(servers=(), argv=argv, workload=asdict(result.settings), trials=len(result.of(
         result.builds[0].name)), interleave=result.interleave,
-        order=("builds take turns in slots within each trial, fresh servers per trial" if result.interleave == "slot"
-               else "one whole run per build, A B A B, a fresh server per run"),
+        order=INTERLEAVE_TEXT[result.interleave],
         scripts={b.name: str(b.lua_dir) if b.lua_dir else None for b in result.builds})
     info["servers"] = [{**result.of(b.name)[0].server, "name": b.name, "scripts": result.of(b.name)[0].scripts}
                        for b in result.builds]
@@ -326,6 +361,7 @@ def write_compare(out: Path, result: CompareResult, argv: list[str] | None = Non
 def run(args: argparse.Namespace) -> int:
     from .results import new_run_dir
 
+    refuse_clusters(args.server)
     specs = unique_builds(args.server)
     folders = dict(args.scripts)
     unknown = sorted(set(folders) - {s.name for s in specs})
@@ -351,7 +387,6 @@ def run(args: argparse.Namespace) -> int:
     for name, entry in result.summary()["builds"].items():
         for text in entry["warnings"]:
             print(f"{name}: WARNING {text}")
-    how = (f"taking turns every {args.slot:g} s" if args.interleave == "slot" else "one whole run each, A B A B")
-    print(f"{args.trials} trials per build on fresh servers, {how}; {result.trials[0].result.pinning}")
+    print(f"{args.trials} trials per build: {INTERLEAVE_TEXT[args.interleave]}; {result.trials[0].result.pinning}")
     print(f"results: {out}")
     return 0

@@ -40,11 +40,12 @@ from .backlog import IdBlock
 from .wire import Target, connect, resp
 from .keys import QueueKeys
 
-__all__ = ["WorkerPlan", "Window", "worker_main", "run_worker", "VERBS"]
+__all__ = ["WorkerPlan", "Window", "slot_owner", "worker_main", "run_worker", "VERBS", "BIN_S"]
 
 VERBS = ("claim", "complete", "enqueue", "cycle")
 RECV_BYTES = 1 << 18
 BIN_S = 0.25   # timeline resolution when not alternating
+ID_WIDTH = 14  # a branded id: 3 letters of kind, 11 base62 digits
 CLAIM, COMPLETE, ENQUEUE = 0, 1, 2
 
 
@@ -67,10 +68,25 @@ class WorkerPlan:
     cpus: tuple[int, ...] | None = None  # pin this process here
     seed: int = 0
     # Time slots shared by several workers: this one loads its server only in
-    # slots k with k % slot_count == slot_index (None: always).
+    # the slots `slot_owner` gives to slot_index (slot_s None: always).
     slot_s: float | None = None
     slot_index: int = 0
     slot_count: int = 1
+    slot_seed: int = 0
+
+
+def slot_owner(k: int, count: int, seed: int) -> int:
+    """Which of `count` servers owns time slot k.
+
+    Slots go in rounds of `count`, each server once per round, in an order
+    drawn afresh for every round from `seed`: randomised multiple interleaved
+    trials, so no periodic disturbance lines up with one server's turns.
+    """
+    if count <= 1:
+        return 0
+    order = list(range(count))
+    random.Random(seed * 1_000_003 + k // count).shuffle(order)
+    return order[k % count]
 
 
 @dataclass(frozen=True)
@@ -112,6 +128,14 @@ def _complete_head(sha: bytes, keys: QueueKeys) -> bytes:
             % (len(sha), sha, len(active), active, prefix))
 
 
+def _enqueue_parts(sha: bytes, keys: QueueKeys, payload: bytes) -> tuple[bytes, bytes, bytes]:
+    """EVALSHA enqueue as head + id + mid + id + tail."""
+    pending, prefix = keys.pending.encode(), keys.job_prefix.encode()
+    head = (b"*7\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$1\r\n2\r\n$%d\r\n%s\r\n$%d\r\n%s"
+            % (len(sha), sha, len(pending), pending, len(prefix) + ID_WIDTH, prefix))
+    return head, b"\r\n$%d\r\n" % ID_WIDTH, b"\r\n$%d\r\n%s\r\n" % (len(payload), payload)
+
+
 class _Worker:
     def __init__(self, plan: WorkerPlan, window: Window) -> None:
         from .dist import parse_dist
@@ -133,6 +157,7 @@ class _Worker:
         # Cycles counted per time bin (a slot when alternating): the run's timeline.
         self.bin_s = plan.slot_s or BIN_S
         self.bins: dict[int, int] = {}
+        self.owners: dict[int, bool] = {}
         self.accepted: dict[str, int] = {}
         self.refused: list[tuple[str, int]] = []
         self.working: list[tuple[float, int, int, bytes, int, float]] = []  # heap: due, n, conn, id, token, start
@@ -150,22 +175,33 @@ class _Worker:
                 complete_head=_complete_head(shas["complete"], keys), producer=i >= n_consumers, index=i)
             self.conns.append(conn)
             self.sel.register(conn.sock, selectors.EVENT_READ, conn)
-        self.enqueue_sha = shas.get("enqueue", b"")
+        # enqueue's bytes differ by id only, and every id is ID_WIDTH bytes.
+        self.enqueue_parts = [_enqueue_parts(shas.get("enqueue", b""), QueueKeys(q), self.payload)
+                              for q in plan.queues]
         self.consumers = [c for c in self.conns if not c.producer]
         self.per_conn_rate = plan.rate / n_consumers if plan.rate else None
 
     # -- sending -------------------------------------------------------------
 
+    def _owns(self, k: int) -> bool:
+        got = self.owners.get(k)
+        if got is None:
+            p = self.plan
+            got = self.owners[k] = slot_owner(k, p.slot_count, p.slot_seed) == p.slot_index
+        return got
+
     def _own(self, now: float) -> bool:
         """Is this worker's server the one to load now?"""
         p = self.plan
-        return p.slot_s is None or int((now - self.win.t_begin) / p.slot_s) % p.slot_count == p.slot_index
+        return p.slot_s is None or self._owns(int((now - self.win.t_begin) / p.slot_s))
 
     def _next_own(self, now: float) -> float:
         p = self.plan
         assert p.slot_s is not None
-        k = int((now - self.win.t_begin) / p.slot_s)
-        return self.win.t_begin + (k + ((p.slot_index - k) % p.slot_count or p.slot_count)) * p.slot_s
+        k = int((now - self.win.t_begin) / p.slot_s) + 1
+        while not self._owns(k):
+            k += 1
+        return self.win.t_begin + k * p.slot_s
 
     def _send(self, conn: _Conn, now: float, hold: bool) -> None:
         """Write what is due on this connection: completes always, claims and enqueues unless held."""
@@ -217,12 +253,11 @@ class _Worker:
         if n <= 0:
             return
         # Each send feeds the next queue in turn.
-        keys = QueueKeys(self.plan.queues[self.feed_turn % len(self.plan.queues)])
+        head, mid, tail = self.enqueue_parts[self.feed_turn % len(self.enqueue_parts)]
         self.feed_turn += 1
-        pending, prefix = keys.pending.encode(), keys.job_prefix.encode()
-        for job_id in self.ids.take(n):
-            parts.append(resp(b"EVALSHA", self.enqueue_sha, b"2", pending, prefix + job_id, job_id, self.payload))
-            jobs.append((job_id, 0, now))
+        ids = self.ids.take(n)
+        parts.append(b"".join([head + job_id + mid + job_id + tail for job_id in ids]))
+        jobs.extend((job_id, 0, now) for job_id in ids)
         kinds.extend([ENQUEUE] * n)
         dues.extend([now] * n)
         conn.inflight_enq += n

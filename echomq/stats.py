@@ -8,6 +8,11 @@ resampled with replacement). With few trials the bootstrap of a median
 cannot reach past the smallest and largest ratio, so the interval is
 honest about how little five trials can say.
 
+A trial's own ratio can come from finer pairs: when builds take turns in
+short slots, `round_ratio` is the median over rounds of the ratio of the
+two builds' rates in that round, so a slot that a stall of the machine hit
+moves one round's ratio, not the trial's.
+
 The verdict is plain: `faster` when the whole interval lies on the better
 side of 1 (above for throughput, below for a cost or a latency), `slower`
 when it lies on the worse side, otherwise `no significant difference`.
@@ -22,8 +27,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["Comparison", "bootstrap_ci", "paired_ratios", "compare_metric", "verdict",
-           "FASTER", "SLOWER", "SAME", "N_BOOT", "LEVEL"]
+__all__ = ["Comparison", "bootstrap_ci", "paired_ratios", "compare_metric", "compare_ratios", "verdict",
+           "round_ratio", "FASTER", "SLOWER", "SAME", "N_BOOT", "LEVEL"]
 
 FASTER, SLOWER, SAME = "faster", "slower", "no significant difference"
 N_BOOT = 10_000
@@ -85,8 +90,24 @@ def verdict(lo: float, hi: float, *, higher_is_better: bool, ratio: float | None
 def compare_metric(baseline: Sequence[float], other: Sequence[float], *, higher_is_better: bool,
                    level: float = LEVEL, n_boot: int = N_BOOT, seed: int = 0,
                    min_effect: float = 0.0) -> Comparison:
-    ratios = paired_ratios(baseline, other)
+    """Trial i of `other` against trial i of `baseline`."""
+    return compare_ratios(paired_ratios(baseline, other), higher_is_better=higher_is_better, level=level,
+                          n_boot=n_boot, seed=seed, min_effect=min_effect)
+
+
+def compare_ratios(ratios: Sequence[float], *, higher_is_better: bool, level: float = LEVEL,
+                   n_boot: int = N_BOOT, seed: int = 0, min_effect: float = 0.0) -> Comparison:
+    """One ratio other/baseline per trial, however each trial got it."""
+    ratios = np.asarray(ratios, dtype=float)
+    if len(ratios) == 0 or np.any(ratios <= 0) or not np.all(np.isfinite(ratios)):
+        raise ValueError("ratios must be positive and finite, one per trial")
     ratio, lo, hi = bootstrap_ci(ratios, level=level, n_boot=n_boot, seed=seed)
     return Comparison(ratio, (lo, hi),
                       verdict(lo, hi, higher_is_better=higher_is_better, ratio=ratio, min_effect=min_effect),
                       len(ratios), higher_is_better)
+
+
+def round_ratio(baseline: dict[int, float], other: dict[int, float]) -> float | None:
+    """Median over the rounds both builds have of other/baseline; None when none."""
+    ratios = [other[r] / baseline[r] for r in sorted(set(baseline) & set(other)) if baseline[r] > 0 and other[r] > 0]
+    return float(np.median(ratios)) if ratios else None

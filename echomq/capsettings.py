@@ -1,0 +1,79 @@
+"""What a capacity run is asked to do, checked before anything runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal
+
+from .errors import EchoMQError
+
+__all__ = ["CapacitySettings", "CapacityError", "refuse_clusters"]
+
+
+class CapacityError(EchoMQError):
+    """The driver could not run or its run cannot be trusted; the message says why."""
+
+    code = "EMQCAPACITY"
+
+
+@dataclass(frozen=True)
+class CapacitySettings:
+    duration_s: float = 10.0
+    warmup_s: float = 1.0
+    processes: int = 1
+    connections: int = 4          # per process
+    pipeline: int = 64            # jobs in flight per connection
+    payload_bytes: int = 64
+    lease_ms: int = 60_000
+    work: str = "const:0"         # echomq.dist spec; 0 for capacity
+    rate: float | None = None     # cycles/s over all processes: open loop; None: closed loop
+    feed: Literal["backlog", "produce"] = "backlog"
+    backlog: int | None = None    # jobs to pre-fill; None: enough for BACKLOG_RATE cycles/s (session.py)
+    ceiling: bool = True
+    ceiling_requests: int = 100_000
+    pin: bool = True
+    queues: int = 1
+    ledger: bool = False          # keep every id, then audit the server's sets against it
+    keep_keys: bool = False       # leave the queue's keys on the server after the run
+
+    def check(self) -> None:
+        problems = []
+        if not self.duration_s > 0:
+            problems.append(f"duration must be > 0 s, got {self.duration_s}")
+        if self.warmup_s < 0:
+            problems.append(f"warmup must be >= 0 s, got {self.warmup_s}")
+        for name in ("processes", "connections", "pipeline", "lease_ms", "queues", "ceiling_requests"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.payload_bytes < 0:
+            problems.append(f"payload must be >= 0 bytes, got {self.payload_bytes}")
+        if self.rate is not None and not self.rate > 0:
+            problems.append(f"rate must be > 0 cycles/s, got {self.rate}")
+        if self.feed not in ("backlog", "produce"):
+            problems.append(f"feed must be backlog or produce, got {self.feed!r}")
+        if self.backlog is not None and self.backlog < 0:
+            problems.append(f"backlog must be >= 0 jobs, got {self.backlog}")
+        from .dist import DistError, parse_dist
+
+        try:
+            parse_dist(self.work)
+        except DistError as exc:
+            problems.append(str(exc))
+        if problems:
+            raise CapacityError("bad capacity settings: " + "; ".join(problems))
+
+
+def refuse_clusters(specs: Iterable[Any]) -> None:
+    """CapacityError before anything starts when a spec is a cluster.
+
+    The driver's workers hold hand-encoded RESP sockets to one address and
+    sample one server's CPU; a cluster needs a socket per master and
+    per-node samples. Until then, per-node figures come from
+    bench/cluster_scaling.py and the Locust scenarios.
+    """
+    clusters = [spec.describe() for spec in specs if getattr(spec, "kind", None) == "cluster"]
+    if clusters:
+        raise CapacityError(
+            f"{', '.join(clusters)}: the capacity driver measures one server, not a cluster; measure each "
+            "node's build with --server redis|valkey, and a cluster with bench/cluster_scaling.py or the "
+            "Locust scenarios (--server redis-cluster --queues 3)")
