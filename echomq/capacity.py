@@ -94,7 +94,7 @@ def run_alternating(servers: Sequence[Any], settings: CapacitySettings = Capacit
         prepare(sessions, settings, share=1.0 / len(sessions) if slot_s else 1.0)
         groups = [(plans(settings, s, slot=(slot_s, i, len(sessions), seed) if slot_s else None), s)
                   for i, s in enumerate(sessions)]
-        driven = drive(groups, settings, sessions[0].say if len(sessions) == 1 else _joint_say(progress),
+        driven = drive(groups, settings, sessions[0].say if len(sessions) == 1 else _joint_say(progress, slot_s),
                         sharing=1 if slot_s else len(sessions))
         return [collect(s, settings, results, measured) for s, (results, measured) in zip(sessions, driven)]
     finally:
@@ -102,8 +102,9 @@ def run_alternating(servers: Sequence[Any], settings: CapacitySettings = Capacit
             close_session(s, settings, cleanup)
 
 
-def _joint_say(progress: Say | None) -> Say:
-    return (lambda text: progress(f"alternating: {text}")) if progress else (lambda _: None)
+def _joint_say(progress: Say | None, slot_s: float | None) -> Say:
+    label = "in turns" if slot_s else "together"
+    return (lambda text: progress(f"{label}: {text}")) if progress else (lambda _: None)
 
 
 def measure(spec: Any, settings: CapacitySettings = CapacitySettings(), *, lua_dir: Path | str | None = None,

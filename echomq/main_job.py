@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         for server in servers:
             server.version()
     run_dir = results.new_run_dir("run", args.out)
-    phases = Phases(["conformance check", "capacity: Redis against Valkey, interleaved trials",
+    phases = Phases(["conformance check", "capacity: Redis against Valkey, run together on one core",
                      "throughput against consumers", "reap cost against the cap", "lease-sizing sweep", "report"])
     print(f"echomq-bench run -> {run_dir}  ({'quick' if args.quick else 'default'}: "
           f"{', '.join(s.name for s in specs)})", file=sys.stderr)

@@ -60,11 +60,15 @@ def compare_section(run: Run, out: Path) -> list[Block]:
     base = summary.get("baseline", "?")
     trials = summary.get("trials", "?")
     rows, ratio_rows = [], []
+    # Builds run together share one core, so each one's rate is its share of
+    # it; only the ratios and µs/cycle compare across builds.
+    shared = summary.get("interleave") == "together"
+    rate_label = "cycles/s, share of one core" if shared else "cycles/s median (min..max)"
     for name, e in summary.get("builds", {}).items():
         bound = e.get("bound", {})
         rows.append({
             "build": name, "version": e.get("version", "?"),
-            "cycles/s median (min..max)": _spread_text(e, "cycles_per_s"),
+            rate_label: _spread_text(e, "cycles_per_s"),
             "server µs/cycle": _spread_text(e, "server_us_per_cycle", ".2f"),
             "claim p99 ms": _spread_text(e, "claim_p99_ms", ".2f"),
             "server busy": _spread_text(e, "server_utilization", ".0%"),
@@ -90,6 +94,11 @@ def compare_section(run: Run, out: Path) -> list[Block]:
         Para("Closed-loop claim+complete cycles at the server's limit, pipelined over several connections by "
              "echomq-bench compare; ratios are medians over trials against the first build, with 95% bootstrap "
              "confidence intervals."),
+    ]
+    if summary.get("rates_note"):
+        blocks.append(Para("How the builds shared each trial: " + summary.get("order", "together") + "; "
+                           + summary["rates_note"] + "."))
+    blocks += [
         Table(pd.DataFrame(rows), "Capacity per build", id="headline"),
         Notes(context_lines(run, trials=trials_text, bottleneck=bound_text)),
     ]
@@ -206,6 +215,18 @@ RENDERERS: dict[str, Renderer] = {
 }
 
 
+def _us_pair(summary: dict[str, Any], name: str, base: str) -> str:
+    us = {b: (summary["builds"][b].get("server_us_per_cycle") or {}).get("median", float("nan")) for b in (name, base)}
+    return f"{us[name]:.1f} against {us[base]:.1f} server µs per cycle"
+
+
+def _rate_text(summary: dict[str, Any], entry: dict[str, Any]) -> str:
+    rate = (entry.get("cycles_per_s") or {}).get("median", float("nan"))
+    if summary.get("interleave") == "together":
+        return f"{rate:,.0f} cycles/s as its share of one core shared with the other build"
+    return f"median {rate:,.0f} cycles/s"
+
+
 def headline_findings(runs: dict[str, Run]) -> list[str]:
     """Three sentences a team lead reads first."""
     out = []
@@ -219,7 +240,7 @@ def headline_findings(runs: dict[str, Run]) -> list[str]:
             out.append(f"{name} ({e.get('version')}) against {base}: {e.get('verdict')} — throughput ratio "
                        f"{e.get('throughput_ratio', float('nan')):.3f} [95% CI {ci[0]:.3f}, {ci[1]:.3f}], "
                        f"server µs/cycle ratio {e.get('server_us_ratio', float('nan')):.3f}; "
-                       f"median {e.get('cycles_per_s', {}).get('median', float('nan')):,.0f} cycles/s, "
+                       f"{_us_pair(s, name, base)}; {_rate_text(s, e)}, "
                        f"bound {', '.join(k for k, v in e.get('bound', {}).items() if v)}.")
     if "reapcost" in runs:
         t = runs["reapcost"].table("reapcost")
