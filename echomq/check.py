@@ -142,7 +142,7 @@ def j5(client: redis.Redis) -> str:
         expect(parse_id(cargo["order"]).kind == "ORD", f"order id {cargo['order']}")
     finally:
         _cleanup(q)
-    return f"the payload carries an ORD id and a quantity, never a row -- decoded and re-parsed on the far side of the wire"
+    return "the payload carries an ORD id and a quantity, never a row -- decoded and re-parsed on the far side of the wire"
 
 
 def l1(client: redis.Redis) -> str:
