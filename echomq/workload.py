@@ -69,7 +69,8 @@ def add_workload_options(parser: argparse.ArgumentParser, *, duration: float = 1
                    help="backlog: drain a pre-filled backlog (default); produce: producers keep pending fed")
     g.add_argument("--backlog", type=int, default=None, metavar="JOBS",
                    help="jobs to pre-fill (default: enough for 80,000 cycles/s through warm-up and window)")
-    g.add_argument("--queues", type=int, default=d.queues, help="queues to spread the load over (default 1)")
+    g.add_argument("--queues", type=int, default=d.queues, help="queues to spread the load over (default: 1 on a server, one per master on a "
+                        "cluster, named so that they land on different masters)")
     if ceiling:
         g.add_argument("--no-ceiling", dest="ceiling", action="store_false",
                        help="skip the redis-benchmark ceiling")
