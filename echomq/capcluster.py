@@ -39,6 +39,7 @@ import os
 import secrets
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
@@ -202,7 +203,7 @@ class ClusterCapacityResult:
     def scripts(self) -> str:
         return self.nodes[0].result.scripts
 
-    @property
+    @cached_property
     def latency(self) -> dict[str, Latency]:
         merged = {verb: Latency() for verb in VERBS}
         for n in self.nodes:
@@ -210,9 +211,12 @@ class ClusterCapacityResult:
                 merged[verb].merge(hist)
         return merged
 
+    @cached_property
+    def _summaries(self) -> dict[str, dict[str, float]]:
+        return {verb: hist.summary_ms() if hist.count else {} for verb, hist in self.latency.items()}
+
     def latency_ms(self, verb: str) -> dict[str, float]:
-        hist = self.latency.get(verb)
-        return hist.summary_ms() if hist is not None and hist.count else {}
+        return self._summaries.get(verb, {})
 
     @property
     def timeline(self) -> list[tuple[float, float]]:
@@ -390,8 +394,9 @@ def run_cluster_capacity(cluster: Any, settings: CapacitySettings = CapacitySett
         accounting = _account(sessions, [res for res, _ in driven], filled, placements)
         busy = None
         if local:
-            spent = sum(r.server_cpu_utilization for r in results) + sum(r.client_cpu_s for r in results) / settings.duration_s
-            busy = spent / cores
+            # Cores busy with our nodes (all their threads) and our driver, over the machine's cores.
+            driver = sum(r.client_cpu_s for r in results) / settings.duration_s
+            busy = (sum(r.server_cpu_utilization for r in results) + driver) / cores
         out = ClusterCapacityResult(
             build=cluster.name, version=results[0].version, settings=settings,
             nodes=[NodeResult(s.server.name, s.names, r) for s, r in zip(sessions, results)],
