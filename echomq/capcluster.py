@@ -63,6 +63,7 @@ Say = Callable[[str], None]
 # sized for (session.BACKLOG_RATE). Masters sharing two cores each run at
 # well under one server's rate; one that runs dry says so.
 NODE_SHARE = 0.6
+FULL_MACHINE = 0.9   # machine_busy from which the table says the cores, not a node, set the total
 CEILING_NOTE = ("not taken on a cluster: redis-benchmark sends every request to one address, and one node's "
                 "ceiling taken while the other nodes sit idle says nothing of the nodes sharing the cores")
 
@@ -533,6 +534,9 @@ def format_cluster(r: ClusterCapacityResult) -> str:
                      f"busiest node {r.busiest.node} at {r.server_utilization:.0%})")
     lines.append(f"cores: {r.cores_note}"
                  + (f"; machine {r.machine_busy:.0%} busy with them" if r.machine_busy is not None else ""))
+    if r.machine_busy is not None and r.machine_busy >= FULL_MACHINE:
+        lines.append(f"       the {os.cpu_count()} cores were full: the nodes' main threads were runnable but shared "
+                     "them (srv busy + srv wait), so the machine, not any one node, set the total")
     lines.append(f"ceiling: {r.ceiling_note}")
     done = sum(row["driver_completed"] for row in r.accounting)
     lines.append(f"accounting: {'PASS' if r.accounting_passed else 'FAIL'} (per queue, driver completes == server "
