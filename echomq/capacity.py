@@ -176,10 +176,9 @@ def write_capacity(out: Path, results: Sequence[CapacityResult | ClusterCapacity
 
 
 def run(args: argparse.Namespace) -> int:
+    from .capcluster import ClusterCapacityResult, format_cluster
     from .results import new_run_dir
     from .workload import StderrProgress, settings_from_args
-
-    from .capcluster import ClusterCapacityResult, format_cluster
 
     settings = settings_from_args(args, ledger=args.audit)
     progress = StderrProgress()

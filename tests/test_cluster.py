@@ -370,13 +370,13 @@ def test_capacity_over_a_cluster_counts_every_cycle_on_its_node(cluster: Embedde
                 remove_queue(c, [p.queue for p in r.placements if p.node == name])
 
 
-def test_capacity_cli_on_a_cluster_splits_the_rate_and_writes_node_rows(
+def test_capacity_cli_on_a_cluster_splits_the_rate_feeds_each_queue_and_writes_node_rows(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import csv
 
     out = tmp_path / "cap"
     code = main(["capacity", "--server", "redis-cluster", "--duration", "0.3", "--warmup", "0.1",
-                 "--rate", "6000", "--connections", "2", "--queues", "4", "--out", str(out)])
+                 "--rate", "6000", "--connections", "2", "--queues", "4", "--feed", "produce", "--out", str(out)])
     assert code == 0
     printed = capsys.readouterr().out
     assert "total" in printed and "bound: " in printed and "accounting: PASS" in printed
@@ -385,6 +385,10 @@ def test_capacity_cli_on_a_cluster_splits_the_rate_and_writes_node_rows(
     assert entry["queues"] == 4 and len(entry["placements"]) == 4 and len(entry["nodes"]) == 3
     assert entry["cycles_per_s"] == pytest.approx(sum(n["cycles_per_s"] for n in entry["nodes"]))
     assert entry["accounting_passed"] and entry["ceiling_claims_per_s"] is None
+    # Producers fed every queue, and each queue's completes match what the server saw enqueued and done.
+    assert len(entry["accounting"]) == 4
+    for row in entry["accounting"]:
+        assert row["enqueued"] > 0 and row["driver_completed"] == row["server_completed"] > 0
     # The rate is split by queues: a master with two of the four queues gets half of it, and an open
     # loop never claims ahead of its schedule (one claim per connection may be due at the start).
     for n in entry["nodes"]:
