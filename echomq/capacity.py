@@ -52,17 +52,18 @@ SLOT_S = 0.25                  # alternating runs: each server's turn
 
 def run_capacity(server: Any, settings: CapacitySettings = CapacitySettings(), *,
                  lua_dir: Path | str | None = None, progress: Say | None = None,
-                 cleanup: bool = True) -> CapacityResult:
+                 cleanup: bool = True, show: Say | None = None) -> CapacityResult:
     """Measure one running server. It is left running; the run's keys are removed
     unless settings.keep_keys (or cleanup=False: the caller throws the server away).
-    A cluster (echomq.cluster) is measured per master: `echomq.capcluster`."""
+    A cluster (echomq.cluster) is measured per master (`echomq.capcluster`), and
+    `show` gets its queues' placement before the run."""
     from .cluster import is_cluster
 
     if is_cluster(server):
         from .capcluster import run_cluster_capacity
 
         return run_cluster_capacity(server, settings, lua_dir=lua_dir, progress=progress,  # type: ignore[return-value]
-                                    cleanup=cleanup)
+                                    cleanup=cleanup, show=show)
     settings.check()
     settings = replace(settings, queues=settings.queues or 1)
     s = open_session(server, settings, lua_dir, progress)
@@ -123,14 +124,14 @@ def _joint_say(progress: Say | None, slot_s: float | None) -> Say:
 
 
 def measure(spec: Any, settings: CapacitySettings = CapacitySettings(), *, lua_dir: Path | str | None = None,
-            progress: Say | None = None) -> CapacityResult:
+            progress: Say | None = None, show: Say | None = None) -> CapacityResult:
     """Start a fresh server (or cluster) from `spec`, measure it, stop it."""
     from .servers import start
 
     server = start(spec)
     try:
         # Keys stay only on what this process started and throws away.
-        return run_capacity(server, settings, lua_dir=lua_dir, progress=progress,
+        return run_capacity(server, settings, lua_dir=lua_dir, progress=progress, show=show,
                             cleanup=server.spec.kind == "url" or server.spec.url is not None)
     finally:
         server.stop()
@@ -175,6 +176,17 @@ def write_capacity(out: Path, results: Sequence[CapacityResult | ClusterCapacity
     return out
 
 
+def _shown(progress: Any) -> Say:
+    """Lines shown on stderr before a run (a cluster's placement), after the progress line."""
+    import sys
+
+    def show(text: str) -> None:
+        progress.done()
+        print(text, file=sys.stderr, flush=True)
+
+    return show
+
+
 def run(args: argparse.Namespace) -> int:
     from .capcluster import ClusterCapacityResult, format_cluster
     from .results import new_run_dir
@@ -186,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     from .compare import unique_builds
 
     for spec in unique_builds(args.server):   # a build given twice is measured twice: redis, redis-2
-        results.append(measure(spec, settings, progress=progress))
+        results.append(measure(spec, settings, progress=progress, show=_shown(progress)))
         progress.done()
     out = write_capacity(new_run_dir("capacity", args.out), results)
     single = [r for r in results if isinstance(r, CapacityResult)]

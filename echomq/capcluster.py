@@ -349,9 +349,10 @@ class ClusterCapacityResult:
 
 def run_cluster_capacity(cluster: Any, settings: CapacitySettings = CapacitySettings(), *,
                          lua_dir: Path | str | None = None, progress: Say | None = None,
-                         cleanup: bool = True) -> ClusterCapacityResult:
+                         cleanup: bool = True, show: Say | None = None) -> ClusterCapacityResult:
     """Measure a running cluster (echomq.cluster), master by master, through one window.
-    It is left running; the run's keys are removed unless settings.keep_keys (or cleanup=False)."""
+    It is left running; the run's keys are removed unless settings.keep_keys (or cleanup=False).
+    `show` gets the queues' placement before anything is filled."""
     settings.check()
     say: Say = (lambda text: progress(f"{cluster.name}: {text}")) if progress else (lambda _: None)
     masters = {m.name: m for m in cluster.masters()}
@@ -365,6 +366,8 @@ def run_cluster_capacity(cluster: Any, settings: CapacitySettings = CapacitySett
         raise CapacityError(f"cluster {cluster.name!r}: queues placed on {', '.join(stray)}, which CLUSTER NODES "
                             "does not list as a master; is the cluster changing?")
     settings = replace(settings, queues=len(placements))
+    if show is not None:
+        show(f"{cluster.name}: {len(placements)} queues over {len(masters)} masters\n{format_placements(placements)}")
     loaded = [name for name in masters if any(p.node == name for p in placements)]
     local = all(masters[name].pid is not None for name in loaded)
     cores = os.cpu_count() or 1

@@ -378,8 +378,12 @@ def test_capacity_cli_on_a_cluster_splits_the_rate_feeds_each_queue_and_writes_n
     code = main(["capacity", "--server", "redis-cluster", "--duration", "0.3", "--warmup", "0.1",
                  "--rate", "6000", "--connections", "2", "--queues", "4", "--feed", "produce", "--out", str(out)])
     assert code == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "total" in printed and "bound: " in printed and "accounting: PASS" in printed
+    # The placement is shown before the run (stderr, beside the progress), and again with the table.
+    placed = captured.err.index("per node: ")
+    assert placed < captured.err.index("filling") and "per node: " in printed
     assert "share this machine's" in printed
     entry = json.loads((out / "summary.json").read_text())["builds"]["redis-cluster"]
     assert entry["queues"] == 4 and len(entry["placements"]) == 4 and len(entry["nodes"]) == 3
