@@ -19,6 +19,8 @@ machine they say how much of a low busy % was the machine, not the load.
 `run_alternating(servers, ...)` drives several servers through one window,
 all at once on the server core or in turns; `echomq.compare` uses it.
 The machinery is in `echomq.session`, the result in `echomq.capresult`.
+A cluster is driven master by master through one window, with a row per
+node: `echomq.capcluster`.
 
 Feeds: `backlog` pre-fills enough pending jobs for the whole run and lets
 the consumers drain it (a cycle is claim + complete); `produce` keeps a
@@ -32,11 +34,14 @@ import argparse
 import math
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .capresult import CapacityResult, format_table
-from .capsettings import CapacityError, CapacitySettings, refuse_clusters
+from .capsettings import CapacityError, CapacitySettings
 from .session import Session, close_session, collect, drive, open_session, plans, prepare, target_of
+
+if TYPE_CHECKING:
+    from .capcluster import ClusterCapacityResult
 
 __all__ = ["CapacitySettings", "CapacityResult", "CapacityError", "run_capacity", "run_alternating", "measure",
            "write_capacity", "target_of", "configure", "run", "SLOT_S"]
@@ -47,10 +52,20 @@ SLOT_S = 0.25                  # alternating runs: each server's turn
 
 def run_capacity(server: Any, settings: CapacitySettings = CapacitySettings(), *,
                  lua_dir: Path | str | None = None, progress: Say | None = None,
-                 cleanup: bool = True) -> CapacityResult:
+                 cleanup: bool = True, show: Say | None = None) -> CapacityResult:
     """Measure one running server. It is left running; the run's keys are removed
-    unless settings.keep_keys (or cleanup=False: the caller throws the server away)."""
+    unless settings.keep_keys (or cleanup=False: the caller throws the server away).
+    A cluster (echomq.cluster) is measured per master (`echomq.capcluster`), and
+    `show` gets its queues' placement before the run."""
+    from .cluster import is_cluster
+
+    if is_cluster(server):
+        from .capcluster import run_cluster_capacity
+
+        return run_cluster_capacity(server, settings, lua_dir=lua_dir, progress=progress,  # type: ignore[return-value]
+                                    cleanup=cleanup, show=show)
     settings.check()
+    settings = replace(settings, queues=settings.queues or 1)
     s = open_session(server, settings, lua_dir, progress)
     try:
         prepare([s], settings)
@@ -77,6 +92,7 @@ def run_alternating(servers: Sequence[Any], settings: CapacitySettings = Capacit
     in the window, the few that finish just after its slot included.
     """
     settings.check()
+    settings = replace(settings, queues=settings.queues or 1)
     if settings.rate is not None and slot_s is not None:
         raise CapacityError("turns in slots need a closed loop: leave out --rate, or run the builds together")
     if slot_s is not None and not slot_s > 0:
@@ -108,14 +124,15 @@ def _joint_say(progress: Say | None, slot_s: float | None) -> Say:
 
 
 def measure(spec: Any, settings: CapacitySettings = CapacitySettings(), *, lua_dir: Path | str | None = None,
-            progress: Say | None = None) -> CapacityResult:
-    """Start a fresh server from `spec`, measure it, stop it."""
+            progress: Say | None = None, show: Say | None = None) -> CapacityResult:
+    """Start a fresh server (or cluster) from `spec`, measure it, stop it."""
     from .servers import start
 
     server = start(spec)
     try:
-        return run_capacity(server, settings, lua_dir=lua_dir, progress=progress,
-                            cleanup=server.spec.kind == "url")
+        # Keys stay only on what this process started and throws away.
+        return run_capacity(server, settings, lua_dir=lua_dir, progress=progress, show=show,
+                            cleanup=server.spec.kind == "url" or server.spec.url is not None)
     finally:
         server.stop()
 
@@ -133,9 +150,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="keep every job id and check the server's sets against them after the run")
 
 
-def write_capacity(out: Path, results: list[CapacityResult], argv: list[str] | None = None) -> Path:
-    """The run's files in `out`: meta.json, capacity.csv, summary.json, one .hgrm per build and verb."""
+def write_capacity(out: Path, results: Sequence[CapacityResult | ClusterCapacityResult],
+                   argv: list[str] | None = None) -> Path:
+    """The run's files in `out`: meta.json, capacity.csv, summary.json, one .hgrm per build and verb.
+    A cluster's rows carry a `node` column (a master's address, or `all` for the totals)."""
     from . import meta
+    from .capcluster import ClusterCapacityResult
     from .results import write_json, write_tidy
 
     out.mkdir(parents=True, exist_ok=True)
@@ -143,6 +163,10 @@ def write_capacity(out: Path, results: list[CapacityResult], argv: list[str] | N
     info = meta.collect(servers=(), argv=argv, workload=asdict(settings))
     info["servers"] = [r.server for r in results]
     info["pinning"] = {r.build: r.pinning for r in results}
+    clusters = [r for r in results if isinstance(r, ClusterCapacityResult)]
+    if clusters:
+        info["clusters"] = {r.build: {"placements": [asdict(p) for p in r.placements], "cores_note": r.cores_note,
+                                      "ceiling_note": r.ceiling_note} for r in clusters}
     write_json(out / "meta.json", info)
     write_tidy(out / "capacity.csv", [row for r in results for row in r.rows(trial=1)])
     write_tidy(out / "timeline.csv", [row for r in results for row in r.timeline_rows(trial=1)])
@@ -152,22 +176,37 @@ def write_capacity(out: Path, results: list[CapacityResult], argv: list[str] | N
     return out
 
 
+def _shown(progress: Any) -> Say:
+    """Lines shown on stderr before a run (a cluster's placement), after the progress line."""
+    import sys
+
+    def show(text: str) -> None:
+        progress.done()
+        print(text, file=sys.stderr, flush=True)
+
+    return show
+
+
 def run(args: argparse.Namespace) -> int:
+    from .capcluster import ClusterCapacityResult, format_cluster
     from .results import new_run_dir
     from .workload import StderrProgress, settings_from_args
 
     settings = settings_from_args(args, ledger=args.audit)
-    refuse_clusters(args.server)
     progress = StderrProgress()
-    results: list[CapacityResult] = []
+    results: list[CapacityResult | ClusterCapacityResult] = []
     from .compare import unique_builds
 
     for spec in unique_builds(args.server):   # a build given twice is measured twice: redis, redis-2
-        results.append(measure(spec, settings, progress=progress))
+        results.append(measure(spec, settings, progress=progress, show=_shown(progress)))
         progress.done()
     out = write_capacity(new_run_dir("capacity", args.out), results)
-    print(format_table(results))
+    single = [r for r in results if isinstance(r, CapacityResult)]
+    if single:
+        print(format_table(single))
     for r in results:
+        if isinstance(r, ClusterCapacityResult):
+            print(("\n" if r is not results[0] else "") + format_cluster(r))
         print(f"{r.build}: {r.pinning}; {r.cycles:,} cycles in {r.window_s:g} s; scripts {r.scripts}")
         for text in r.warnings:
             print(f"{r.build}: WARNING {text}")
@@ -175,4 +214,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"{r.build}: audit {'PASS' if r.audit['passed'] else 'FAIL'}")
     print(f"results: {out}")
     failed = any(r.audit is not None and not r.audit["passed"] for r in results)
+    failed = failed or any(isinstance(r, ClusterCapacityResult) and not r.accounting_passed for r in results)
     return 1 if failed else 0

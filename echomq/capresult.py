@@ -57,6 +57,8 @@ class CapacityResult:
     warnings: list[str] = field(default_factory=list)
     server: dict[str, Any] = field(default_factory=dict)   # meta.describe_server: version, settings
     timeline: list[tuple[float, float]] = field(default_factory=list)  # (s since the window opened, cycles/s)
+    # latency_ms per verb, computed once: a summary walks the whole histogram (a quarter second each).
+    _summaries: dict[str, dict[str, float]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def median_bin_rate(self) -> float:
@@ -77,8 +79,10 @@ class CapacityResult:
         return self.cycles_per_s / self.ceiling.claims_per_s if self.ceiling else None
 
     def latency_ms(self, verb: str) -> dict[str, float]:
-        hist = self.latency.get(verb)
-        return hist.summary_ms() if hist is not None and hist.count else {}
+        if verb not in self._summaries:
+            hist = self.latency.get(verb)
+            self._summaries[verb] = hist.summary_ms() if hist is not None and hist.count else {}
+        return self._summaries[verb]
 
     def headline(self) -> dict[str, Any]:
         """The summary.json entry: the issue's six keys first, then context."""

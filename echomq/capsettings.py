@@ -32,7 +32,7 @@ class CapacitySettings:
     ceiling: bool = True
     ceiling_requests: int = 100_000
     pin: bool = True
-    queues: int = 1
+    queues: int | None = None     # None: 1 on one server, one per master on a cluster
     ledger: bool = False          # keep every id, then audit the server's sets against it
     keep_keys: bool = False       # leave the queue's keys on the server after the run
 
@@ -43,7 +43,7 @@ class CapacitySettings:
         if self.warmup_s < 0:
             problems.append(f"warmup must be >= 0 s, got {self.warmup_s}")
         for name in ("processes", "connections", "pipeline", "lease_ms", "queues", "ceiling_requests"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.payload_bytes < 0:
             problems.append(f"payload must be >= 0 bytes, got {self.payload_bytes}")
@@ -63,17 +63,17 @@ class CapacitySettings:
             raise CapacityError("bad capacity settings: " + "; ".join(problems))
 
 
-def refuse_clusters(specs: Iterable[Any]) -> None:
+def refuse_clusters(specs: Iterable[Any], command: str = "compare") -> None:
     """CapacityError before anything starts when a spec is a cluster.
 
-    The driver's workers hold hand-encoded RESP sockets to one address and
-    sample one server's CPU; a cluster needs a socket per master and
-    per-node samples. Until then, per-node figures come from
-    bench/cluster_scaling.py and the Locust scenarios.
+    compare loads every build on one server core, in turns or together, and
+    judges a difference from their shares of it; a cluster is several main
+    threads on several cores, so there is no one core to share. A cluster's
+    capacity is `echomq-bench capacity --server redis-cluster` (per node).
     """
     clusters = [spec.describe() for spec in specs if getattr(spec, "kind", None) == "cluster"]
     if clusters:
         raise CapacityError(
-            f"{', '.join(clusters)}: the capacity driver measures one server, not a cluster; measure each "
-            "node's build with --server redis|valkey, and a cluster with bench/cluster_scaling.py or the "
-            "Locust scenarios (--server redis-cluster --queues 3)")
+            f"{', '.join(clusters)}: {command} shares one server core between builds, and a cluster has a main "
+            "thread per node; measure each cluster on its own with `echomq-bench capacity --server "
+            f"{clusters[0]}` (per-node rows), or each node's build with --server redis|valkey")

@@ -60,6 +60,7 @@ __all__ = [
     "format_placements",
     "queue_slot",
     "master_clients",
+    "is_cluster",
 ]
 
 CLUSTER_BINARIES: dict[str, str] = {"redis-cluster": "redis-server", "valkey-cluster": "valkey-server"}
@@ -570,6 +571,11 @@ class Placement:
     queue: str
     slot: int
     node: str  # host:port of the master serving the slot when chosen
+
+
+def is_cluster(target: Any) -> bool:
+    """A local or URL cluster (what `servers.start` gives for a cluster spec)."""
+    return isinstance(target, _Cluster)
 
 
 def _owners(target: Any) -> tuple[list[str], Any]:

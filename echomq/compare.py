@@ -245,6 +245,7 @@ def run_compare(builds: Sequence[Build | ServerSpec | str],
     if interleave not in INTERLEAVE:
         raise CapacityError(f"interleave must be one of {', '.join(INTERLEAVE)}, got {interleave!r}")
     settings.check()
+    settings = replace(settings, queues=settings.queues or 1)
     if interleave == "slot" and settings.rate is not None:
         raise CapacityError("turns in slots need a closed loop: leave out --rate, or run the builds together")
     say: Say = progress or (lambda _: None)

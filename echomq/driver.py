@@ -103,6 +103,7 @@ class _Batch:
     kinds: list[int]
     t_due: list[float]                      # when each command was due (latency origin)
     jobs: list[tuple[bytes, int, float]]    # per complete: id, token, cycle start
+    feed: int = -1                          # a producer's send: index of the queue it feeds
 
 
 @dataclass
@@ -120,6 +121,7 @@ class _Conn:
     ready: list[tuple[bytes, int, float, float]] = field(default_factory=list)  # due completes
     next_claim: int = 0     # open loop: index of the next scheduled claim
     inflight_enq: int = 0
+    done: int = 0           # completes accepted, the whole run: per-queue accounting
 
 
 def _complete_head(sha: bytes, keys: QueueKeys) -> bytes:
@@ -154,6 +156,7 @@ class _Worker:
              "w_claimed", "w_completed", "w_enqueued", "w_empty", "w_stale", "a_completed"), 0)
         self.enq_ids: set[str] = set()
         self.feed_turn = 0
+        self.fed = [0] * len(plan.queues)   # enqueues accepted per queue of plan.queues
         # Cycles counted per time bin (a slot when alternating): the run's timeline.
         self.bin_s = plan.slot_s or BIN_S
         self.bins: dict[int, int] = {}
@@ -209,8 +212,9 @@ class _Worker:
         dues: list[float] = []
         jobs: list[tuple[bytes, int, float]] = []
         parts: list[bytes] = []
+        feed = -1
         if conn.producer:
-            self._produce(conn, now, hold, kinds, dues, jobs, parts)
+            feed = self._produce(conn, now, hold, kinds, dues, jobs, parts)
         else:
             for job_id, token, due, start in conn.ready:
                 tok = b"%d" % token
@@ -237,13 +241,14 @@ class _Worker:
                     conn.busy += n
                     self.c["claims"] += n
         if kinds:
-            conn.batches.append(_Batch(kinds, dues, jobs))
+            conn.batches.append(_Batch(kinds, dues, jobs, feed))
             conn.sock.sendall(b"".join(parts))
 
     def _produce(self, conn: _Conn, now: float, hold: bool, kinds: list[int], dues: list[float],
-                 jobs: list[tuple[bytes, int, float]], parts: list[bytes]) -> None:
+                 jobs: list[tuple[bytes, int, float]], parts: list[bytes]) -> int:
+        """Add enqueues to this send; returns the index of the queue they feed (-1: none)."""
         if hold:
-            return
+            return -1
         # Keep this worker's share of pending topped up: what it enqueued
         # and has in flight, less what its consumers claimed. It may have as
         # many enqueues in flight as all its consumers have jobs, or it
@@ -251,9 +256,10 @@ class _Worker:
         gap = self.plan.produce_ahead - (self.c["enqueued"] + conn.inflight_enq - self.c["claimed"])
         n = min(gap, self.plan.pipeline * self.plan.connections - conn.inflight_enq)
         if n <= 0:
-            return
+            return -1
         # Each send feeds the next queue in turn.
-        head, mid, tail = self.enqueue_parts[self.feed_turn % len(self.enqueue_parts)]
+        feed = self.feed_turn % len(self.enqueue_parts)
+        head, mid, tail = self.enqueue_parts[feed]
         self.feed_turn += 1
         ids = self.ids.take(n)
         parts.append(b"".join([head + job_id + mid + job_id + tail for job_id in ids]))
@@ -261,6 +267,7 @@ class _Worker:
         kinds.extend([ENQUEUE] * n)
         dues.extend([now] * n)
         conn.inflight_enq += n
+        return feed
 
     # -- receiving -----------------------------------------------------------
 
@@ -309,6 +316,7 @@ class _Worker:
                 job_id, token, start = batch.jobs[pos]
                 if reply == b"ok":
                     c["completed"] += 1
+                    conn.done += 1
                     if in_window:
                         c["a_completed"] += 1
                     if self.plan.ledger:
@@ -336,6 +344,7 @@ class _Worker:
                 conn.inflight_enq -= 1
                 if reply == b"enqueued":
                     c["enqueued"] += 1
+                    self.fed[batch.feed] += 1
                     if self.plan.ledger:
                         self.enq_ids.add(batch.jobs[pos][0].decode())
                     if counted:
@@ -408,9 +417,16 @@ class _Worker:
                 blobs[verb] = hist.encode()
         out: dict[str, Any] = {"index": self.plan.index, "pid": os.getpid(), "counts": dict(self.c),
                                "latency": blobs, "bins": self.bins, "bin_s": self.bin_s,
-                               "error": getattr(self, "last_error", None)}
+                               "error": getattr(self, "last_error", None), "queues": self.per_queue()}
         if self.plan.ledger:
             out["ledger"] = {"enqueued": sorted(self.enq_ids), "accepted": self.accepted, "refused": self.refused}
+        return out
+
+    def per_queue(self) -> dict[str, dict[str, int]]:
+        """Completes and enqueues the server accepted, per queue, over the whole run."""
+        out = {q: {"completed": 0, "enqueued": n} for q, n in zip(self.plan.queues, self.fed)}
+        for conn in self.consumers:
+            out[conn.queue.name]["completed"] += conn.done
         return out
 
     def close(self) -> None:

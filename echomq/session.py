@@ -97,7 +97,7 @@ def open_session(server: Any, settings: CapacitySettings, lua_dir: Path | str | 
     client = server.client()
     try:
         described = describe_server(server)
-        names = tuple(f"cap-{secrets.token_hex(3)}-{i}" for i in range(settings.queues))
+        names = tuple(f"cap-{secrets.token_hex(3)}-{i}" for i in range(settings.queues or 1))
         queues = [Queue(client, name, lua_dir=lua_dir) for name in names]
         pinning, client_cpus = pin(server, settings.pin)
         return Session(

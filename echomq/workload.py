@@ -51,7 +51,7 @@ def add_workload_options(parser: argparse.ArgumentParser, *, duration: float = 1
                    help=f"measured window per run (default {duration:g}s; 10, 10s, 500ms)")
     g.add_argument("--warmup", type=seconds, default=d.warmup_s, metavar="T",
                    help=f"load before the window opens (default {d.warmup_s:g}s)")
-    g.add_argument("--processes", type=int, default=d.processes, help=f"driver processes (default {d.processes})")
+    g.add_argument("--processes", type=int, default=d.processes, help=f"driver processes, per master on a cluster (default {d.processes})")
     g.add_argument("--connections", type=int, default=d.connections,
                    help=f"connections per process (default {d.connections})")
     g.add_argument("--pipeline", type=int, default=d.pipeline,
@@ -63,13 +63,14 @@ def add_workload_options(parser: argparse.ArgumentParser, *, duration: float = 1
     g.add_argument("--work", default=d.work, metavar="DIST",
                    help="simulated work per job, e.g. const:0 (default, capacity), exp:mean=2ms")
     g.add_argument("--rate", type=float, default=None, metavar="CYCLES_PER_S",
-                   help="open loop at this many cycles/s, latency from each claim's intended start "
-                        "(default: closed loop, as fast as the server answers)")
+                   help="open loop at this many cycles/s (on a cluster: in all, split over the queues), latency "
+                        "from each claim's intended start (default: closed loop, as fast as the server answers)")
     g.add_argument("--feed", choices=("backlog", "produce"), default=d.feed,
                    help="backlog: drain a pre-filled backlog (default); produce: producers keep pending fed")
     g.add_argument("--backlog", type=int, default=None, metavar="JOBS",
                    help="jobs to pre-fill (default: enough for 80,000 cycles/s through warm-up and window)")
-    g.add_argument("--queues", type=int, default=d.queues, help="queues to spread the load over (default 1)")
+    g.add_argument("--queues", type=int, default=d.queues, help="queues to spread the load over (default: 1 on a server, one per master on a "
+                        "cluster, named so that they land on different masters)")
     if ceiling:
         g.add_argument("--no-ceiling", dest="ceiling", action="store_false",
                        help="skip the redis-benchmark ceiling")

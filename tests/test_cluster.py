@@ -314,8 +314,109 @@ def test_locust_cluster_wire_routes_by_slot_and_follows_moved(cluster: EmbeddedC
         router.client.close()
 
 
-def test_capacity_refuses_a_cluster_before_starting_anything(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["capacity", "--server", "redis-cluster", "--duration", "1s"]) == 2
-    err = capsys.readouterr().err
-    assert "redis-cluster: the capacity driver measures one server, not a cluster" in err
-    assert "bench/cluster_scaling.py" in err
+# --------------------------------------------------------------------------
+# The capacity driver over a cluster
+
+
+def evalsha_calls(client: redis.Redis) -> int:
+    return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def test_capacity_over_a_cluster_counts_every_cycle_on_its_node(cluster: EmbeddedCluster) -> None:
+    from echomq.backlog import remove_queue
+    from echomq.capacity import CapacitySettings, run_capacity
+    from echomq.capcluster import ClusterCapacityResult
+    from echomq.keys import QueueKeys
+
+    masters = {m.name: m for m in cluster.masters()}
+    before = {name: evalsha_calls(m.client()) for name, m in masters.items()}
+    settings = CapacitySettings(duration_s=0.4, warmup_s=0.1, connections=2, pipeline=16, backlog=30_000,
+                                ledger=True, keep_keys=True)
+    r = run_capacity(cluster, settings)
+    assert isinstance(r, ClusterCapacityResult)
+    try:
+        # One queue per master by default, each on a different master, a row for every master.
+        assert len(r.placements) == 3 and {p.node for p in r.placements} == set(masters)
+        assert [n.node for n in r.nodes] == list(masters) and not r.unloaded
+        for n in r.nodes:
+            assert n.queues == tuple(p.queue for p in r.placements if p.node == n.node)
+            assert n.result.cycles > 0
+        assert r.cycles == sum(n.result.cycles for n in r.nodes)
+        assert r.cycles_per_s == pytest.approx(sum(n.result.cycles_per_s for n in r.nodes))
+        assert r.server_utilization == max(n.result.server_utilization for n in r.nodes)
+        assert r.bound in ("server", "client") and (r.bound_node in masters) == (r.bound == "server")
+        assert r.audit is not None and r.audit["passed"], r.audit
+        # The driver's completes per queue equal what the server completed: its sets, read here.
+        assert r.accounting_passed and len(r.accounting) == 3
+        client = cluster.client()
+        for row in r.accounting:
+            k = QueueKeys(row["queue"])
+            assert client.zcard(k.active) == 0
+            assert client.zcard(k.pending) == row["filled"] - row["driver_completed"]
+            assert row["driver_completed"] == row["server_completed"] > 0
+        assert sum(row["filled"] for row in r.accounting) == 30_000
+        # Each master ran exactly its own workers' scripts: one EVALSHA per claim and per complete.
+        for n in r.nodes:
+            c = n.result.counts
+            assert c["completed"] == sum(row["driver_completed"] for row in r.accounting if row["node"] == n.node)
+            assert evalsha_calls(masters[n.node].client()) - before[n.node] == c["claims"] + c["completed"]
+        entry = r.headline()
+        assert [e["node"] for e in entry["nodes"]] == list(masters)
+        assert entry["ceiling_claims_per_s"] is None and "redis-benchmark" in entry["ceiling_note"]
+        assert "share this machine's" in entry["pinning"] and "cores" in entry["cores_note"]
+    finally:
+        for name, m in masters.items():
+            with m.client() as c:
+                remove_queue(c, [p.queue for p in r.placements if p.node == name])
+
+
+def test_capacity_cli_on_a_cluster_splits_the_rate_feeds_each_queue_and_writes_node_rows(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import csv
+
+    out = tmp_path / "cap"
+    code = main(["capacity", "--server", "redis-cluster", "--duration", "0.3", "--warmup", "0.1",
+                 "--rate", "6000", "--connections", "2", "--queues", "4", "--feed", "produce", "--out", str(out)])
+    assert code == 0
+    captured = capsys.readouterr()
+    printed = captured.out
+    assert "total" in printed and "bound: " in printed and "accounting: PASS" in printed
+    # The placement is shown before the run (stderr, beside the progress), and again with the table.
+    placed = captured.err.index("per node: ")
+    assert placed < captured.err.index("filling") and "per node: " in printed
+    assert "share this machine's" in printed
+    entry = json.loads((out / "summary.json").read_text())["builds"]["redis-cluster"]
+    assert entry["queues"] == 4 and len(entry["placements"]) == 4 and len(entry["nodes"]) == 3
+    assert entry["cycles_per_s"] == pytest.approx(sum(n["cycles_per_s"] for n in entry["nodes"]))
+    assert entry["accounting_passed"] and entry["ceiling_claims_per_s"] is None
+    # Producers fed every queue, and each queue's completes match what the server saw enqueued and done.
+    assert len(entry["accounting"]) == 4
+    for row in entry["accounting"]:
+        assert row["enqueued"] > 0 and row["driver_completed"] == row["server_completed"] > 0
+    # The rate is split by queues: a master with two of the four queues gets half of it, and an open
+    # loop never claims ahead of its schedule (one claim per connection may be due at the start).
+    for n in entry["nodes"]:
+        share = 6000 * len(n["queues"]) / 4
+        assert 0 < n["counts"]["claims"] <= share * 0.4 + 2
+    rows = list(csv.DictReader((out / "capacity.csv").open()))
+    assert {row["node"] for row in rows} == {n["node"] for n in entry["nodes"]} | {"all"}
+    meta = json.loads((out / "meta.json").read_text())
+    assert len(meta["clusters"]["redis-cluster"]["placements"]) == 4
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["capacity", "--server", "valkey-cluster", "--queues", "0"], "queues must be >= 1"),
+    (["compare", "--server", "redis-cluster", "--server", "valkey-cluster"], "a main thread per node"),
+])
+def test_capacity_bad_input_on_a_cluster_starts_nothing(argv: list[str], fragment: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import echomq.servers
+
+    started: list[object] = []
+    monkeypatch.setattr(echomq.servers, "start", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(echomq.servers.EmbeddedServer, "__init__", lambda *a, **k: started.append(a))
+    out = tmp_path / "cap"
+    assert main([*argv, "--duration", "0.3", "--out", str(out)]) == 2
+    assert fragment in capsys.readouterr().err
+    assert not out.exists() and started == []
