@@ -183,7 +183,7 @@ def load_work_times(path: Path) -> tuple[float, ...]:
         if low.endswith(("_s", "seconds", "sec")):
             column, scale = i, 1000.0
             break
-    body = rows[1:] if not _is_number(header[column]) else rows
+    body = rows[1:] if not is_number(header[column]) else rows
     try:
         values = sorted(float(r[column]) * scale for r in body if r and r[column].strip())
     except ValueError as exc:
@@ -217,7 +217,7 @@ def _load_hgrm(path: Path) -> tuple[float, ...]:
     last = 0
     for line in path.read_text().splitlines():
         parts = line.split()
-        if len(parts) < 3 or line.lstrip().startswith("#") or not _is_number(parts[0]):
+        if len(parts) < 3 or line.lstrip().startswith("#") or not is_number(parts[0]):
             continue
         total = int(float(parts[2]))
         pairs.append((float(parts[0]), total - last))
@@ -256,7 +256,7 @@ def load_work_file(path: Path) -> tuple[float, ...]:
     return load_work_times(path)
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
     try:
         float(text)
     except ValueError:

@@ -14,10 +14,10 @@ __all__ = ["seconds", "milliseconds", "add_workload_options", "settings_from_arg
 
 def seconds(text: str) -> float:
     """A duration in seconds: 10, 10s, 500ms, 2m."""
-    from .dist import DistError, parse_duration_ms
+    from .dist import DistError, is_number, parse_duration_ms
 
     try:
-        value = float(text) if _is_number(text) else parse_duration_ms(text) / 1000.0
+        value = float(text) if is_number(text) else parse_duration_ms(text) / 1000.0
     except DistError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     if value < 0:
@@ -27,21 +27,13 @@ def seconds(text: str) -> float:
 
 def milliseconds(text: str) -> int:
     """A duration in whole ms: 60000, 60s, 250ms."""
-    from .dist import DistError, parse_duration_ms
+    from .dist import DistError, is_number, parse_duration_ms
 
     try:
-        value = float(text) if _is_number(text) else parse_duration_ms(text)
+        value = float(text) if is_number(text) else parse_duration_ms(text)
     except DistError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return int(round(value))
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def add_workload_options(parser: argparse.ArgumentParser, *, duration: float = 10.0, ceiling: bool = True) -> None:
