@@ -49,6 +49,12 @@ def test_report_from_the_sample(tmp_path: Path) -> None:
     page, text = html.read_text(), md.read_text()
     assert len(findings) == 3
     assert 'id="headline"' in page and "Capacity per build" in page
+    # The sample's builds ran together on one core: the report must not pass
+    # a build's share of that core off as its capacity.
+    compare = load(SAMPLE / "compare").summary
+    assert compare["interleave"] == "together" and compare["rates_note"]
+    assert "cycles/s, share of one core" in page and compare["rates_note"] in text
+    assert "share of one core shared with the other build" in findings[0]
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert len(images) >= 5  # ratios, latency, consumers, reap curves, lease trade-off
     for name in re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", text):
