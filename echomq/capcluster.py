@@ -44,16 +44,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import serverstats
-from .backlog import fill_in_turn
-from .capresult import CapacityResult, _num
+from .capresult import CapacityResult, _num, median_rate, write_hgrms
 from .capsettings import CapacityError, CapacitySettings
 from .cluster import Placement, format_placements, spread_queues
 from .driver import VERBS
 from .keys import QueueKeys
 from .latency import Latency
-from .queue import Queue
 from .servers import server_version
-from .session import Session, backlog_size, close_session, collect, drive, plans
+from .session import (Session, backlog_size, close_session, collect, drive, fill_sessions, open_session,
+                      plans)
 from .wire import Target
 
 __all__ = ["ClusterCapacityResult", "NodeResult", "run_cluster_capacity", "format_cluster"]
@@ -229,11 +228,7 @@ class ClusterCapacityResult:
 
     @property
     def median_bin_rate(self) -> float:
-        rates = sorted(rate for _, rate in self.timeline)
-        if not rates:
-            return self.cycles_per_s
-        k = len(rates)
-        return rates[k // 2] if k % 2 else (rates[k // 2 - 1] + rates[k // 2]) / 2
+        return median_rate(self.timeline, self.cycles_per_s)
 
     @property
     def audit(self) -> dict[str, Any] | None:
@@ -334,13 +329,7 @@ class ClusterCapacityResult:
         return out
 
     def write_hgrm(self, folder: Path, prefix: str = "") -> list[Path]:
-        paths = []
-        for verb, hist in self.latency.items():
-            if hist.count:
-                path = folder / f"{prefix}{self.build}-{verb}.hgrm"
-                hist.write_hgrm(path)
-                paths.append(path)
-        return paths
+        return write_hgrms(folder, f"{prefix}{self.build}", self.latency)
 
 
 # --------------------------------------------------------------------------
@@ -389,7 +378,9 @@ def run_cluster_capacity(cluster: Any, settings: CapacitySettings = CapacitySett
             ns = replace(settings, queues=len(names), pin=False, ceiling=False,
                          rate=settings.rate * share if settings.rate else None,
                          backlog=_split(settings.backlog, placements, names))
-            sessions.append(_open(_Master(masters[name]), names, ns, lua_dir, say, pinning))
+            master = _Master(masters[name])
+            sessions.append(open_session(master, ns, lua_dir, say, names=names, target=master.target(),
+                                         pinning=pinning))
             node_settings.append(ns)
         filled = _fill(sessions, node_settings, settings, say)
         groups = [(plans(ns, s), s) for ns, s in zip(node_settings, sessions)]
@@ -422,38 +413,14 @@ def _split(total: int | None, placements: list[Placement], names: tuple[str, ...
     return sum(total // q + (i < total % q) for i, p in enumerate(placements) if p.queue in names)
 
 
-def _open(master: _Master, names: tuple[str, ...], settings: CapacitySettings, lua_dir: Path | str | None,
-          say: Say, pinning: str) -> Session:
-    from .meta import describe_server
-
-    client = master.client()
-    try:
-        scripts = Queue(client, names[0], lua_dir=lua_dir).scripts   # SCRIPT LOAD on this master
-        described = describe_server(master)
-        return Session(server=master, client=client, target=master.target(), names=names, scripts=scripts,
-                       shas={verb: scripts.sha(verb) for verb in ("claim", "complete", "enqueue")},
-                       described=described, version=described.get("version") or master.version(),
-                       pinning=pinning, client_cpus=None, say=lambda text: say(f"{master.name}: {text}"))
-    except BaseException:
-        client.close()
-        raise
-
-
 def _fill(sessions: list[Session], node_settings: list[CapacitySettings], settings: CapacitySettings,
           say: Say) -> dict[str, int]:
     """Every master's backlog, a chunk per queue in turn; returns the jobs put on each queue."""
-    payload = b"x" * settings.payload_bytes
-    jobs: list[tuple[Target, str, int, Session]] = []
     for s, ns in zip(sessions, node_settings):
         share = 1.0 if ns.rate or ns.backlog is not None or ns.feed == "produce" else NODE_SHARE
         s.backlog = backlog_size(ns, share)
-        k = len(s.names)
-        jobs += [(s.target, name, s.backlog // k + (i < s.backlog % k), s) for i, name in enumerate(s.names)]
-    say(f"filling {sum(j[2] for j in jobs):,} jobs on {len(sessions)} masters")
-    ids = fill_in_turn([job[:3] for job in jobs], payload, keep_ids=settings.ledger)
-    for (_, _, _, s), got in zip(jobs, ids):
-        s.ledger.enqueued.update(x.decode() for x in got)
-    return {name: n for _, name, n, _ in jobs}
+    say(f"filling {sum(s.backlog for s in sessions):,} jobs on {len(sessions)} masters")
+    return fill_sessions(sessions, b"x" * settings.payload_bytes, keep_ids=settings.ledger)
 
 
 def _account(sessions: list[Session], results: list[list[dict[str, Any]]], filled: dict[str, int],

@@ -8,6 +8,7 @@ HdrHistogram percentile file per verb.
 from __future__ import annotations
 
 import os
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,11 +64,7 @@ class CapacityResult:
     @property
     def median_bin_rate(self) -> float:
         """The median of the timeline's cycles/s: a burst of interference moves one bin, not this."""
-        rates = sorted(rate for _, rate in self.timeline)
-        if not rates:
-            return self.cycles_per_s
-        n = len(rates)
-        return rates[n // 2] if n % 2 else (rates[n // 2 - 1] + rates[n // 2]) / 2
+        return median_rate(self.timeline, self.cycles_per_s)
 
     @property
     def ceiling_claims_per_s(self) -> float | None:
@@ -148,13 +145,23 @@ class CapacityResult:
         return [{**base, "t_s": t, "metric": "cycles_per_s", "value": rate, "unit": "1/s"} for t, rate in self.timeline]
 
     def write_hgrm(self, folder: Path, prefix: str = "") -> list[Path]:
-        paths = []
-        for verb, hist in self.latency.items():
-            if hist.count:
-                path = folder / f"{prefix}{self.build}-{verb}.hgrm"
-                hist.write_hgrm(path)
-                paths.append(path)
-        return paths
+        return write_hgrms(folder, f"{prefix}{self.build}", self.latency)
+
+
+def median_rate(timeline: list[tuple[float, float]], fallback: float) -> float:
+    """The median of a timeline's cycles/s (`fallback` when it is empty)."""
+    return statistics.median(rate for _, rate in timeline) if timeline else fallback
+
+
+def write_hgrms(folder: Path, stem: str, latency: dict[str, Latency]) -> list[Path]:
+    """One `<stem>-<verb>.hgrm` per verb that saw a call."""
+    paths = []
+    for verb, hist in latency.items():
+        if hist.count:
+            path = folder / f"{stem}-{verb}.hgrm"
+            hist.write_hgrm(path)
+            paths.append(path)
+    return paths
 
 
 def build_result(build: str, version: str, settings: CapacitySettings, scripts: Any, ceiling: Ceiling | None,

@@ -26,7 +26,7 @@ from .driver import BIN_S, Window, WorkerPlan, slot_owner, worker_main
 from .queue import Queue
 from .wire import Target
 
-__all__ = ["Session", "Measured", "target_of", "pin", "open_session", "prepare", "collect", "close_session",
+__all__ = ["Session", "Measured", "target_of", "pin", "open_session", "prepare", "fill_sessions", "collect", "close_session",
            "backlog_size", "plans", "drive"]
 
 Say = Callable[[str], None]
@@ -91,18 +91,25 @@ class Session:
     ledger: Ledger = field(default_factory=Ledger)
 
 
-def open_session(server: Any, settings: CapacitySettings, lua_dir: Path | str | None, progress: Say | None) -> Session:
+def open_session(server: Any, settings: CapacitySettings, lua_dir: Path | str | None, progress: Say | None, *,
+                 names: tuple[str, ...] | None = None, target: Target | None = None,
+                 pinning: str | None = None) -> Session:
+    """Scripts loaded on `server`, the queues named (fresh random names unless
+    given), the server pinned unless `pinning` already says how it runs."""
     from .meta import describe_server
 
     client = server.client()
     try:
         described = describe_server(server)
-        names = tuple(f"cap-{secrets.token_hex(3)}-{i}" for i in range(settings.queues or 1))
-        queues = [Queue(client, name, lua_dir=lua_dir) for name in names]
-        pinning, client_cpus = pin(server, settings.pin)
+        names = names or tuple(f"cap-{secrets.token_hex(3)}-{i}" for i in range(settings.queues or 1))
+        # Scripts are per server, not per queue: one SCRIPT LOAD of each serves every queue.
+        scripts = Queue(client, names[0], lua_dir=lua_dir).scripts
+        client_cpus = None
+        if pinning is None:
+            pinning, client_cpus = pin(server, settings.pin)
         return Session(
-            server=server, client=client, target=target_of(server), names=names, scripts=queues[0].scripts,
-            shas={verb: queues[0].scripts.sha(verb) for verb in ("claim", "complete", "enqueue")},
+            server=server, client=client, target=target or target_of(server), names=names, scripts=scripts,
+            shas={verb: scripts.sha(verb) for verb in ("claim", "complete", "enqueue")},
             described=described, version=described.get("version") or server.version(), pinning=pinning,
             client_cpus=client_cpus,
             say=(lambda text: progress(f"{server.name}: {text}")) if progress else (lambda _: None))
@@ -122,11 +129,19 @@ def prepare(sessions: list[Session], settings: CapacitySettings, share: float = 
                                     lease_ms=settings.lease_ms, cpus=s.client_cpus, say=s.say)
         s.backlog = backlog_size(settings, share)
         s.say(f"filling {s.backlog:,} jobs")
+    fill_sessions(sessions, payload, keep_ids=settings.ledger)
+
+
+def fill_sessions(sessions: list[Session], payload: bytes, keep_ids: bool) -> dict[str, int]:
+    """Each session's `backlog` split over its queues, filled a chunk per queue
+    in turn; the ids go to the session's ledger when kept. Returns the jobs
+    put on each queue."""
     jobs = [(s.target, name, s.backlog // len(s.names) + (i < s.backlog % len(s.names)), s)
             for s in sessions for i, name in enumerate(s.names)]
-    filled = fill_in_turn([job[:3] for job in jobs], payload, keep_ids=settings.ledger)
+    filled = fill_in_turn([job[:3] for job in jobs], payload, keep_ids=keep_ids)
     for (_, _, _, s), ids in zip(jobs, filled):
         s.ledger.enqueued.update(x.decode() for x in ids)
+    return {name: n for _, name, n, _ in jobs}
 
 
 def collect(s: Session, settings: CapacitySettings, results: list[dict[str, Any]],
