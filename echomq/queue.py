@@ -9,7 +9,7 @@ from typing import Iterator, Literal
 
 import redis
 
-from .errors import EchoMQError, InvalidArgumentError, OutOfMemoryError, ServerUnavailableError, from_reply
+from .errors import InvalidArgumentError, OutOfMemoryError, ServerUnavailableError, from_reply
 from .ids import check_job_id
 from .keys import QueueKeys
 from .scripts import Scripts

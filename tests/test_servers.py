@@ -24,7 +24,6 @@ from echomq.servers import (
     EmbeddedServer,
     ServerError,
     ServerNotFoundError,
-    ServerSpec,
     ServerSpecError,
     ServerStartError,
     UrlServer,

@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from ..audit import AuditReport, Ledger, audit
+from ..audit import AuditReport, Ledger
 from ..keys import QueueKeys
 from ..serverstats import BUSY, bound
 from .client import Books
