@@ -483,6 +483,11 @@ def chart(curves: Sequence[Curve], path: Path) -> Path:
     return path
 
 
+def _progress_line(name: str) -> Callable[[str], None]:
+    """One stderr line, rewritten in place, for one server's curve."""
+    return lambda text: print(f"\rreapcost {name}: {text:<48}", end="", file=sys.stderr, flush=True)
+
+
 def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path | str | None = None,
                    settings: CurveSettings | None = None, verbose: bool = True) -> dict[str, Any]:
     """Measure the curves on each server and write results/<run-id>/ with
@@ -493,10 +498,7 @@ def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path
     settings = settings or (QUICK if quick else FULL)
     curves = []
     for server in servers:
-        progress = None
-        if verbose:
-            def progress(text: str, name: str = server.name) -> None:
-                print(f"\rreapcost {name}: {text:<48}", end="", file=sys.stderr, flush=True)
+        progress = _progress_line(server.name) if verbose else None
         with server.client() as client:
             curves.append(measure_curve(client, server=server.name, version=server.version(),
                                         settings=settings, progress=progress))
