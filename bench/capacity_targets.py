@@ -29,13 +29,13 @@ import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
-from echomq.capacity import CapacitySettings, measure
-from echomq.compare import Build, run_compare, unique_builds
+from echomq_bench.commands.capacity import CapacitySettings, measure
+from echomq_bench.commands.compare import Build, run_compare, unique_builds
 from echomq.queue import Queue
 from echomq.scripts import lua_dir
-from echomq.servers import parse_server_spec, start
-from echomq.stats import SAME, SLOWER
-from echomq.workload import StderrProgress
+from echomq_bench.servers.embedded import parse_server_spec, start
+from echomq_bench.measurement.stats import SAME, SLOWER
+from echomq_bench.capacity.workload import StderrProgress
 
 MARK = "local popped = rcall('ZPOPMIN', pendingKey)"
 BUSY_TARGET = 0.85
@@ -49,8 +49,8 @@ def claim_costs(spec: str, folders: list[Path | None], rounds: int = 40, batch: 
     batches of claims go to each in turn, so a machine whose speed drifts
     by the second weighs on every folder alike.
     """
-    from echomq.backlog import fill_in_turn
-    from echomq.capacity import target_of
+    from echomq_bench.load.backlog import fill_in_turn
+    from echomq_bench.commands.capacity import target_of
 
     n = rounds * batch
     with ExitStack() as stack:

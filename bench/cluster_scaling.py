@@ -10,7 +10,7 @@ each: Q worker processes, one per queue, each talking straight to the
 master that owns its queue, in rounds of one pipeline of `batch` enqueues +
 `batch` claims and one pipeline of `batch` completes. A cycle is one job
 enqueued, claimed and completed. Queue names come from
-`echomq.cluster.spread_queues`, so on three masters each master gets Q/3.
+`echomq_bench.servers.cluster.spread_queues`, so on three masters each master gets Q/3.
 
 "others" is the machine's busy CPU minus what our nodes and workers used:
 other tenants of a shared machine. Trials interleave 1-node and 3-node runs (ABBA...) so the drift of a shared
@@ -34,12 +34,12 @@ from typing import Any
 import redis
 
 from echomq import Queue, mint
-from echomq import meta
-from echomq.cluster import EmbeddedCluster, format_placements, master_clients, spread_queues
+from echomq_bench.records import meta
+from echomq_bench.servers.cluster import EmbeddedCluster, format_placements, master_clients, spread_queues
 from echomq.keys import QueueKeys
-from echomq.results import new_run_dir, write_json, write_tidy
-from echomq.servers import parse_server_spec, start
-from echomq.serverstats import sample, usage
+from echomq_bench.records.files import new_run_dir, write_json, write_tidy
+from echomq_bench.servers.embedded import parse_server_spec, start
+from echomq_bench.measurement.serverstats import sample, usage
 
 WARMUP_S = 0.5
 CLEAN_OTHERS = 0.15  # cores used by other tenants below which a run counts as clean

@@ -12,8 +12,8 @@ from typing import Iterator
 
 import pytest
 
-from echomq.microbench import Env
-from echomq.servers import DEFAULT_SPECS, parse_server_spec, start
+from echomq_bench.microbench.runner import Env
+from echomq_bench.servers.embedded import DEFAULT_SPECS, parse_server_spec, start
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

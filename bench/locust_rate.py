@@ -45,9 +45,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from echomq.locusts.report import limit, machine_busy_s  # noqa: E402  (no locust import: no monkey-patching here)
-from echomq.servers import DEFAULT_SPECS, free_port, parse_server_spec, start  # noqa: E402
-from echomq.serverstats import process_cpu_s, sample, usage  # noqa: E402
+from echomq_bench.locust.report import limit, machine_busy_s  # noqa: E402  (no locust import: no monkey-patching here)
+from echomq_bench.servers.embedded import DEFAULT_SPECS, free_port, parse_server_spec, start  # noqa: E402
+from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage  # noqa: E402
 
 LOCUST = Path(sys.executable).with_name("locust")
 PRODUCERS, BATCH, BACKLOG, LEASE_MS = 2, 50, 2000, 30_000

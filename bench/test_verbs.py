@@ -1,6 +1,6 @@
 """pytest-benchmark microbenchmarks of every verb, on each build.
 
-Each verb runs from a prepared state (echomq.microbench cases); where a
+Each verb runs from a prepared state (echomq_bench.microbench.runner cases); where a
 call consumes its state, `pedantic(setup=...)` writes it fresh before each
 round with plain HSET/ZADD. pytest-benchmark times the client round trip;
 `extra_info` carries the server side from INFO commandstats:
@@ -23,7 +23,7 @@ import statistics
 
 import pytest
 
-from echomq.microbench import CASES, VERB_CASES, Env, run_batch, typical
+from echomq_bench.microbench.runner import CASES, VERB_CASES, Env, run_batch, typical
 
 ROUNDS = 200
 HEAVY_ROUNDS = 40
@@ -57,7 +57,7 @@ def test_verb(benchmark, env: Env, case_name: str) -> None:  # type: ignore[no-u
     assert replies and all(case.ok(r) for r in replies), f"{case_name}: unexpected replies {replies[:3]}"
     assert calls1 - calls0 == len(replies), "another client used the server during the benchmark"
 
-    # The server side and the references, call by call (echomq.microbench).
+    # The server side and the references, call by call (echomq_bench.microbench.runner).
     [batch] = run_batch([case], REFERENCE_CALLS)
     typical_us = typical(batch.server_us, case.keep)
     noop_us = typical(batch.noop_us)

@@ -11,7 +11,7 @@ per second; --work exp:mean=20ms and the like make it a service. An audit of
 every job ends the run (audit.json beside the --csv prefix).
 """
 
-from echomq.locusts import Consumer, ConsumerSteps, install
+from echomq_bench.locust import Consumer, ConsumerSteps, install
 
 install("claim_complete", lease_ms=30_000, work="const:0", reap_every="1s", promote_every="1s")
 

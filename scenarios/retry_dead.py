@@ -8,7 +8,7 @@ share p^m of jobs ends dead; the audit at the end accounts for every one.
     locust -f scenarios/retry_dead.py --headless -u 20 -r 20 -t 30s --csv out/retry
 """
 
-from echomq.locusts import Consumer, ConsumerSteps, install
+from echomq_bench.locust import Consumer, ConsumerSteps, install
 
 install("retry_dead", lease_ms=30_000, work="exp:mean=2ms", fail_rate=0.3, max_attempts=3,
         backoff_base="20ms", backoff_cap="500ms", promote_every="50ms", reap_every="1s")

@@ -7,7 +7,7 @@ import time
 import redis
 
 from echomq import Queue, StaleTokenError, mint
-from echomq.audit import Ledger, audit
+from echomq_bench.load.audit import Ledger, audit
 
 
 def run_some(queue: Queue, ledger: Ledger, n: int = 20) -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from echomq.backlog import IdBlock, remove_queue
-from echomq.capacity import CapacityError, CapacitySettings, run_capacity
-from echomq.cli import main
+from echomq_bench.load.backlog import IdBlock, remove_queue
+from echomq_bench.commands.capacity import CapacityError, CapacitySettings, run_capacity
+from echomq_bench.cli import main
 from echomq.ids import Minter, parse_id
 from echomq.keys import QueueKeys
 

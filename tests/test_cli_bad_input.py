@@ -21,9 +21,9 @@ from redis.retry import Retry
 
 from conftest import snapshot
 from echomq import EchoMQError, InvalidArgumentError, Queue, ServerUnavailableError, mint
-from echomq.cli import main
-from echomq.results import ResultsError, load
-from echomq.servers import start
+from echomq_bench.cli import main
+from echomq_bench.records.files import ResultsError, load
+from echomq_bench.servers.embedded import start
 
 PASSWORD = "correct-horse-7"
 WRONG = "wrong-horse-9"

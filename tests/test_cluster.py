@@ -18,9 +18,9 @@ import pytest
 import redis
 
 from echomq import Queue, StaleTokenError, mint
-from echomq.check import run_check
-from echomq.cli import main
-from echomq.cluster import (
+from echomq_bench.commands.check import run_check
+from echomq_bench.cli import main
+from echomq_bench.servers.cluster import (
     EmbeddedCluster,
     UrlCluster,
     format_placements,
@@ -28,8 +28,8 @@ from echomq.cluster import (
     slot_ranges,
     spread_queues,
 )
-from echomq.failover import run_failover
-from echomq.servers import ServerSpecError, ServerStartError, parse_server_spec, start
+from echomq_bench.commands.failover import run_failover
+from echomq_bench.servers.embedded import ServerSpecError, ServerStartError, parse_server_spec, start
 
 BUILDS = ["redis-cluster", "valkey-cluster"]
 
@@ -134,7 +134,7 @@ def test_cluster_with_replicas_is_ready_then_leaves_nothing(build: str) -> None:
 CRASHING_PARENT = textwrap.dedent(
     """
     import json, time
-    from echomq.servers import start
+    from echomq_bench.servers.embedded import start
 
     cluster = start("redis-cluster")
     print(json.dumps([[n.pid, str(n.server.dir)] for n in cluster.nodes]), flush=True)
@@ -238,7 +238,7 @@ def test_url_cluster_finds_every_node(cluster: EmbeddedCluster) -> None:
 
 
 def test_url_cluster_that_does_not_answer_is_refused() -> None:
-    from echomq.servers import free_port
+    from echomq_bench.servers.embedded import free_port
 
     with pytest.raises(ServerStartError, match="does not answer"):
         start(f"redis+cluster://127.0.0.1:{free_port()}")
@@ -270,8 +270,8 @@ def test_failover_replica_takes_over_and_the_audit_accounts_for_every_job(build:
 
 
 def test_master_clients_reach_each_master_alone(cluster: EmbeddedCluster) -> None:
-    from echomq.cluster import master_clients
-    from echomq.serverstats import sample
+    from echomq_bench.servers.cluster import master_clients
+    from echomq_bench.measurement.serverstats import sample
 
     expected = [m.name for m in cluster.masters()]
     for target in (cluster, cluster.client()):
@@ -285,7 +285,7 @@ def test_master_clients_reach_each_master_alone(cluster: EmbeddedCluster) -> Non
 def test_locust_cluster_wire_routes_by_slot_and_follows_moved(cluster: EmbeddedCluster) -> None:
     """The scenarios' cluster wire: each queue's verbs reach its master; a
     stale slot map (as after a failover) gets MOVED, re-reads and succeeds."""
-    from echomq.locusts.wire import ClusterRouter, QueueWire, ScriptSet
+    from echomq_bench.locust.wire import ClusterRouter, QueueWire, ScriptSet
 
     scripts = ScriptSet.load()
     router = ClusterRouter(cluster.url)
@@ -323,9 +323,9 @@ def evalsha_calls(client: redis.Redis) -> int:
 
 
 def test_capacity_over_a_cluster_counts_every_cycle_on_its_node(cluster: EmbeddedCluster) -> None:
-    from echomq.backlog import remove_queue
-    from echomq.capacity import CapacitySettings, run_capacity
-    from echomq.capcluster import ClusterCapacityResult
+    from echomq_bench.load.backlog import remove_queue
+    from echomq_bench.commands.capacity import CapacitySettings, run_capacity
+    from echomq_bench.capacity.cluster import ClusterCapacityResult
     from echomq.keys import QueueKeys
 
     masters = {m.name: m for m in cluster.masters()}
@@ -411,11 +411,11 @@ def test_capacity_cli_on_a_cluster_splits_the_rate_feeds_each_queue_and_writes_n
 def test_capacity_bad_input_on_a_cluster_starts_nothing(argv: list[str], fragment: str, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    import echomq.servers
+    import echomq_bench.servers.embedded
 
     started: list[object] = []
-    monkeypatch.setattr(echomq.servers, "start", lambda *a, **k: started.append(a))
-    monkeypatch.setattr(echomq.servers.EmbeddedServer, "__init__", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(echomq_bench.servers.embedded, "start", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(echomq_bench.servers.embedded.EmbeddedServer, "__init__", lambda *a, **k: started.append(a))
     out = tmp_path / "cap"
     assert main([*argv, "--duration", "0.3", "--out", str(out)]) == 2
     assert fragment in capsys.readouterr().err

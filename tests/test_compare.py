@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from echomq.capacity import CapacitySettings
-from echomq.cli import main
-from echomq.compare import Build, run_compare, unique_builds
-from echomq.servers import parse_server_spec
-from echomq.stats import FASTER, SAME, SLOWER, bootstrap_ci, compare_metric, paired_ratios, verdict
+from echomq_bench.commands.capacity import CapacitySettings
+from echomq_bench.cli import main
+from echomq_bench.commands.compare import Build, run_compare, unique_builds
+from echomq_bench.servers.embedded import parse_server_spec
+from echomq_bench.measurement.stats import FASTER, SAME, SLOWER, bootstrap_ci, compare_metric, paired_ratios, verdict
 
 LUA = Path(__file__).resolve().parent.parent / "lua"
 
@@ -171,7 +171,7 @@ def test_compare_together_runs_every_build_at_once_on_fresh_servers() -> None:
 
 
 def test_run_compare_needs_two_builds_and_two_trials() -> None:
-    from echomq.capacity import CapacityError
+    from echomq_bench.commands.capacity import CapacityError
 
     one = [Build(parse_server_spec("redis"))]
     with pytest.raises(CapacityError):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from echomq.dist import DistError, parse_dist, parse_duration_ms
+from echomq_bench.measurement.workdist import DistError, parse_dist, parse_duration_ms
 
 
 @pytest.mark.parametrize("text,ms", [("0", 0), ("20ms", 20), ("1.5s", 1500), ("250us", 0.25), ("2m", 120_000), ("7", 7)])

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from echomq.faultload import LoadSettings, read_logs
-from echomq.faults import QUICK, SCENARIOS, run_scenario
-from echomq.servers import parse_server_spec, start
+from echomq_bench.faults.load import LoadSettings, read_logs
+from echomq_bench.commands.faults import QUICK, SCENARIOS, run_scenario
+from echomq_bench.servers.embedded import parse_server_spec, start
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.slow
 def test_quick_faults_pass_on_both_builds(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "echomq", "faults", "--quick", "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "echomq_bench", "faults", "--quick", "--out", str(out)],
                           capture_output=True, text=True, cwd=tmp_path, timeout=600,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stdout + done.stderr
@@ -92,7 +92,7 @@ def test_fault_load_clients_never_resend(build: str) -> None:
     import threading
 
     from echomq import Queue, ServerUnavailableError, mint
-    from echomq.faultload import worker_client
+    from echomq_bench.faults.load import worker_client
 
     srv = start(build)
     try:

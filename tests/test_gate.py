@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from echomq import results
-from echomq.cli import main
-from echomq.gate import (
+from echomq_bench.records import files as results
+from echomq_bench.cli import main
+from echomq_bench.commands.gate import (
     BaselineError,
     baseline_path,
     format_result,
@@ -28,7 +28,7 @@ from echomq.gate import (
     run_gate,
     slowed_copy,
 )
-from echomq.microbench import CASES, QUICK, VERB_CASES, Env, run_batch, typical
+from echomq_bench.microbench.runner import CASES, QUICK, VERB_CASES, Env, run_batch, typical
 from echomq.scripts import discover
 
 ALL_VERBS = [c.name for c in VERB_CASES]

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from echomq.cli import main
-from echomq.dist import DistError, parse_dist
-from echomq.latency import Latency
-from echomq.lease import Candidate, SweepSettings, auto_leases, recommend, run_sweep
-from echomq.lease.model import (
+from echomq_bench.cli import main
+from echomq_bench.measurement.workdist import DistError, parse_dist
+from echomq_bench.measurement.latency import Latency
+from echomq_bench.lease import Candidate, SweepSettings, auto_leases, recommend, run_sweep
+from echomq_bench.lease.model import (
     ModelInputs,
     deadline_samples,
     drain_ticks,
@@ -23,8 +23,8 @@ from echomq.lease.model import (
     recovery_mean,
     recovery_samples,
 )
-from echomq.lease.report import recommend_for, write_run
-from echomq.lease.stats import binom_cdf, quantile_ci, rate_ci, wilson
+from echomq_bench.lease.report import recommend_for, write_run
+from echomq_bench.lease.stats import binom_cdf, quantile_ci, rate_ci, wilson
 
 # ---------------------------------------------------------------- the model
 
@@ -271,8 +271,8 @@ def test_short_sweep_orders_false_expiry_down_and_recovery_up(server: object, tm
 
 
 def test_a_server_lost_mid_sweep_is_one_clear_error() -> None:
-    from echomq.lease import SweepError
-    from echomq.servers import start
+    from echomq_bench.lease import SweepError
+    from echomq_bench.servers.embedded import start
 
     srv = start("redis")
     settings = SweepSettings(work="exp:mean=50ms", leases_ms=(200.0,), consumers=4, duration_s=4,

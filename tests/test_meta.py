@@ -10,8 +10,8 @@ from typing import Iterator
 
 import pytest
 
-from echomq.cli import main
-from echomq.servers import start
+from echomq_bench.cli import main
+from echomq_bench.servers.embedded import start
 
 PASSWORD = "knownpass"
 ACL_PASSWORD = "knownpassacl"

@@ -15,11 +15,11 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from echomq.cli import main
-from echomq.peers import PEERS, PeerMissingError, get
-from echomq.peers.runner import QUEUE_NAME, choose_queues, measure
-from echomq.results import load
-from echomq.servers import start
+from echomq_bench.cli import main
+from echomq_bench.peers import PEERS, PeerMissingError, get
+from echomq_bench.commands.peers import QUEUE_NAME, choose_queues, measure
+from echomq_bench.records.files import load
+from echomq_bench.servers.embedded import start
 
 N = 240
 CONSUMERS = 2

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from echomq import results
-from echomq.bulk import BulkFill, id_block
-from echomq.cli import main
-from echomq.reapcost import CurveSettings, format_curve, measure_curve, run_reap_curve
+from echomq_bench.records import files as results
+from echomq_bench.load.bulk import BulkFill, id_block
+from echomq_bench.cli import main
+from echomq_bench.commands.reapcost import CurveSettings, format_curve, measure_curve, run_reap_curve
 
 SMALL = CurveSettings(sizes=(1_000, 20_000), caps=(10, 100), repeats=2, orphans=250, drain_size=20_000,
                       cadences_ms=(100, 1_000), ratio_repeats=3)

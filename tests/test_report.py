@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from echomq.report import build_report
-from echomq.results import ResultsError, load, load_many
+from echomq_bench.report import build_report
+from echomq_bench.records.files import ResultsError, load, load_many
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "results" / "sample" / "run"
@@ -64,7 +64,7 @@ def test_report_from_the_sample(tmp_path: Path) -> None:
 
 
 def test_report_cli_names_a_bad_folder(tmp_path: Path) -> None:
-    from echomq.cli import main
+    from echomq_bench.cli import main
 
     assert main(["report", str(tmp_path / "nope")]) == 2
 

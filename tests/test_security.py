@@ -15,10 +15,10 @@ import pytest
 import redis
 
 from echomq import EchoMQError, Queue, mint
-from echomq.cli import main
+from echomq_bench.cli import main
 from echomq.scripts import discover
-from echomq.servers import free_port, start
-from echomq.tls import server_args, throwaway_certificate, tls_url
+from echomq_bench.servers.embedded import free_port, start
+from echomq_bench.servers.tls import server_args, throwaway_certificate, tls_url
 
 BINARIES = ["redis-server", "valkey-server"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -234,7 +234,7 @@ def test_passwords_never_appear_in_output_logs_meta_or_reports(tmp_path: Path) -
         env = {**os.environ, "PYTHONPATH": str(ROOT), "ECHOMQ_RESULTS_DIR": str(tmp_path / "results")}
         output = ""
         for argv, code in runs:
-            done = subprocess.run([sys.executable, "-m", "echomq", *argv], capture_output=True, text=True,
+            done = subprocess.run([sys.executable, "-m", "echomq_bench", *argv], capture_output=True, text=True,
                                   env=env, cwd=tmp_path, timeout=120)
             assert done.returncode == code, done.stdout + done.stderr
             output += done.stdout + done.stderr

@@ -1,4 +1,4 @@
-"""echomq.servers: SPEC parsing, redaction, and real embedded servers that
+"""echomq_bench.servers.embedded: SPEC parsing, redaction, and real embedded servers that
 must never outlive the process that started them."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from echomq import servers
-from echomq.servers import (
+from echomq_bench.servers import embedded as servers
+from echomq_bench.servers.embedded import (
     DEFAULT_SPECS,
     EmbeddedServer,
     ServerError,
@@ -331,7 +331,7 @@ def test_fork_child_gets_its_own_keeper() -> None:
 CRASHING_PARENT = textwrap.dedent(
     """
     import os, sys, time
-    from echomq.servers import keeper_pid, start
+    from echomq_bench.servers.embedded import keeper_pid, start
 
     server = start("redis")
     # A fork child that outlives us must not keep our keeper waiting.

@@ -1,0 +1,256 @@
+"""A capacity run's result: the record runners write and reports read.
+
+`CapacityResult.headline()` is the summary.json entry (the six figures the
+issue names first), `rows()` the tidy CSV rows, `write_hgrm()` one
+HdrHistogram percentile file per verb.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from echomq_bench.measurement import serverstats
+from echomq_bench.measurement.ceiling import Ceiling
+from echomq_bench.load.driver import VERBS
+from echomq_bench.measurement.latency import Latency
+
+# Off-CPU waiting beyond this share of the window is worth a warning.
+SHARED_CORE = 0.05
+
+if TYPE_CHECKING:
+    from echomq_bench.capacity.settings import CapacitySettings
+    from echomq_bench.capacity.session import Measured
+
+__all__ = ["CapacityResult", "build_result", "format_table"]
+
+
+@dataclass
+class CapacityResult:
+    build: str
+    version: str
+    settings: CapacitySettings
+    scripts: str                      # the lua folder the run used
+    window_s: float
+    cycles: int                       # completes accepted inside the window
+    cycles_per_s: float
+    server_utilization: float         # main-thread CPU / wall
+    server_cpu_utilization: float     # all server threads / wall
+    server_wait: float | None         # main thread runnable but off-CPU / wall (schedstat)
+    server_us_per_cycle: float        # main-thread CPU µs per cycle
+    script_us_per_cycle: float        # commandstats evalsha usec per cycle (wall time inside scripts)
+    scripts_per_cycle: float          # EVALSHA calls per cycle
+    client_utilization: float         # driver CPU / (wall x cores the driver may use)
+    client_wait: float                # driver runnable but off-CPU / (wall x cores)
+    steal: float                      # share of the server's CPU the hypervisor took (/proc/stat)
+    client_cpu_s: float
+    client_cores: int
+    bound: str
+    pinning: str
+    backlog: int
+    ceiling: Ceiling | None
+    counts: dict[str, int]
+    latency: dict[str, Latency] = field(repr=False)
+    audit: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+    server: dict[str, Any] = field(default_factory=dict)   # meta.describe_server: version, settings
+    timeline: list[tuple[float, float]] = field(default_factory=list)  # (s since the window opened, cycles/s)
+    # latency_ms per verb, computed once: a summary walks the whole histogram (a quarter second each).
+    _summaries: dict[str, dict[str, float]] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def median_bin_rate(self) -> float:
+        """The median of the timeline's cycles/s: a burst of interference moves one bin, not this."""
+        return median_rate(self.timeline, self.cycles_per_s)
+
+    @property
+    def ceiling_claims_per_s(self) -> float | None:
+        return self.ceiling.claims_per_s if self.ceiling else None
+
+    @property
+    def of_ceiling(self) -> float | None:
+        """cycles/s over the C client's claims/s; a cycle is two scripts, so 1.0 is out of reach."""
+        return self.cycles_per_s / self.ceiling.claims_per_s if self.ceiling else None
+
+    def latency_ms(self, verb: str) -> dict[str, float]:
+        if verb not in self._summaries:
+            hist = self.latency.get(verb)
+            self._summaries[verb] = hist.summary_ms() if hist is not None and hist.count else {}
+        return self._summaries[verb]
+
+    def headline(self) -> dict[str, Any]:
+        """The summary.json entry: the issue's six keys first, then context."""
+        return {
+            "cycles_per_s": self.cycles_per_s,
+            "server_us_per_cycle": self.server_us_per_cycle,
+            "server_utilization": self.server_utilization,
+            "client_utilization": self.client_utilization,
+            "bound": self.bound,
+            "ceiling_claims_per_s": self.ceiling_claims_per_s,
+            "of_ceiling": self.of_ceiling,
+            "script_us_per_cycle": self.script_us_per_cycle,
+            "median_bin_cycles_per_s": self.median_bin_rate,
+            "mode": "open loop" if self.settings.rate else "closed loop",
+            "target_cycles_per_s": self.settings.rate,
+            "feed": self.settings.feed,
+            "scripts_per_cycle": self.scripts_per_cycle,
+            "server_wait": self.server_wait,
+            "client_wait": self.client_wait,
+            "steal": self.steal,
+            "version": self.version,
+            "pinning": self.pinning,
+            "latency_ms": {v: self.latency_ms(v) for v in VERBS if self.latency_ms(v)},
+            "ceiling": self.ceiling.to_dict() if self.ceiling else None,
+            "counts": self.counts,
+            "backlog": self.backlog,
+            "scripts": self.scripts,
+            "warnings": self.warnings,
+            **({"audit": self.audit} if self.audit is not None else {}),
+        }
+
+    def rows(self, **condition: Any) -> list[dict[str, Any]]:
+        """Tidy rows: the condition columns, then metric, value, unit."""
+        base = {"build": self.build, "version": self.version, **condition}
+        metrics: list[tuple[str, Any, str]] = [
+            ("cycles_per_s", self.cycles_per_s, "1/s"),
+            ("server_us_per_cycle", self.server_us_per_cycle, "us"),
+            ("script_us_per_cycle", self.script_us_per_cycle, "us"),
+            ("scripts_per_cycle", self.scripts_per_cycle, "1"),
+            ("server_utilization", self.server_utilization, "fraction"),
+            ("server_cpu_utilization", self.server_cpu_utilization, "fraction"),
+            *([("server_wait", self.server_wait, "fraction")] if self.server_wait is not None else []),
+            ("client_utilization", self.client_utilization, "fraction"),
+            ("client_wait", self.client_wait, "fraction"),
+            ("steal", self.steal, "fraction"),
+            ("cycles", self.cycles, "1"),
+            ("median_bin_cycles_per_s", self.median_bin_rate, "1/s"),
+            ("empty_claims", self.counts.get("w_empty", 0), "1"),
+            ("stale_completes", self.counts.get("stale", 0), "1"),
+        ]
+        if self.ceiling:
+            metrics += [("ceiling_claims_per_s", self.ceiling.claims_per_s, "1/s"),
+                        ("ceiling_server_utilization", self.ceiling.server_utilization, "fraction"),
+                        ("of_ceiling", self.of_ceiling, "fraction")]
+        for verb in VERBS:
+            for name, value in self.latency_ms(verb).items():
+                metrics.append((f"{verb}_{name}_ms", value, "ms"))
+        return [{**base, "bound": self.bound, "metric": m, "value": v, "unit": u} for m, v, u in metrics]
+
+    def timeline_rows(self, **condition: Any) -> list[dict[str, Any]]:
+        """Cycles/s per bin (a slot when alternating), t_s from the window's start."""
+        base = {"build": self.build, "version": self.version, **condition}
+        return [{**base, "t_s": t, "metric": "cycles_per_s", "value": rate, "unit": "1/s"} for t, rate in self.timeline]
+
+    def write_hgrm(self, folder: Path, prefix: str = "") -> list[Path]:
+        return write_hgrms(folder, f"{prefix}{self.build}", self.latency)
+
+
+def median_rate(timeline: list[tuple[float, float]], fallback: float) -> float:
+    """The median of a timeline's cycles/s (`fallback` when it is empty)."""
+    return statistics.median(rate for _, rate in timeline) if timeline else fallback
+
+
+def write_hgrms(folder: Path, stem: str, latency: dict[str, Latency]) -> list[Path]:
+    """One `<stem>-<verb>.hgrm` per verb that saw a call."""
+    paths = []
+    for verb, hist in latency.items():
+        if hist.count:
+            path = folder / f"{stem}-{verb}.hgrm"
+            hist.write_hgrm(path)
+            paths.append(path)
+    return paths
+
+
+def build_result(build: str, version: str, settings: CapacitySettings, scripts: Any, ceiling: Ceiling | None,
+                 backlog: int, pinning: str, client_cpus: tuple[int, ...] | None, results: list[dict[str, Any]],
+                 counts: dict[str, int], measured: Measured, audit_out: dict[str, Any] | None,
+                 warnings: list[str], server: dict[str, Any]) -> CapacityResult:
+    use = measured.use
+    window = measured.owned_s
+    share = window / settings.duration_s   # 1 unless the server had only its slots of the window
+    cycles = counts.get("w_completed", 0)
+    rate = cycles / window
+    nan = float("nan")
+    # Cost per cycle counts every cycle the server finished in the window;
+    # the rate only those that finished in its own time. Server figures are
+    # over the parent's sampled wall time, cycles over the workers' window:
+    # divide rates, not totals, so the ms between the two clocks cancel.
+    per_s = 1.0 / (use.wall_s * share) if use.wall_s > 0 else 0.0
+    done_rate = counts.get("a_completed", 0) / settings.duration_s
+    cores = min(settings.processes, len(client_cpus) if client_cpus else (os.cpu_count() or 1))
+    client_util = measured.client_cpu_s * per_s / cores
+    client_wait = measured.client_wait_s * per_s / cores
+    server_wait = measured.server_wait_s * per_s if measured.server_wait_s is not None else None
+    # A side that was runnable but off-CPU still had work: count that time
+    # when judging which side held the other back.
+    bound = serverstats.bound(use.main_cpu_s * per_s + (server_wait or 0.0), client_util + client_wait)
+    size, own = measured.bins
+    per_bin: dict[int, int] = {}
+    for r in results:
+        for k, n in r.get("bins", {}).items():
+            per_bin[int(k)] = per_bin.get(int(k), 0) + n
+    timeline = [(round(k * size - settings.warmup_s, 6), per_bin.get(k, 0) / size) for k in own]
+    latency = {}
+    for verb in VERBS:
+        merged = Latency()
+        for r in results:
+            if verb in r["latency"]:
+                merged.merge(Latency.decode(r["latency"][verb]))
+        latency[verb] = merged
+    if settings.feed == "backlog" and counts.get("w_empty", 0):
+        warnings.append(f"the backlog of {backlog:,} ran dry: {counts['w_empty']:,} claims found nothing, so "
+                        "cycles/s understates the server; give a larger --backlog")
+    if counts.get("errors", 0):
+        warnings.append(f"{counts['errors']:,} error replies")
+    # Servers run together on purpose wait for each other: (n-1)/n of the time.
+    expected_wait = 1.0 - 1.0 / measured.sharing
+    if server_wait is not None and server_wait - expected_wait > SHARED_CORE:
+        warnings.append(f"the server waited for a CPU {server_wait - expected_wait:.0%} of the window (other "
+                        "processes on its core): its busy % understates the load it was given")
+    if measured.steal > SHARED_CORE:
+        warnings.append(f"the hypervisor took {measured.steal:.0%} of the server's CPU (steal time): "
+                        "another machine's load is in these numbers")
+    # Builds run together share the client core too; their drivers wait for each other.
+    if client_wait > SHARED_CORE and measured.sharing == 1:
+        warnings.append(f"the driver waited for a CPU {client_wait:.0%} of the window (other processes on its "
+                        "core)")
+    return CapacityResult(
+        build=build, version=version, settings=settings, scripts=str(scripts.sources["claim"].path.parent),
+        window_s=window, cycles=cycles, cycles_per_s=rate, server_utilization=use.main_cpu_s * per_s,
+        server_cpu_utilization=use.cpu_s * per_s, server_wait=server_wait,
+        server_us_per_cycle=use.main_cpu_s * per_s * share * 1e6 / done_rate if done_rate else nan,
+        script_us_per_cycle=use.usec("evalsha") * per_s * share / done_rate if done_rate else nan,
+        scripts_per_cycle=use.calls("evalsha") * per_s * share / done_rate if done_rate else nan,
+        client_utilization=client_util, client_wait=client_wait, client_cpu_s=measured.client_cpu_s,
+        client_cores=cores, steal=measured.steal, bound=bound, pinning=pinning, backlog=backlog,
+        ceiling=ceiling, counts=counts, latency=latency, audit=audit_out, warnings=warnings, server=server,
+        timeline=timeline)
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None or value != value else format(value, fmt)
+
+
+def format_table(results: list[CapacityResult]) -> str:
+    """One row per run, for people: the headline figures and what limited the run.
+
+    `srv wait` is the share of the window the server was runnable but off
+    its CPU (another process held the core): busy + wait near 100% means
+    the server always had work, whatever the machine let it do with it.
+    """
+    head = (f"{'build':<14} {'version':<14} {'cycles/s':>9} {'srv µs/cyc':>10} {'srv busy':>8} {'srv wait':>8} "
+            f"{'client busy':>11} {'bound':>6} {'ceiling/s':>9} {'of ceil':>7}  claim ms p50 / p99 / p99.9 / max")
+    lines = [head]
+    for r in results:
+        lat = r.latency_ms("claim")
+        shown = " / ".join(_num(lat.get(k), ".2f") for k in ("p50", "p99", "p99.9", "max")) if lat else "-"
+        wait = _num(r.server_wait * 100, ".1f") + "%" if r.server_wait is not None else "-"
+        lines.append(
+            f"{r.build[:14]:<14} {r.version[:14]:<14} {_num(r.cycles_per_s, ',.0f'):>9} "
+            f"{_num(r.server_us_per_cycle, '.2f'):>10} {_num(r.server_utilization * 100, '.1f') + '%':>8} "
+            f"{wait:>8} {_num(r.client_utilization * 100, '.1f') + '%':>11} {r.bound:>6} "
+            f"{_num(r.ceiling_claims_per_s, ',.0f'):>9} {_num(r.of_ceiling, '.2f'):>7}  {shown}")
+    return "\n".join(lines)

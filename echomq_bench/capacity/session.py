@@ -1,0 +1,322 @@
+"""The machinery under `echomq_bench.commands.capacity`: a server made ready for a run
+(a `Session`: scripts loaded, main thread pinned, ceiling taken, backlog
+filled), the driver's workers forked and timed through one window, and
+what the parent samples of each server around it.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from echomq_bench.measurement import serverstats
+from echomq_bench.load.audit import Ledger, audit
+from echomq_bench.load.backlog import fill_in_turn, remove_queue
+from echomq_bench.capacity.result import CapacityResult, build_result
+from echomq_bench.capacity.settings import CapacityError, CapacitySettings
+from echomq_bench.measurement.ceiling import Ceiling, run_ceiling
+from echomq_bench.load.driver import BIN_S, Window, WorkerPlan, slot_owner, worker_main
+from echomq.queue import Queue
+from echomq_bench.load.wire import Target
+
+__all__ = ["Session", "Measured", "target_of", "pin", "open_session", "prepare", "fill_sessions", "collect", "close_session",
+           "backlog_size", "plans", "drive"]
+
+Say = Callable[[str], None]
+READY_TIMEOUT_S = 30.0
+DRAIN_TIMEOUT_S = 120.0
+BACKLOG_RATE = 80_000.0   # cycles/s a default backlog lasts for (this VM: 30-55k)
+
+
+def target_of(server: Any) -> Target:
+    """Host, port and credentials of a started server (EmbeddedServer or UrlServer)."""
+    url = getattr(server, "url", None)
+    if getattr(server.spec, "kind", "embedded") == "url" and url:
+        parts = urlsplit(url)
+        if parts.scheme.lower() != "redis":
+            raise CapacityError(f"the capacity driver speaks plain TCP only; {parts.scheme}:// is not supported")
+        query = parse_qs(parts.query)
+        password = unquote(parts.password) if parts.password is not None else (query.get("password") or [None])[0]
+        db = parts.path.strip("/")
+        return Target(parts.hostname or "127.0.0.1", parts.port or 6379,
+                      unquote(parts.username) if parts.username else None, password, int(db) if db else 0)
+    return Target(server.host, server.port, None, getattr(server, "_password", None))
+
+
+def pin(server: Any, enabled: bool) -> tuple[str, tuple[int, ...] | None]:
+    """Pin the server's main thread (where commands and scripts run) to one
+    core and hand the others to the client; describe what was done. Other
+    server threads (background jobs, io-threads) stay free to move."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    pid = getattr(server, "pid", None)
+    if not enabled:
+        return "off (not asked)", None
+    if pid is None:
+        return "off (server given by URL: its pid is not ours)", None
+    if len(cpus) < 2:
+        return f"off (only {len(cpus)} core available)", None
+    server_cpu, client_cpus = cpus[0], tuple(cpus[1:])
+    try:
+        os.sched_setaffinity(pid, {server_cpu})  # the main thread's tid is the pid
+    except OSError as exc:
+        return f"off (cannot pin the server: {exc.strerror})", None
+    shown = ",".join(map(str, client_cpus))
+    return f"server main thread on cpu {server_cpu}, driver and C client on cpu {shown}", client_cpus
+
+
+@dataclass
+class Session:
+    """One server made ready for a run: scripts loaded, pinned, ceiling taken, backlog filled."""
+
+    server: Any
+    client: Any
+    target: Target
+    names: tuple[str, ...]
+    scripts: Any
+    shas: dict[str, str]
+    described: dict[str, Any]
+    version: str
+    pinning: str
+    client_cpus: tuple[int, ...] | None
+    say: Say
+    ceiling: Ceiling | None = None
+    backlog: int = 0
+    ledger: Ledger = field(default_factory=Ledger)
+
+
+def open_session(server: Any, settings: CapacitySettings, lua_dir: Path | str | None, progress: Say | None, *,
+                 names: tuple[str, ...] | None = None, target: Target | None = None,
+                 pinning: str | None = None) -> Session:
+    """Scripts loaded on `server`, the queues named (fresh random names unless
+    given), the server pinned unless `pinning` already says how it runs."""
+    from echomq_bench.records.meta import describe_server
+
+    client = server.client()
+    try:
+        described = describe_server(server)
+        names = names or tuple(f"cap-{secrets.token_hex(3)}-{i}" for i in range(settings.queues or 1))
+        # Scripts are per server, not per queue: one SCRIPT LOAD of each serves every queue.
+        scripts = Queue(client, names[0], lua_dir=lua_dir).scripts
+        client_cpus = None
+        if pinning is None:
+            pinning, client_cpus = pin(server, settings.pin)
+        return Session(
+            server=server, client=client, target=target or target_of(server), names=names, scripts=scripts,
+            shas={verb: scripts.sha(verb) for verb in ("claim", "complete", "enqueue")},
+            described=described, version=described.get("version") or server.version(), pinning=pinning,
+            client_cpus=client_cpus,
+            say=(lambda text: progress(f"{server.name}: {text}")) if progress else (lambda _: None))
+    except BaseException:
+        client.close()
+        raise
+
+
+def prepare(sessions: list[Session], settings: CapacitySettings, share: float = 1.0) -> None:
+    """Ceilings first, then every server's backlog, filled a chunk each in turn.
+    `share`: the part of the window each server is loaded (alternating runs)."""
+    payload = b"x" * settings.payload_bytes
+    for s in sessions:
+        if settings.ceiling:
+            s.ceiling = run_ceiling(s.client, s.target, s.shas["claim"], s.version,
+                                    requests=settings.ceiling_requests, payload=payload,
+                                    lease_ms=settings.lease_ms, cpus=s.client_cpus, say=s.say)
+        s.backlog = backlog_size(settings, share)
+        s.say(f"filling {s.backlog:,} jobs")
+    fill_sessions(sessions, payload, keep_ids=settings.ledger)
+
+
+def fill_sessions(sessions: list[Session], payload: bytes, keep_ids: bool) -> dict[str, int]:
+    """Each session's `backlog` split over its queues, filled a chunk per queue
+    in turn; the ids go to the session's ledger when kept. Returns the jobs
+    put on each queue."""
+    jobs = [(s.target, name, s.backlog // len(s.names) + (i < s.backlog % len(s.names)), s)
+            for s in sessions for i, name in enumerate(s.names)]
+    filled = fill_in_turn([job[:3] for job in jobs], payload, keep_ids=keep_ids)
+    for (_, _, _, s), ids in zip(jobs, filled):
+        s.ledger.enqueued.update(x.decode() for x in ids)
+    return {name: n for _, name, n, _ in jobs}
+
+
+def collect(s: Session, settings: CapacitySettings, results: list[dict[str, Any]],
+            measured: Measured) -> CapacityResult:
+    counts: dict[str, int] = {}
+    warnings: list[str] = []
+    for r in results:
+        for key, value in r["counts"].items():
+            counts[key] = counts.get(key, 0) + value
+        if r.get("error"):
+            warnings.append(f"worker {r['index']}: {r['error']}")
+    audit_out: dict[str, Any] | None = None
+    if settings.ledger:
+        for r in results:
+            part = r["ledger"]
+            s.ledger.enqueued.update(part["enqueued"])
+            for job_id, n in part["accepted"].items():
+                s.ledger.accepted[job_id] += n
+            s.ledger.refused.extend((i, int(t)) for i, t in part["refused"])
+        audit_out = audit(s.client, s.names, s.ledger).to_dict()
+    return build_result(s.server.name, s.version, settings, s.scripts, s.ceiling, s.backlog, s.pinning,
+                        s.client_cpus, results, counts, measured, audit_out, warnings, s.described)
+
+
+def close_session(s: Session, settings: CapacitySettings, cleanup: bool) -> None:
+    try:
+        if cleanup and not settings.keep_keys:
+            remove_queue(s.client, s.names)
+    finally:
+        s.client.close()
+
+
+def backlog_size(settings: CapacitySettings, share: float = 1.0) -> int:
+    """Jobs to pre-fill: --backlog, else enough for BACKLOG_RATE cycles/s (or
+    the open loop's rate) through warm-up and window.
+
+    The size never depends on the build or on what an earlier run reached:
+    a bigger backlog is a bigger working set (more cache misses per cycle),
+    so two builds compared on different sizes would not be compared alike.
+    A backlog that runs dry is reported, never hidden.
+    """
+    slack = settings.processes * settings.connections * settings.pipeline * 2
+    if settings.feed == "produce":
+        return settings.backlog if settings.backlog is not None else max(1000, slack)
+    if settings.backlog is not None:
+        return settings.backlog
+    rate = settings.rate or BACKLOG_RATE
+    return int(rate * (settings.warmup_s + settings.duration_s) * share) + slack
+
+
+def plans(settings: CapacitySettings, s: Session,
+          slot: tuple[float, int, int, int] | None = None) -> list[WorkerPlan]:
+    n, names = settings.processes, s.names
+    slot_s, slot_index, slot_count, slot_seed = slot if slot else (None, 0, 1, 0)
+    return [WorkerPlan(index=i, node=i + 1, target=s.target, queues=names[i % len(names):] + names[:i % len(names)],
+                       shas=s.shas, connections=settings.connections, pipeline=settings.pipeline,
+                       lease_ms=settings.lease_ms, payload_bytes=settings.payload_bytes, work=settings.work,
+                       rate=settings.rate / n if settings.rate else None, produce=settings.feed == "produce",
+                       produce_ahead=s.backlog // n, ledger=settings.ledger, cpus=s.client_cpus, seed=i,
+                       slot_s=slot_s, slot_index=slot_index, slot_count=slot_count, slot_seed=slot_seed)
+            for i in range(n)]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the parent saw of one server over the window, beside the workers' own counts."""
+
+    use: serverstats.Usage
+    client_cpu_s: float
+    server_wait_s: float | None   # server main thread runnable but off-CPU (None: pid unknown)
+    client_wait_s: float
+    steal: float                  # share of the server's CPU(s) the hypervisor took
+    owned_s: float                # the part of the window that was this server's (all of it unless alternating)
+    bins: tuple[float, tuple[int, ...]] = (BIN_S, ())   # timeline: bin length, this server's whole bins in the window
+    sharing: int = 1              # servers loaded at once on the server core (compare --interleave together)
+
+
+def _own_bins(window: Window, p: WorkerPlan) -> tuple[float, tuple[int, ...]]:
+    """The timeline bins that lie wholly inside the window and belong to this server."""
+    size = p.slot_s or BIN_S
+    first = math.ceil((window.t_start - window.t_begin) / size - 1e-9)
+    last = math.floor((window.t_end - window.t_begin) / size + 1e-9)
+    return size, tuple(k for k in range(first, last)
+                       if p.slot_s is None or slot_owner(k, p.slot_count, p.slot_seed) == p.slot_index)
+
+
+def _owned_s(window: Window, p: WorkerPlan) -> float:
+    slot_s = p.slot_s
+    if slot_s is None:
+        return window.t_end - window.t_start
+    total, k = 0.0, int((window.t_start - window.t_begin) / slot_s)
+    while window.t_begin + k * slot_s < window.t_end:
+        if slot_owner(k, p.slot_count, p.slot_seed) == p.slot_index:
+            lo = max(window.t_start, window.t_begin + k * slot_s)
+            hi = min(window.t_end, window.t_begin + (k + 1) * slot_s)
+            total += max(0.0, hi - lo)
+        k += 1
+    return total
+
+
+def drive(groups: list[tuple[list[WorkerPlan], Session]], settings: CapacitySettings,
+           say: Say, sharing: int = 1) -> list[tuple[list[dict[str, Any]], Measured]]:
+    """Fork every group's workers, open one window for all, sample each server around it."""
+    # fork: the workers need no fresh interpreter, and start in milliseconds.
+    ctx = multiprocessing.get_context("fork")
+    procs, pipes = [], []
+    client_cpus = groups[0][1].client_cpus
+    server_cpus = tuple(sorted(set(range(os.cpu_count() or 1)) - set(client_cpus))) if client_cpus else ()
+    try:
+        for plans, _ in groups:
+            for plan in plans:
+                parent, child = ctx.Pipe()
+                proc = ctx.Process(target=worker_main, args=(plan, child), daemon=True)
+                proc.start()
+                child.close()
+                procs.append(proc)
+                pipes.append((parent, plan))
+        group_pids: list[list[int]] = []
+        cursor = 0
+        for plans, _ in groups:
+            mine = pipes[cursor:cursor + len(plans)]
+            cursor += len(plans)
+            group_pids.append([_expect(p, "ready", READY_TIMEOUT_S, plan.index)["ready"] for p, plan in mine])
+        begin = time.perf_counter() + 0.05
+        window = Window(begin, begin + settings.warmup_s, begin + settings.warmup_s + settings.duration_s)
+        for pipe, _ in pipes:
+            pipe.send(window)
+        _sleep_until(window.t_start)
+        before = [_snapshot(s, ps) for (_, s), ps in zip(groups, group_pids)]
+        st0 = serverstats.steal_s(server_cpus)
+        while (left := window.t_end - time.perf_counter()) > 0:
+            say(f"measuring {settings.duration_s - left:4.1f}/{settings.duration_s:g} s")
+            time.sleep(min(1.0, left))
+        after = [_snapshot(s, ps) for (_, s), ps in zip(groups, group_pids)]
+        st1 = serverstats.steal_s(server_cpus)
+        results = [_expect(pipe, "counts", DRAIN_TIMEOUT_S, plan.index) for pipe, plan in pipes]
+    finally:
+        for proc in procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    steal = (st1[0] - st0[0]) / (st1[1] - st0[1]) if st1[1] > st0[1] else 0.0
+    out, cursor = [], 0
+    for (plans, _), b, a in zip(groups, before, after):
+        mine = results[cursor:cursor + len(plans)]
+        cursor += len(plans)
+        p = plans[0]
+        out.append((mine, Measured(
+            use=serverstats.usage(b["info"], a["info"]), client_cpu_s=a["cpu"] - b["cpu"],
+            server_wait_s=a["server"][1] - b["server"][1] if a["server"][0] > 0 else None,
+            client_wait_s=a["client"][1] - b["client"][1], steal=steal,
+            owned_s=_owned_s(window, p), bins=_own_bins(window, p), sharing=sharing)))
+    return out
+
+
+def _snapshot(s: Session, pids: list[int]) -> dict[str, Any]:
+    server_pids = [s.server.pid] if getattr(s.server, "pid", None) else []
+    return {"info": serverstats.sample(s.client), "cpu": serverstats.process_cpu_s(pids),
+            "server": serverstats.sched_s(server_pids, main_thread_only=True), "client": serverstats.sched_s(pids)}
+
+
+def _expect(pipe: Any, key: str, timeout: float, index: int) -> dict[str, Any]:
+    if not pipe.poll(timeout):
+        raise CapacityError(f"driver worker {index} did not answer within {timeout:g} s")
+    try:
+        message = pipe.recv()
+    except EOFError:
+        raise CapacityError(f"driver worker {index} died") from None
+    if "error" in message and key not in message:
+        raise CapacityError(f"driver worker {index} failed: {message['error']}")
+    return message
+
+
+def _sleep_until(t: float) -> None:
+    left = t - time.perf_counter()
+    if left > 0:
+        time.sleep(left)

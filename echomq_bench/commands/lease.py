@@ -1,0 +1,195 @@
+"""Size the lease: sweep leases on a real server, model them, recommend one.
+
+    echomq-bench lease --work "lognormal:median=200ms,p99=1s" --leases 250ms,500ms,1s,2s,4s
+    echomq-bench lease --work-from results/<run>/ --time-scale 60 --recovery-tolerance 5m
+    echomq-bench lease --quick --server redis
+
+Each lease runs on its own queue in its own process, all at once: consumers
+claim, sleep a drawn work time and complete, or crash at --crash-rate; a
+pump reaps every --reap-every. The report gives, per lease, the false-expiry
+rate, duplicates and wasted work, the recovery latency after a crash, the
+throughput and the reap cost, each with a 95% interval, and the model's
+value beside it; then the smallest lease within --budget whose p99 recovery
+fits --recovery-tolerance. Results go to results/<run-id>/ (or --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+import time
+from dataclasses import asdict, replace
+from typing import Any
+
+from echomq_bench.measurement.workdist import DistError, parse_dist, parse_duration_ms
+from echomq_bench.lease.sweep import DEFAULT_WORK, SettingsError, SweepSettings
+
+__all__ = ["configure", "run", "settings_from_args", "QUICK"]
+
+# The quick form the main job calls: ~35 s per server.
+QUICK = {"duration_s": 12.0, "warmup_s": 1.0, "mass_crash_reps": 1}
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad budget {text!r}: want a share like 0.1% or 0.001") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"budget {text!r} must be between 0 and 100%")
+    return value
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration_ms(text)
+    except DistError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _leases(text: str) -> tuple[float, ...]:
+    if text.strip() == "auto":
+        return ()
+    parts = [p for p in text.split(",") if p.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError("--leases: give durations like 250ms,500ms,1s or 'auto'")
+    out = []
+    for p in parts:
+        ms = _duration(p)
+        if ms <= 0:
+            raise argparse.ArgumentTypeError(f"--leases: {p!r} is not a positive duration")
+        out.append(ms)
+    return tuple(sorted(out))
+
+
+def _work(text: str) -> str:
+    try:
+        parse_dist(text)
+    except DistError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _work_from(text: str) -> str:
+    return _work(f"empirical:{text}")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = __doc__.strip().splitlines()[0]
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = "\n".join(__doc__.strip().splitlines()[1:])
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--work", type=_work, metavar="DIST",
+                     help=f"work-time distribution, nominal (default {DEFAULT_WORK})")
+    src.add_argument("--work-from", type=_work_from, metavar="FILE",
+                     help="measured work times: a CSV, an .hdr/.hgrm histogram, or an earlier run's folder")
+    parser.add_argument("--leases", type=_leases, default=(), metavar="LIST",
+                        help="leases to sweep, e.g. 250ms,500ms,1s,2s,4s (default: auto, at the work's quantiles)")
+    parser.add_argument("--crash-rate", type=float, default=0.02, help="share of executions that crash (0.02)")
+    parser.add_argument("--reap-every", type=_duration, default=250.0, metavar="DURATION",
+                        help="reap interval, nominal (250ms)")
+    parser.add_argument("--reap-cap", type=int, default=100, help="jobs per reap call (the product's 100)")
+    parser.add_argument("--consumers", type=int, default=32, help="consumers per lease (32)")
+    parser.add_argument("--time-scale", type=float, default=1.0, metavar="S",
+                        help="run every nominal duration S times faster (1)")
+    parser.add_argument("--budget", type=_budget, default=0.001, help="false-expiry budget (0.1%%)")
+    parser.add_argument("--recovery-tolerance", type=_duration, default=3000.0, metavar="DURATION",
+                        help="the longest p99 wait of a crashed job you accept, nominal (3s)")
+    parser.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                        help="real seconds of the counted window per server (60; 12 with --quick)")
+    parser.add_argument("--mass-crash", type=int, default=1000, metavar="K",
+                        help="jobs in the mass-crash drain test (1000; 0 skips it)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="a short sweep (~35 s per server)")
+    parser.add_argument("--check", action="store_true",
+                        help="then run the recommended lease again, separately, and say whether it holds")
+    parser.add_argument("--out", metavar="DIR", help="results folder (default results/<run-id>)")
+
+
+def settings_from_args(args: argparse.Namespace) -> SweepSettings:
+    work = args.work_from or args.work or DEFAULT_WORK
+    extra: dict[str, Any] = dict(QUICK) if args.quick else {}
+    if args.duration is not None:
+        extra["duration_s"] = args.duration
+    settings = SweepSettings(
+        work=work, leases_ms=args.leases, crash_rate=args.crash_rate, reap_every_ms=args.reap_every,
+        reap_cap=args.reap_cap, consumers=args.consumers, time_scale=args.time_scale, budget=args.budget,
+        recovery_tolerance_ms=args.recovery_tolerance, mass_crash=args.mass_crash, seed=args.seed, **extra)
+    settings.check()
+    return settings
+
+
+class _Progress:
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+        self.width = 0
+
+    def __call__(self, text: str) -> None:
+        now = time.monotonic()
+        if self.tty:
+            line = text[:160]
+            sys.stderr.write("\r" + line.ljust(self.width))
+            self.width = len(line)
+            sys.stderr.flush()
+        elif now - self.last >= 10 or not text.startswith("lease sweep"):
+            print(text, file=sys.stderr, flush=True)
+            self.last = now
+
+    def done(self) -> None:
+        if self.tty and self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            sys.stderr.flush()
+            self.width = 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from echomq_bench.records import meta
+    from echomq_bench.records.files import new_run_dir
+    from echomq_bench.servers.embedded import running
+    from echomq_bench.lease import run_sweep
+    from echomq_bench.lease.report import fmt_ms, recommend_for, table, verification_text, write_run
+
+    try:
+        settings = settings_from_args(args)
+    except (SettingsError, DistError) as exc:
+        print(f"echomq-bench lease: error: {exc}", file=sys.stderr)
+        return 2
+    progress = _Progress()
+    results, recs, checks = [], [], []
+    with running(*args.server) as servers:
+        for i, server in enumerate(servers):
+            print(f"== {server.name}: {server.version()} ==", flush=True)
+            # Each server draws its own work times and crashes, so two
+            # servers' results are independent samples, not the same draws twice.
+            res = run_sweep(server, replace(settings, seed=settings.seed + i), progress=progress)
+            progress.done()
+            rec = recommend_for(res)
+            s = res.settings
+            print(f"work {s.work}; crash rate {s.crash_rate:g}; reap every {fmt_ms(s.reap_every_ms)} "
+                  f"(cap {s.reap_cap}); {s.consumers} consumers per lease; time scale 1:{s.time_scale:g}; "
+                  f"{s.duration_s:g} s window")
+            print(table(res))
+            print(textwrap.fill(rec.text, width=110))
+            check = None
+            if args.check and rec.lease_ms is not None:
+                chk = run_sweep(server, replace(settings, mass_crash_reps=0, seed=settings.seed + 100 + i),
+                                progress=progress,
+                                leases_ms=(rec.lease_ms,))
+                progress.done()
+                check = verification_text(rec, chk)
+                print(check[1])
+            results.append(res)
+            recs.append(rec)
+            checks.append(check)
+            print(flush=True)
+        info = meta.collect(servers, lease=asdict(settings))
+    run_dir = new_run_dir("lease", args.out)
+    summary = write_run(run_dir, results, recs, info, checks)
+    if len(results) > 1:
+        print(textwrap.fill(f"Across servers: {fmt_ms(summary['recommended_lease_ms'])} "
+                            "(the most cautious pick).", width=110))
+    print(f"results: {run_dir}")
+    failed_check = any(c is not None and not c[0] for c in checks)
+    return 1 if failed_check else 0

@@ -1,0 +1,27 @@
+"""`echomq-bench report DIR...`: results folders into report.md, a
+self-contained report.html and PNG charts. It reads; it never measures."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from echomq_bench.report import build_report
+
+__all__ = ["configure", "run"]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Turn results folders into report.md, a self-contained report.html and PNG charts."
+    parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="results folders (a run, or a folder of runs)")
+    parser.add_argument("--out", type=Path, default=None, help="where to write the report (default: the first DIR)")
+
+
+def run(args: argparse.Namespace) -> int:
+    md, html, findings = build_report(args.dirs, args.out)
+    print(f"report: {html}")
+    print(f"        {md}")
+    for f in findings:
+        print(f"  - {f}")
+    return 0
+

@@ -1,0 +1,215 @@
+"""`echomq-bench run`: the main job. On each build, in one go: the
+conformance check, capacity and an interleaved Redis/Valkey comparison,
+throughput against consumers, the reap cost curve against the cap, and a
+short lease-sizing sweep; then the report, and `results/latest` pointing at it.
+
+Each part writes its own folder inside the run folder, exactly as its own
+command would, so `echomq-bench report` and the notebooks read them alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+from echomq_bench.records import meta, files as results
+from echomq_bench.commands.reapcost import QUICK, CurveSettings
+from echomq_bench.servers.embedded import ServerSpec
+
+__all__ = ["configure", "run", "Plan", "PLANS"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How long each part may take. Default fits 5 minutes here, quick 60 s."""
+    compare_s: float
+    trials: int
+    consumers: tuple[int, ...]
+    consumers_s: float
+    reap: CurveSettings
+    lease_s: float
+    ceiling_requests: int
+
+
+PLANS = {
+    "default": Plan(compare_s=6.0, trials=3, consumers=(1, 2, 4, 8, 16, 32), consumers_s=2.0,
+                    reap=replace(QUICK, orphans=10_000), lease_s=12.0, ceiling_requests=100_000),
+    # The minute-long form: enough to see every chart, too short to trust a ratio.
+    "quick": Plan(compare_s=1.2, trials=2, consumers=(1, 8), consumers_s=0.8,
+                  reap=CurveSettings(sizes=(1_000, 100_000), caps=(10, 100, 1_000), repeats=3, orphans=2_000,
+                                     drain_size=10_000, verbs=("reap",)),
+                  lease_s=3.0, ceiling_requests=20_000),
+}
+
+
+class Phases:
+    """`[2/6] compare ...` lines on stderr, with the time each phase took."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names, self.i, self.t0 = names, 0, time.monotonic()
+        self.started = self.t0
+
+    def next(self) -> None:
+        now = time.monotonic()
+        if self.i:
+            print(f"      done in {now - self.started:.0f} s", file=sys.stderr, flush=True)
+        self.started = now
+        if self.i < len(self.names):
+            print(f"[{self.i + 1}/{len(self.names)}] {self.names[self.i]}", file=sys.stderr, flush=True)
+        self.i += 1
+
+    def say(self, text: str) -> None:
+        print(f"\r      {text[:100]:<100}", end="", file=sys.stderr, flush=True)
+
+    def end_line(self) -> None:
+        print("\r" + " " * 108 + "\r", end="", file=sys.stderr, flush=True)
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = __doc__.split("\n\n")[0].replace("\n", " ")
+    parser.add_argument("--quick", action="store_true", help="the 60-second form: shorter windows, fewer points")
+    parser.add_argument("--out", type=Path, default=None, help="run folder (default results/<utc-time>-run)")
+
+
+def _check(specs: list[ServerSpec], out: Path) -> bool:
+    from echomq_bench.commands.check import run_check
+    from echomq_bench.servers.embedded import running
+
+    rows, ok = [], True
+    with running(*specs) as servers:
+        for server in servers:
+            version = server.version()
+            lines = list(run_check(server.client()))
+            passed = sum(line.ok for line in lines)
+            print(f"  {server.name}: {version}: {'PASS' if passed == len(lines) else 'FAIL'} {passed}/{len(lines)}",
+                  file=sys.stderr)
+            for line in lines:
+                if not line.ok:
+                    print(f"    {line}", file=sys.stderr)
+                rows.append({"server": server.name, "version": version, "story": f"{line.tag} {line.name}",
+                             "ok": line.ok, "text": line.text})
+            ok &= passed == len(lines)
+        results.write_json(out / "meta.json", meta.collect(servers, part="check"))
+    results.write_tidy(out / "check.csv", rows)
+    results.write_json(out / "summary.json", {"passed": ok})
+    return ok
+
+
+def _compare(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], None]) -> None:
+    from echomq_bench.commands.capacity import CapacitySettings
+    from echomq_bench.commands.compare import run_compare, write_compare
+
+    settings = CapacitySettings(duration_s=plan.compare_s, ceiling_requests=plan.ceiling_requests)
+    result = run_compare(specs, settings, trials=plan.trials, progress=say)
+    write_compare(out, result, argv=sys.argv)
+
+
+def _consumers(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], None]) -> None:
+    from echomq_bench.commands.capacity import CapacitySettings, run_capacity
+    from echomq_bench.servers.embedded import running
+
+    rows, infos = [], []
+    with running(*specs) as servers:
+        for server in servers:
+            for c in plan.consumers:
+                # One claim or complete in flight per connection: a pool of c
+                # plain workers, not the pipelined driver of the capacity phase.
+                settings = CapacitySettings(duration_s=plan.consumers_s, warmup_s=0.3, connections=c, pipeline=1,
+                                            ceiling=False, pin=False)
+                say(f"{server.name}: {c} consumers")
+                r = run_capacity(server, settings)
+                rows.extend(r.rows(consumers=c))
+        infos = servers
+        info = meta.collect(infos, part="consumers", consumers=list(plan.consumers), window_s=plan.consumers_s)
+    results.write_json(out / "meta.json", info)
+    results.write_tidy(out / "consumers.csv", rows)
+    results.write_json(out / "summary.json", {"consumers": list(plan.consumers)})
+
+
+def _reapcost(specs: list[ServerSpec], plan: Plan, out: Path) -> None:
+    from echomq_bench.commands.reapcost import run_reap_curve
+    from echomq_bench.servers.embedded import running
+
+    with running(*specs) as servers:
+        run_reap_curve(servers, settings=plan.reap, out_dir=out, verbose=True)
+
+
+def _lease(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], None]) -> None:
+    from echomq_bench.lease import quick_settings, run_sweep
+    from echomq_bench.lease.report import recommend_for, write_run
+    from echomq_bench.servers.embedded import running
+
+    # One build is enough to size a lease: the work-time distribution, not
+    # the server, decides it (the lease command compares builds when asked).
+    settings = quick_settings(duration_s=plan.lease_s)
+    with running(specs[0]) as (server,):
+        res = run_sweep(server, settings, progress=lambda text: say(f"{server.name}: {text}"))
+        info = meta.collect([server], lease=dict(work=settings.work, duration_s=settings.duration_s,
+                                                 time_scale=settings.time_scale))
+    write_run(out, [res], [recommend_for(res)], info, [None])
+
+
+def _link_latest(run_dir: Path) -> Path:
+    latest = run_dir.parent / "latest"
+    tmp = run_dir.parent / f".latest-{os.getpid()}"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    tmp.symlink_to(run_dir.name)
+    tmp.replace(latest)  # atomic: a reader never finds latest missing
+    return latest
+
+
+def run(args: argparse.Namespace) -> int:
+    from echomq_bench.report import build_report
+
+    from echomq_bench.servers.embedded import running
+
+    plan = PLANS["quick" if args.quick else "default"]
+    specs: list[ServerSpec] = list(args.server)
+    # Every server must answer before anything is written: a refused run
+    # leaves no half-made results folder behind.
+    with running(*specs) as servers:
+        for server in servers:
+            server.version()
+    run_dir = results.new_run_dir("run", args.out)
+    phases = Phases(["conformance check", "capacity: Redis against Valkey, run together on one core",
+                     "throughput against consumers", "reap cost against the cap", "lease-sizing sweep", "report"])
+    print(f"echomq-bench run -> {run_dir}  ({'quick' if args.quick else 'default'}: "
+          f"{', '.join(s.name for s in specs)})", file=sys.stderr)
+    results.write_json(run_dir / "meta.json", meta.collect(argv=sys.argv, part="run", plan=plan.__dict__,
+                                                           servers_requested=[s.describe() for s in specs]))
+    phases.next()
+    checked = _check(specs, results.new_run_dir("check", run_dir / "check"))
+    phases.next()
+    _compare(specs, plan, results.new_run_dir("compare", run_dir / "compare"), phases.say)
+    phases.end_line()
+    phases.next()
+    _consumers(specs, plan, results.new_run_dir("consumers", run_dir / "consumers"), phases.say)
+    phases.end_line()
+    phases.next()
+    _reapcost(specs, plan, results.new_run_dir("reapcost", run_dir / "reapcost"))
+    phases.next()
+    _lease(specs, plan, results.new_run_dir("lease", run_dir / "lease"), phases.say)
+    phases.end_line()
+    phases.next()
+    md, html, findings = build_report([run_dir], run_dir)
+    phases.next()
+    latest = _link_latest(run_dir)
+    results.write_json(run_dir / "summary.json", {"conformance_passed": checked, "findings": findings,
+                                                  "elapsed_s": round(phases.elapsed, 1), "report": html.name})
+    print(f"\nReport: {html}\n        {md}\n        ({latest} -> {run_dir.name}; {phases.elapsed:.0f} s)")
+    print("Headline findings:")
+    for f in findings:
+        print(f"  - {f}")
+    if not checked:
+        print("Conformance FAILED on at least one server: see check/check.csv", file=sys.stderr)
+    return 0 if checked else 1

@@ -1,0 +1,55 @@
+"""Lease sizing: an empirical sweep on a real server, an analytical model
+beside it, and a recommendation a team can act on.
+
+    from echomq_bench.lease import SweepSettings, run_sweep, recommend_for
+    result = run_sweep(server, SweepSettings(work="exp:mean=200ms"), progress=print)
+    print(recommend_for(result).text)
+
+    # the main job's short form: ~30 s per server
+    result = run_sweep(server, quick_settings())
+
+Modules: `settings` (what a sweep depends on), `sweep` (the runner, with
+`worker`: one lease's process, and `calibrate`: reap cost and mass crash),
+`records` (raw data), `model` (the formulas), `stats` (intervals),
+`analysis` (measured vs model), `report` (recommendation, table, files),
+`chart`, `command` (the `echomq-bench lease` CLI).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from echomq_bench.lease.analysis import LeaseResult, SweepResult, analyse
+from echomq_bench.lease.report import Candidate, Recommendation, recommend, recommend_for
+from echomq_bench.lease.sweep import DEFAULT_WORK, SettingsError, SweepError, SweepSettings, auto_leases, collect
+
+__all__ = [
+    "DEFAULT_WORK",
+    "SweepSettings",
+    "SettingsError",
+    "SweepError",
+    "SweepResult",
+    "LeaseResult",
+    "Candidate",
+    "Recommendation",
+    "auto_leases",
+    "run_sweep",
+    "quick_settings",
+    "recommend",
+    "recommend_for",
+]
+
+
+def quick_settings(**overrides: Any) -> SweepSettings:
+    """The short sweep the main job runs (~30 s per server): the defaults
+    with a 12 s window and one mass crash."""
+    from echomq_bench.commands.lease import QUICK
+
+    return SweepSettings(**{**QUICK, **overrides})
+
+
+def run_sweep(server: Any, settings: SweepSettings, progress: Callable[[str], None] | None = None,
+              leases_ms: tuple[float, ...] | None = None) -> SweepResult:
+    """Run the sweep on a started server (echomq_bench.servers.embedded) and analyse it:
+    measured rates with 95% intervals, the model beside them, agreement."""
+    return analyse(collect(server, settings, progress=progress, leases_ms=leases_ms))

@@ -1,0 +1,71 @@
+"""What a sweep brings back: raw records, before any statistics."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from echomq_bench.lease.settings import SweepSettings
+
+__all__ = ["LeaseData", "ReapCost", "MassCrash", "SweepData"]
+
+
+# --------------------------------------------------------------------------
+# What comes back from a run (real seconds on perf_counter, which is
+# CLOCK_MONOTONIC on Linux and so one clock across the lease processes)
+
+
+@dataclass
+class LeaseData:
+    lease_ms: float                    # nominal, as run (real integer lease * time scale)
+    lease_real_ms: int
+    window: tuple[float, float]
+    # counted live attempts: columns of one table
+    live: dict[str, np.ndarray]        # t0 t1 w_ms(nominal) t2 t3 ok reclaim(t1 of token+1, nan if none)
+    crashed: dict[str, np.ndarray]     # t0 t1 w_ms c_ms(nominal) tx reclaim
+    claim_t1: np.ndarray               # every claim's reply time (window and tail)
+    reaps: np.ndarray                  # rows (start, end, count)
+    censored_live: int
+    censored_crashed: int
+    empty_claims: int
+    cpu_s: float                       # this lease's process over the window
+    tail_s: float                      # how long after the window the run went on
+
+
+@dataclass
+class ReapCost:
+    empty_usec: float                  # server usec per reap call that finds nothing
+    per_job_usec: float                # server usec per job reaped, beyond the call
+    full_call_usec: float              # usec of a call that returns the cap
+    calls: int
+
+
+@dataclass
+class MassCrash:
+    k: int
+    cap: int
+    drain_ms: list[float]              # nominal: last deadline -> the call that returned the last job
+    ticks: list[int]                   # non-empty reap calls it took
+    spread_ms: list[float]             # nominal: first -> last claim of the K (deadline spread)
+
+
+@dataclass
+class SweepData:
+    settings: SweepSettings
+    server_name: str
+    server_version: str
+    leases: list[LeaseData]
+    reap_cost: ReapCost | None
+    mass: MassCrash | None
+    server_utilization: float          # main thread, over the window
+    server_cpu_s: float
+    client_cpu_s: float                # all lease processes over the window
+    window_s: float
+    wall_s: float
+    evalsha_calls: int
+    evalsha_usec: int
+
+    def settings_dict(self) -> dict[str, Any]:
+        return asdict(self.settings)

@@ -1,0 +1,229 @@
+"""The empirical lease sweep: every lease at once, each on its own queue.
+
+One process per lease (so no lease waits on another's GIL), each with
+
+    consumers   threads that claim with the lease, draw a work time and sleep
+                it, then complete; with probability crash_rate they instead
+                "crash": sleep a uniform fraction of the work, abandon the
+                job and never touch it again (and, like a restarted worker,
+                go on to the next job)
+    a producer  that keeps a backlog in pending, so consumers never idle
+    a pump      that calls reap(cap) once every reap interval, at a random
+                phase, on a fixed schedule
+
+All leases run side by side on one server over the same window, so they
+share the machine's noise instead of each meeting a different moment of it.
+Attempts claimed inside the window are counted; the run goes on after the
+window until each counted attempt is resolved (completed, refused, or its
+crashed job claimed again), up to a hard cap after which the rest are
+reported as censored.
+
+Durations are nominal (what the user's system sees) and run at
+1/time_scale of that: a time scale of 60 runs leases of minutes as leases of
+seconds. Everything measured is scaled back before it is reported. The
+overheads of the client (round trips, sleep overshoot) are not scaled, so
+a large time scale magnifies them; the model takes the measured overhead
+as an input, which keeps the comparison fair at any scale.
+
+After the sweep, alone on the server, the runner measures what one reap
+call costs the server (commandstats, empty and full calls) and drains a mass
+crash of K jobs against the cap.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import random
+import secrets
+import time
+from typing import Any, Callable
+
+import redis
+
+from echomq.errors import EchoMQError
+from echomq_bench.measurement.latency import Latency
+from echomq.queue import Queue
+from echomq_bench.servers.embedded import redacted_url
+from echomq_bench.measurement.serverstats import sample, usage
+from echomq_bench.lease.calibrate import drop, mass_crash, reap_cost
+from echomq_bench.lease.records import LeaseData, MassCrash, ReapCost, SweepData
+from echomq_bench.lease.settings import DEFAULT_WORK, SettingsError, SweepSettings, auto_leases
+from echomq_bench.lease.worker import PROGRESS_FIELDS, connect_spec, lease_worker
+
+__all__ = [
+    "DEFAULT_WORK",
+    "SweepSettings",
+    "SettingsError",
+    "SweepError",
+    "LeaseData",
+    "MassCrash",
+    "ReapCost",
+    "SweepData",
+    "auto_leases",
+    "collect",
+    "work_latency",
+]
+
+READY_TIMEOUT_S = 120.0
+
+
+# --------------------------------------------------------------------------
+# The orchestrator
+
+
+class SweepError(EchoMQError):
+    """The sweep could not finish: a lease process or the server failed.
+    The message says which; nothing half-measured is returned."""
+
+    code = "EMQSWEEP"
+
+
+def collect(server: Any, settings: SweepSettings, progress: Callable[[str], None] | None = None,
+            leases_ms: tuple[float, ...] | None = None) -> SweepData:
+    """Run the sweep on `server` and return its raw data (see `run_sweep`
+    for the analysed result); SweepError when it cannot finish."""
+    settings.check()
+    try:
+        return _collect(server, settings, progress, leases_ms)
+    except SweepError:
+        raise
+    except (redis.RedisError, EchoMQError) as exc:
+        raise SweepError(f"the sweep on {server.name} failed: {redacted_url(str(exc))}") from exc
+
+
+def _collect(server: Any, settings: SweepSettings, progress: Callable[[str], None] | None,
+             leases_ms: tuple[float, ...] | None) -> SweepData:
+    leases = tuple(leases_ms or settings.leases_ms or auto_leases(settings.dist(), settings.budget))
+    tag = secrets.token_hex(3)
+    # fork, not spawn: a child needs nothing re-imported, starts in
+    # milliseconds, and never re-runs a caller's script that lacks a
+    # __main__ guard. The parent holds no threads at this point.
+    ctx = mp.get_context("fork")
+    counters = ctx.Array("d", PROGRESS_FIELDS * len(leases), lock=False)
+    spec = connect_spec(server)
+    client = server.client()
+    version = server.version()
+    say = progress or (lambda text: None)
+    wall0 = time.perf_counter()
+    procs, pipes = [], []
+    say(f"starting {len(leases)} lease processes x {settings.consumers} consumers")
+    try:
+        for i, lease in enumerate(leases):
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=lease_worker, args=(spec, i, settings, lease, child, counters, tag),
+                            daemon=True, name=f"lease-{lease:g}ms")
+            p.start()
+            child.close()
+            procs.append(p)
+            pipes.append(parent)
+        for conn in pipes:
+            if not conn.poll(READY_TIMEOUT_S):
+                raise SweepError("a lease process did not get ready in time")
+            kind, msg = _recv(conn)
+            if kind != "ready":
+                raise SweepError(msg)
+        dist = settings.dist()
+        start = time.perf_counter() + settings.warmup_s
+        end = start + settings.duration_s
+        scale = settings.time_scale
+        longest = max(settings.real_lease_ms(x) for x in leases) / 1000.0
+        cap = (longest + 2 * settings.reap_every_ms / scale / 1000.0
+               + min(dist.quantile_ms(0.9999) / scale / 1000.0, 10.0) + 1.0)
+        for conn in pipes:
+            conn.send((start, end, cap))
+        time.sleep(max(0.0, start - time.perf_counter()))
+        s0 = sample(client)
+        results: dict[int, LeaseData] = {}
+        sampled_end = None
+        while len(results) < len(leases):
+            now = time.perf_counter()
+            if sampled_end is None and now >= end:
+                sampled_end = sample(client)
+            for i, conn in enumerate(pipes):
+                if i in results or not conn.poll(0):
+                    continue
+                kind, payload = _recv(conn)
+                if kind == "error":
+                    raise SweepError(payload)
+                results[i] = payload
+            say(_progress_line(now, start, end, leases, counters, results))
+            if now > end + cap + 30:
+                raise SweepError("lease processes did not report back")
+            time.sleep(0.5 if now < end else 0.1)
+        if sampled_end is None:
+            sampled_end = sample(client)
+        use = usage(s0, sampled_end)
+        for p in procs:
+            p.join(timeout=10)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=5)
+    lease_data = [results[i] for i in range(len(leases))]
+    cost = mass = None
+    if settings.mass_crash > 0 and settings.mass_crash_reps > 0:
+        say(f"measuring reap cost, then {settings.mass_crash_reps} mass crash(es) of {settings.mass_crash} jobs")
+        cost = reap_cost(client, settings, tag)
+        # The drain after the deadline does not depend on the lease; a short
+        # one (half a reap interval) keeps the wait before it short.
+        mass = mass_crash(client, settings, settings.reap_every_ms / 2, tag, random.Random(settings.seed))
+    for i in range(len(leases)):
+        drop(Queue(client, f"lease-{tag}-{i}", max_attempts=settings.max_attempts))
+    return SweepData(
+        settings=settings,
+        server_name=server.name,
+        server_version=version,
+        leases=lease_data,
+        reap_cost=cost,
+        mass=mass,
+        server_utilization=use.utilization,
+        server_cpu_s=use.cpu_s,
+        client_cpu_s=sum(d.cpu_s for d in lease_data),
+        window_s=settings.duration_s,
+        wall_s=time.perf_counter() - wall0,
+        evalsha_calls=use.calls("evalsha"),
+        evalsha_usec=use.usec("evalsha"),
+    )
+
+
+def _recv(conn: Any) -> tuple[str, Any]:
+    try:
+        return conn.recv()
+    except EOFError:
+        return "error", "a lease process died without a word (killed, or out of memory?)"
+
+
+def _progress_line(now: float, start: float, end: float, leases: tuple[float, ...], counters: Any,
+                   done: dict[int, LeaseData]) -> str:
+    if now < start:
+        head = "warming up"
+    elif now < end:
+        head = f"{now - start:5.0f}/{end - start:.0f} s"
+    else:
+        head = f"tail {now - end:4.1f} s ({len(done)}/{len(leases)} done)"
+    parts = []
+    for i, lease in enumerate(leases):
+        n = int(counters[i * PROGRESS_FIELDS])
+        refused = int(counters[i * PROGRESS_FIELDS + 1])
+        parts.append(f"{_short_ms(lease)}: {n} runs {refused} refused")
+    return f"lease sweep {head} | " + " | ".join(parts)
+
+
+def _short_ms(ms: float) -> str:
+    if ms >= 60_000:
+        return f"{ms / 60_000:g}m"
+    if ms >= 1000:
+        return f"{ms / 1000:g}s"
+    return f"{ms:g}ms"
+
+
+def work_latency(data: SweepData) -> Latency:
+    """The work times the consumers measured (sleep from claim reply to
+    complete, nominal), merged over all leases: what --work-from reads back."""
+    lat = Latency()
+    for d in data.leases:
+        for t1, t2 in zip(d.live["t1"], d.live["t2"]):
+            lat.record_ms((t2 - t1) * 1000 * data.settings.time_scale)
+    return lat
+

@@ -1,0 +1,240 @@
+"""The end of a run: settle calls whose replies never came, audit the books
+against the server, summarise the flow and the consumer steps, write
+audit.json (and steps.csv when stepping)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from echomq_bench.load.audit import AuditReport, Ledger
+from echomq.keys import QueueKeys
+from echomq_bench.measurement.serverstats import BUSY, bound
+from echomq_bench.locust.client import Books
+
+__all__ = ["settle", "limit", "StepSample", "step_table", "Outcome", "write_outputs", "output_dir", "machine_busy_s"]
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all of this machine's cores spent busy since boot (/proc/stat):
+    beside the server's and the client's own CPU it shows who else was running."""
+    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def settle(client: redis.Redis, books: Books) -> dict[str, int]:
+    """Decide unresolved calls from what the server holds.
+
+    - an enqueue counts when its row exists, or some complete of it was accepted;
+    - a complete counts as accepted when the row is gone and no ledger has an
+      accepted complete of it (only complete deletes a row); of several such
+      calls for one job, the one with the highest token (the lease holder's).
+    """
+    ledger: Ledger = books.ledger
+    enqueues = [(q, i) for op in books.unresolved if op[0] == "enqueue" for q, i in ((op[1], j) for j in op[2])]
+    completes: dict[str, list[tuple[str, int, bool]]] = {}
+    for op in books.unresolved:
+        if op[0] == "complete":
+            completes.setdefault(op[2], []).append((op[1], int(op[3]), bool(op[4])))
+    pipe = client.pipeline(transaction=False)
+    for q, i in enqueues:
+        pipe.exists(QueueKeys(q).job(i))
+    for i, calls in completes.items():
+        pipe.exists(QueueKeys(calls[0][0]).job(i))
+    found = pipe.execute() if enqueues or completes else []
+    counted = accepted = 0
+    for (_, i), exists in zip(enqueues, found[: len(enqueues)]):
+        if exists or ledger.accepted.get(i):
+            ledger.record_enqueue(i, "enqueued")
+            counted += 1
+    for (i, calls), exists in zip(completes.items(), found[len(enqueues):]):
+        if not exists and not ledger.accepted.get(i):
+            _, token, zombie = max(calls, key=lambda c: c[1])
+            ledger.record_complete(i, token, True, zombie=zombie)
+            books.completed[calls[0][0]] += 1
+            accepted += 1
+    return {"enqueues": len(enqueues), "enqueues_counted": counted,
+            "completes": sum(map(len, completes.values())), "completes_accepted": accepted}
+
+
+def limit(server: float, client: float | None, machine: float | None = None) -> str:
+    """What bounded a measurement: a saturated server main thread or client
+    process; else, when every core was busy, the cores themselves (others
+    took what the client would have used); else serverstats.bound."""
+    if server >= BUSY:
+        return "server"
+    if client is not None and client >= BUSY:
+        return "client"
+    if machine is not None and machine >= 0.9 * (os.cpu_count() or 1):
+        return "shared cores"
+    return bound(server, client) if client is not None else "unknown (no client CPU)"
+
+
+@dataclass(frozen=True)
+class StepSample:
+    step: int
+    consumers: int
+    t: float             # perf_counter, s
+    completes: int       # accepted completes so far (Locust's "complete" count)
+    server_main_cpu: float
+    client_cpu: float    # cumulative CPU seconds (local) or cores now (master, from worker heartbeats)
+    client_cumulative: bool
+    machine_busy: float  # machine_busy_s() of the coordinator's machine
+
+
+def step_table(samples: list[StepSample], step_time_s: float) -> list[dict[str, Any]]:
+    """Per step, over its settled part (after the first 30% or 2 s): cycles/s,
+    server main-thread CPU and client CPU, and the side that bound it."""
+    rows = []
+    settle_s = min(2.0, 0.3 * step_time_s)
+    for step in sorted({s.step for s in samples}):
+        group = [s for s in samples if s.step == step]
+        start = group[0].t
+        steady = [s for s in group if s.t >= start + settle_s] or group
+        if len(steady) < 2:
+            continue
+        a, b = steady[0], steady[-1]
+        dt = b.t - a.t
+        server = (b.server_main_cpu - a.server_main_cpu) / dt
+        client: float | None
+        if a.client_cumulative:
+            client = (b.client_cpu - a.client_cpu) / dt
+        else:
+            # Worker heartbeats carry a CPU reading refreshed every 5 s; none yet reads 0.
+            readings = [s.client_cpu for s in steady if s.client_cpu > 0]
+            client = sum(readings) / len(readings) if readings else None
+        machine = (b.machine_busy - a.machine_busy) / dt
+        rows.append({"consumers": a.consumers, "cycles_per_s": (b.completes - a.completes) / dt,
+                     "server_main_cpu": server, "client_cpu": client, "machine_cpu": machine, "seconds": dt,
+                     "bound": limit(server, client, machine)})
+    return rows
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    run: dict[str, Any]
+    report: AuditReport
+    settled: dict[str, int]
+    counters: dict[str, int]
+    recovery: dict[str, dict[str, float]]
+    seconds: float
+    cycles_per_s: float
+    missing_processes: int
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    nodes: list[dict[str, Any]] = field(default_factory=list)  # on a cluster: one row per master
+
+    @property
+    def passed(self) -> bool:
+        return self.report.passed and self.missing_processes == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "passed": self.passed, "run": self.run,
+                "audit": self.report.to_dict(), "settled_unresolved": self.settled,
+                "missing_processes": self.missing_processes, "flow": self.counters,
+                "seconds": self.seconds, "cycles_per_s": self.cycles_per_s,
+                "recovery_ms": self.recovery, "steps": self.steps, "nodes": self.nodes, "meta": self.meta}
+
+    def format(self) -> str:
+        c = self.counters
+        lines = [f"== echomq {self.scenario}: run {self.run['run_id']} on {self.run['server']}, "
+                 f"queues {', '.join(self.run['queues'])}, {self.run['load_processes']} load process(es) =="]
+        lines.append(f"flow: {self.report.completed} completed in {self.seconds:.1f} s "
+                     f"({self.cycles_per_s:.0f} cycles/s with ramp-up and drain); "
+                     f"retries scheduled {c.get('retry_scheduled', 0)}, dead by retry {c.get('retry_dead', 0)}, "
+                     f"promoted {c.get('promoted', 0)}, reaped {c.get('reaped', 0)}")
+        if c.get("crashes"):
+            lines.append(f"crashes {c['crashes']}: recovered {c.get('recovered', 0)}, zombies woke {c.get('zombies', 0)}"
+                         f" (gave up {c.get('zombie_gave_up', 0)})")
+        for name, summary in self.recovery.items():
+            lines.append(f"recovery {name}: n={summary['count']:.0f} p50 {summary['p50']:.1f} ms, "
+                         f"p99 {summary['p99']:.1f} ms, max {summary['max']:.1f} ms")
+        if self.settled["enqueues"] or self.settled["completes"]:
+            s = self.settled
+            lines.append(f"settled against the server: {s['enqueues']} interrupted enqueues ({s['enqueues_counted']} "
+                         f"applied), {s['completes']} interrupted completes ({s['completes_accepted']} applied)")
+        if self.missing_processes:
+            lines.append(f"MISSING the books of {self.missing_processes} worker(s): the audit cannot account for them")
+        if self.steps:
+            lines.append(f"{'consumers':>9} {'cycles/s':>9} {'server CPU':>10} {'client CPU':>10} "
+                         f"{'machine CPU':>11}  bound")
+            for r in self.steps:
+                client = "n/a" if r["client_cpu"] is None else f"{r['client_cpu']:.2f}"
+                lines.append(f"{r['consumers']:>9} {r['cycles_per_s']:>9.0f} {r['server_main_cpu']:>10.2f} "
+                             f"{client:>10} {r['machine_cpu']:>11.2f}  {r['bound']}")
+            lines.append(f"(CPU in cores over each step's settled part; server = its main thread; client = the "
+                         f"load process, or the workers' sum from their heartbeats; machine = every process on this "
+                         f"{os.cpu_count()}-core machine)")
+        if self.nodes:
+            lines.append(format_nodes(self.nodes))
+        lines.append(self.report.format())
+        return "\n".join(lines)
+
+
+def node_table(placements: list[Any], completed: dict[str, int], usages: dict[str, Any],
+               seconds: float) -> list[dict[str, Any]]:
+    """Per master: its queues, cycles/s from their accepted completes (over
+    the run's `seconds`, like the total) and its main thread's utilisation
+    (INFO cpu over the same run, from each master's own counters)."""
+    rows = []
+    for node in dict.fromkeys([p.node for p in placements] + list(usages)):  # idle masters too
+        queues = [p.queue for p in placements if p.node == node]
+        done = sum(completed.get(q, 0) for q in queues)
+        use = usages.get(node)
+        rows.append({"node": node, "queues": queues, "completed": done,
+                     "cycles_per_s": done / seconds if seconds else 0.0,
+                     "server_main_util": None if use is None else round(use.utilization, 4),
+                     "server_cpu_util": None if use is None else round(use.cpu_s / use.wall_s, 4) if use.wall_s else None})
+    return rows
+
+
+def format_nodes(rows: list[dict[str, Any]]) -> str:
+    total = sum(r["cycles_per_s"] for r in rows)
+    lines = [f"per node ({len(rows)} masters; cycles/s from each node's queues' completes, over the same "
+             f"seconds as the total; server util = main thread CPU / wall over the run):",
+             f"{'node':<22} {'queues':>6} {'completed':>10} {'cycles/s':>9} {'server util':>11}"]
+    for r in rows:
+        util = "n/a" if r["server_main_util"] is None else f"{r['server_main_util']:.2f}"
+        lines.append(f"{r['node']:<22} {len(r['queues']):>6} {r['completed']:>10} {r['cycles_per_s']:>9.0f} {util:>11}")
+    lines.append(f"{'total':<22} {sum(len(r['queues']) for r in rows):>6} {sum(r['completed'] for r in rows):>10} "
+                 f"{total:>9.0f}")
+    if (os.cpu_count() or 0) < len(rows) + 1:
+        lines.append(f"(these nodes share this machine's {os.cpu_count()} cores with each other and the load)")
+    return "\n".join(lines)
+
+
+def output_dir(options: Any) -> Path:
+    """Beside the --csv prefix, else beside the --html report, else the cwd."""
+    for name in ("csv_prefix", "html_file"):
+        value = getattr(options, name, None)
+        if value:
+            return Path(value).parent
+    return Path.cwd()
+
+
+def write_outputs(outcome: Outcome, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "audit.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(outcome.to_dict(), indent=2, default=str) + "\n")
+    tmp.replace(path)
+    if outcome.steps:
+        with (folder / "steps.csv").open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=["scenario", "server", "consumers", "metric", "value", "unit"])
+            writer.writeheader()
+            for r in outcome.steps:
+                for metric, unit in (("cycles_per_s", "1/s"), ("server_main_cpu", "cores"),
+                                     ("client_cpu", "cores"), ("machine_cpu", "cores")):
+                    if r[metric] is None:
+                        continue
+                    writer.writerow({"scenario": outcome.scenario, "server": outcome.run["server"],
+                                     "consumers": r["consumers"], "metric": metric, "value": round(r[metric], 4),
+                                     "unit": unit})
+    return path

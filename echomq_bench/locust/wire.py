@@ -1,0 +1,339 @@
+"""Script calls on one held connection, with nothing between Locust and the socket.
+
+A load greenlet owns one redis-py `Connection` for its whole life (one
+connection per greenlet, made from the URL's settings), so no call pays for a pool checkout, its
+liveness poll or redis-py's per-command retry and telemetry wrappers: on
+this machine that path is about three times faster per greenlet than
+`Redis.evalsha` through a shared pool under gevent. Every command a verb
+sends is laid out once per queue (`QueueWire`), so a call is one hiredis
+pack, one send and one reply parsed by hiredis.
+
+EVALSHA is tried first; a NOSCRIPT reply (a restarted or flushed server)
+loads the script and sends once more, as redis-py's `Script` does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import redis
+from gevent import GreenletExit
+
+try:  # redis[hiredis] brings it; without it redis-py packs in Python
+    from hiredis import pack_command
+except ImportError:  # pragma: no cover
+    pack_command = None
+
+from echomq.errors import ServerUnavailableError, from_reply
+from echomq.keys import QueueKeys
+from echomq.scripts import ScriptSource, discover
+
+__all__ = ["Wire", "QueueWire", "ScriptSet", "ConnectionFactory", "ClusterRouter", "ClusterWire", "is_cluster_url"]
+
+
+@dataclass(frozen=True)
+class ScriptSet:
+    """The verbs' sources and SHA1s (the server's own script ids)."""
+
+    sources: dict[str, ScriptSource]
+    shas: dict[str, str]
+
+    @classmethod
+    def load(cls) -> "ScriptSet":
+        sources = discover()
+        return cls(sources, {v: hashlib.sha1(s.text.encode()).hexdigest() for v, s in sources.items()})
+
+    def sha_to_text(self) -> dict[str, str]:
+        return {self.shas[v]: s.text for v, s in self.sources.items()}
+
+
+class QueueWire:
+    """The commands of one queue's verbs, laid out once."""
+
+    def __init__(self, name: str, scripts: ScriptSet, lease_ms: int, max_attempts: int,
+                 reap_limit: int, promote_limit: int) -> None:
+        k = QueueKeys(name)
+        sha = scripts.shas
+        self.name = name
+        self.keys = k
+        self.lease_s = lease_ms / 1000.0
+        self.job_prefix = k.job_prefix
+        self.enqueue_head = ("EVALSHA", sha["enqueue"], 2, k.pending)
+        self.claim_cmd = ("EVALSHA", sha["claim"], 2, k.pending, k.active, k.job_prefix, lease_ms)
+        self.complete_head = ("EVALSHA", sha["complete"], 2, k.active)
+        self.retry_head = ("EVALSHA", sha["retry"], 4, k.active, k.schedule, k.dead)
+        self.max_attempts = max_attempts
+        self.reap_cmd = ("EVALSHA", sha["reap"], 3, k.active, k.pending, k.dead, k.job_prefix, reap_limit,
+                         max_attempts)
+        self.promote_cmd = ("EVALSHA", sha["promote"], 2, k.schedule, k.pending, k.job_prefix, promote_limit)
+        self.size_cmd = ("ZCARD", k.pending)
+
+    def crash_key(self, job_id: str) -> str:
+        """Where a crashed consumer leaves its note for the re-claimer; in the
+        queue's hash slot, outside the contract's keys (the audit ignores it)."""
+        return f"{self.keys.base}locust:crash:{job_id}"
+
+    def enqueue(self, job_id: str, payload: bytes) -> tuple[Any, ...]:
+        return (*self.enqueue_head, self.job_prefix + job_id, job_id, payload)
+
+    def complete(self, job_id: str, token: int) -> tuple[Any, ...]:
+        return (*self.complete_head, self.job_prefix + job_id, job_id, token)
+
+    def retry(self, job_id: str, token: int, error: str, delay_ms: int) -> tuple[Any, ...]:
+        return (*self.retry_head, self.job_prefix + job_id, job_id, token, error, delay_ms, self.max_attempts)
+
+
+class ConnectionFactory:
+    """Connections from a URL, outside any pool: each is held by one
+    greenlet for its life, so a pool's checkout (and its cap of 100 in
+    redis-py 8) would only be in the way."""
+
+    def __init__(self, url: str) -> None:
+        parsed = redis.ConnectionPool.from_url(url, socket_connect_timeout=5)
+        self.connection_class = parsed.connection_class
+        self.kwargs = dict(parsed.connection_kwargs)
+        self.made = 0
+
+    def connect(self) -> redis.connection.AbstractConnection:
+        self.made += 1
+        return self.connection_class(**self.kwargs)
+
+    def wire(self, scripts: ScriptSet) -> "Wire":
+        return Wire(self, scripts)
+
+    def load_scripts(self, texts: Sequence[str]) -> None:
+        conn = self.connect()
+        try:
+            for text in texts:
+                conn.send_command("SCRIPT", "LOAD", text)
+                conn.read_response()
+        finally:
+            conn.disconnect()
+
+
+class Wire:
+    """One held connection. `call` returns the reply or raises an EchoMQError
+    (wire codes mapped through echomq.errors); `pipeline` returns one reply
+    or exception per command."""
+
+    def __init__(self, factory: "ConnectionFactory", scripts: ScriptSet) -> None:
+        self.scripts = scripts
+        self._texts = scripts.sha_to_text()
+        self.conn = factory.connect()
+
+    def call(self, cmd: Sequence[Any]) -> Any:
+        conn = self.conn
+        try:
+            if pack_command is not None:
+                conn.send_packed_command((pack_command(cmd),), check_health=False)
+            else:
+                conn.send_command(*cmd)
+            return conn.read_response()
+        except redis.exceptions.NoScriptError:
+            return self._reload_and_call(cmd)
+        except redis.exceptions.ResponseError as exc:
+            raise _mapped(exc) from None
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+            conn.disconnect()
+            raise ServerUnavailableError(f"server unavailable: {exc}") from exc
+        except GreenletExit:
+            # Killed between send and reply: the reply would be read by the
+            # next command. Drop the connection; the next call reconnects.
+            conn.disconnect()
+            raise
+
+    def pipeline(self, cmds: Sequence[Sequence[Any]]) -> list[Any]:
+        """Send all, read all; a command's error reply is its result, mapped."""
+        conn = self.conn
+        try:
+            if pack_command is not None:
+                conn.send_packed_command((b"".join(map(pack_command, cmds)),), check_health=False)
+            else:
+                conn.send_packed_command(conn.pack_commands(cmds))
+            out: list[Any] = []
+            for _ in cmds:
+                try:
+                    out.append(conn.read_response())
+                except redis.exceptions.ResponseError as exc:
+                    out.append(exc if isinstance(exc, redis.exceptions.NoScriptError) else _mapped(exc))
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+            conn.disconnect()
+            raise ServerUnavailableError(f"server unavailable: {exc}") from exc
+        except GreenletExit:
+            conn.disconnect()
+            raise
+        if any(isinstance(r, redis.exceptions.NoScriptError) for r in out):
+            self.load_scripts()
+            redo = [i for i, r in enumerate(out) if isinstance(r, redis.exceptions.NoScriptError)]
+            for i, reply in zip(redo, self.pipeline([cmds[i] for i in redo])):
+                out[i] = reply
+        return out
+
+    def command(self, *args: Any) -> Any:
+        """A plain command (bookkeeping, not a verb)."""
+        return self.call(args)
+
+    def load_scripts(self) -> None:
+        for text in self._texts.values():
+            self.conn.send_command("SCRIPT", "LOAD", text)
+            self.conn.read_response()
+
+    def reconnect(self) -> None:
+        """What a crashed worker's replacement does: a new connection."""
+        self.conn.disconnect()
+
+    def close(self) -> None:
+        self.conn.disconnect()
+
+    def _reload_and_call(self, cmd: Sequence[Any]) -> Any:
+        self.load_scripts()
+        try:
+            self.conn.send_command(*cmd)
+            return self.conn.read_response()
+        except redis.exceptions.ResponseError as exc:
+            raise _mapped(exc) from None
+
+
+def _mapped(exc: redis.exceptions.ResponseError) -> Exception:
+    mapped = from_reply(str(exc))
+    return mapped if mapped is not None else exc
+
+
+
+# --------------------------------------------------------------------------
+# A cluster: the same held connections, one per master a greenlet talks to
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in ("redis+cluster", "rediss+cluster")
+
+
+class _NodeFactory:
+    """Connections to one node, with the settings redis-py's cluster client uses for it."""
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self.connection_class = pool.connection_class
+        self.kwargs = dict(pool.connection_kwargs)
+
+    def connect(self) -> redis.connection.AbstractConnection:
+        return self.connection_class(**self.kwargs)
+
+
+class ClusterRouter:
+    """The process's view of a cluster, kept by redis-py's cluster client
+    (`RedisCluster`): which master owns a key's slot, and each master's
+    connection settings. Calls themselves go over `ClusterWire`'s held
+    connections, not through the client's pools: a greenlet killed between
+    send and reply must drop its connection, which a pooled connection
+    (released on BaseException without a disconnect) would not."""
+
+    def __init__(self, url: str) -> None:
+        from echomq_bench.servers.cluster import UrlCluster
+        from echomq_bench.servers.embedded import parse_server_spec
+
+        self.client = UrlCluster(parse_server_spec(url)).client()
+        self._slots: dict[str, str] = {}  # hash tag -> master address
+        self.made = 0
+
+    def node_for(self, key: Any) -> str:
+        key = key.decode() if isinstance(key, bytes) else str(key)
+        start = key.find("{")
+        end = key.find("}", start + 1) if start >= 0 else -1
+        tag = key[start + 1:end] if end > start + 1 else key
+        node = self._slots.get(tag)
+        if node is None:
+            node = self.client.nodes_manager.get_node_from_slot(self.client.keyslot(key)).name
+            self._slots[tag] = node
+        return node
+
+    def factory(self, node: str) -> _NodeFactory:
+        target = self.client.get_node(node_name=node)
+        if target is None or target.redis_connection is None:
+            self.refresh()
+            target = self.client.get_node(node_name=node)
+        if target is None:
+            raise ServerUnavailableError(f"cluster node {node} is not in the slot map")
+        if target.redis_connection is None:
+            target.redis_connection = self.client.get_redis_connection(target)
+        self.made += 1
+        return _NodeFactory(target.redis_connection.connection_pool)
+
+    def refresh(self) -> None:
+        """Re-read the slot map (after a MOVED: a failover or a resharding)."""
+        self.client.nodes_manager.initialize()
+        self._slots.clear()
+
+    def load_scripts(self, texts: Sequence[str]) -> None:
+        for text in texts:
+            self.client.script_load(text)  # redis-py sends it to every primary
+
+    def wire(self, scripts: ScriptSet) -> "ClusterWire":
+        return ClusterWire(self, scripts)
+
+
+def _first_key(cmd: Sequence[Any]) -> Any:
+    # EVALSHA sha numkeys key...; every other command the scenarios send has its key first
+    return cmd[3] if str(cmd[0]).upper() == "EVALSHA" else cmd[1]
+
+
+class ClusterWire:
+    """`Wire`'s interface over a cluster: one held `Wire` per master this
+    greenlet has talked to; each command goes to the master owning its
+    key's slot. A MOVED reply (the command was not applied) re-reads the
+    slot map and sends once more."""
+
+    MOVES = (redis.exceptions.MovedError, redis.exceptions.AskError)
+
+    def __init__(self, router: ClusterRouter, scripts: ScriptSet) -> None:
+        self.router = router
+        self.scripts = scripts
+        self.wires: dict[str, Wire] = {}
+
+    def _wire(self, node: str) -> Wire:
+        wire = self.wires.get(node)
+        if wire is None:
+            wire = self.wires[node] = Wire(self.router.factory(node), self.scripts)  # type: ignore[arg-type]
+        return wire
+
+    def call(self, cmd: Sequence[Any]) -> Any:
+        for _ in range(3):
+            try:
+                return self._wire(self.router.node_for(_first_key(cmd))).call(cmd)
+            except self.MOVES:
+                self.router.refresh()
+        raise ServerUnavailableError(f"cluster: {cmd[0]} still MOVED after re-reading the slot map")
+
+    def pipeline(self, cmds: Sequence[Sequence[Any]]) -> list[Any]:
+        """Each master's share as one pipeline (the scenarios send one queue's
+        commands together, so normally one); replies in the order sent."""
+        out: list[Any] = [None] * len(cmds)
+        todo = list(range(len(cmds)))
+        for _ in range(3):
+            groups: dict[str, list[int]] = {}
+            for i in todo:
+                groups.setdefault(self.router.node_for(_first_key(cmds[i])), []).append(i)
+            for node, idx in groups.items():
+                for i, reply in zip(idx, self._wire(node).pipeline([cmds[i] for i in idx])):
+                    out[i] = reply
+            todo = [i for i in todo if isinstance(out[i], self.MOVES)]
+            if not todo:
+                return out
+            self.router.refresh()
+        return out
+
+    def command(self, *args: Any) -> Any:
+        return self.call(args)
+
+    def load_scripts(self) -> None:
+        for wire in self.wires.values():
+            wire.load_scripts()
+
+    def reconnect(self) -> None:
+        for wire in self.wires.values():
+            wire.reconnect()
+
+    def close(self) -> None:
+        for wire in self.wires.values():
+            wire.close()

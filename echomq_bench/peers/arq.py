@@ -1,0 +1,97 @@
+"""arq as a peer: `ArqRedis.enqueue_job` to add, an arq `Worker` with burst=True to drain.
+
+arq has no bulk enqueue; its way to add many jobs is many `enqueue_job`
+calls in flight at once (each a WATCH / EXISTS / MULTI / PSETEX / ZADD /
+EXEC transaction on its own pooled connection). The worker keeps
+`max_jobs` jobs in flight and polls the queue sorted set; keep_result=0 so
+no result key is written. arq polls every poll_delay (0.5 s by default) and
+sleeps the rest of that interval after each poll; with no-op jobs that
+sleep, not the queue, would set the rate, so the poll delay is set lower
+and named in the report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from echomq_bench.peers import jobs
+from echomq_bench.peers.base import ARQ_HINT, PAYLOAD, Gate, Leftovers, count_keys, require
+
+__all__ = ["Arq"]
+
+ENQUEUE_IN_FLIGHT = 50
+MAX_JOBS = 10
+POLL_DELAY_S = 0.01
+FUNCTION = "noop"
+
+
+def _queue_key(queue: str) -> str:
+    return f"arq:queue:{queue}"
+
+
+class Arq:
+    name = "arq"
+    distribution = "arq"
+    enqueue_mode = f"ArqRedis.enqueue_job, {ENQUEUE_IN_FLIGHT} calls in flight (one transaction each)"
+    drain_mode = f"Worker(burst=True, max_jobs={MAX_JOBS}, poll_delay={POLL_DELAY_S} s) per consumer"
+
+    def check(self) -> None:
+        require("arq", "arq", ARQ_HINT)
+
+    def settings(self, consumers: int) -> dict[str, Any]:
+        return {"burst": True, "keep_result": 0, "max_jobs": MAX_JOBS, "poll_delay_s": POLL_DELAY_S,
+                "queue_read_limit": max(MAX_JOBS * 5, 100), "enqueue_in_flight": ENQUEUE_IN_FLIGHT,
+                "serializer": "pickle (default)", "consumers": consumers, "in_flight_per_consumer": MAX_JOBS}
+
+    def produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
+        return asyncio.run(self._produce(url, queue, n, gate, progress))
+
+    async def _produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
+        arq = require("arq", "arq", ARQ_HINT)
+        pool = await arq.create_pool(arq.connections.RedisSettings.from_dsn(url),
+                                     default_queue_name=_queue_key(queue))
+        await pool.ping()
+        gate.ready()
+        sent = accepted = 0
+        while sent < n:
+            size = min(ENQUEUE_IN_FLIGHT, n - sent)
+            got = await asyncio.gather(*(pool.enqueue_job(FUNCTION, PAYLOAD) for _ in range(size)))
+            accepted += sum(1 for job in got if job is not None)
+            sent += size
+            if sent % 1000 < ENQUEUE_IN_FLIGHT:
+                progress(sent)
+        progress(sent)
+        gate.done()
+        await pool.aclose()
+        return accepted
+
+    def consume(self, url: str, queue: str, gate: Gate) -> None:
+        asyncio.run(self._consume(url, queue, gate))
+
+    async def _consume(self, url: str, queue: str, gate: Gate) -> None:
+        arq = require("arq", "arq", ARQ_HINT)
+        pool = await arq.create_pool(arq.connections.RedisSettings.from_dsn(url),
+                                     default_queue_name=_queue_key(queue))
+        worker = arq.Worker(
+            functions=[arq.worker.func(jobs.arq_job, name=FUNCTION, keep_result=0)],
+            queue_name=_queue_key(queue), redis_pool=pool, burst=True, keep_result=0,
+            max_jobs=MAX_JOBS, poll_delay=POLL_DELAY_S, handle_signals=False,
+        )
+        await pool.ping()
+        gate.ready()
+        await worker.async_run()
+        gate.done()
+        await worker.close()
+
+    def leftovers(self, client: Any, queue: str) -> Leftovers:
+        detail = {
+            "queued": int(client.zcard(_queue_key(queue))),
+            "in_progress": count_keys(client, "arq:in-progress:*"),
+            "retry": count_keys(client, "arq:retry:*"),
+        }
+        results = count_keys(client, "arq:result:*")
+        rows = count_keys(client, "arq:job:*")
+        detail.update(results=results, job_rows=rows)
+        return Leftovers(pending=detail["queued"] + detail["in_progress"], kept=results, rows=rows,
+                         detail=detail)

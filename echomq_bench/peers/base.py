@@ -1,0 +1,117 @@
+"""What every peer adapter provides, and the one job they all run.
+
+An adapter drives one queue library the way its own documentation says to:
+its producer API to enqueue, its own worker to drain. The runner never
+imports a peer library; it starts child processes (`python -m echomq_bench.peers`)
+that do, so a missing package is a note, and each side's CPU is its own.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Callable, Protocol
+
+__all__ = [
+    "PAYLOAD",
+    "PAYLOAD_BYTES",
+    "EXTRA_HINT",
+    "ARQ_HINT",
+    "PeerMissingError",
+    "Gate",
+    "Peer",
+    "Leftovers",
+    "require",
+    "version_of",
+]
+
+PAYLOAD_BYTES = 64
+# 64 ASCII bytes: each peer carries it as the job's one argument through its
+# own serializer (BullMQ JSON, RQ and arq pickle, echomq raw bytes).
+PAYLOAD = ("0123456789abcdef" * 4)[:PAYLOAD_BYTES]
+EXTRA_HINT = "pip install -e '.[peers]'"
+# arq cannot share the extra with bullmq (see pyproject.toml): it goes in after it, without its pin.
+ARQ_HINT = "pip install -e '.[peers]' && pip install --no-deps 'arq>=0.28,<0.29'"
+
+
+class PeerMissingError(RuntimeError):
+    """The peer's package is not installed; the message says how to get it."""
+
+
+def require(module: str, distribution: str, hint: str = EXTRA_HINT) -> Any:
+    """Import a peer library or say which extra brings it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise PeerMissingError(
+            f"the {distribution!r} package is not installed ({exc}); install the peers extra: {hint}"
+        ) from None
+
+
+def version_of(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+class Gate(Protocol):
+    """The child's side of the runner's barrier.
+
+    `ready()` says setup is done (connections open, scripts loaded) and
+    blocks until the runner starts the clock; `done()` stops this process's
+    clock the moment its share of the work is finished, before teardown.
+    """
+
+    def ready(self) -> None: ...
+
+    def done(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """What the server still holds of a queue after the drain, counted with
+    plain commands on the peer's own keys:
+
+    pending  jobs in any unfinished state (waiting, active, delayed, failed)
+    kept     finished jobs the peer kept (results, a completed set)
+    rows     job records (hashes, strings) still present, whatever their state
+
+    All three are zero after a full drain with remove-on-complete."""
+
+    pending: int
+    kept: int
+    rows: int
+    detail: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def clean(self) -> bool:
+        return self.pending == 0 and self.kept == 0 and self.rows == 0
+
+
+class Peer(Protocol):
+    name: str
+    distribution: str          # the package whose version the report names
+    drain_mode: str            # one line: how the consumers take jobs
+    enqueue_mode: str          # one line: how the producer adds them
+
+    def check(self) -> None:
+        """Raise PeerMissingError when the library cannot be imported."""
+
+    def settings(self, consumers: int) -> dict[str, Any]:
+        """The settings this run uses, named for the report."""
+
+    def produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
+        """Enqueue n jobs carrying PAYLOAD; return how many were accepted."""
+
+    def consume(self, url: str, queue: str, gate: Gate) -> None:
+        """Run this peer's worker until the queue is empty; every job calls jobs.run_job."""
+
+    def leftovers(self, client: Any, queue: str) -> Leftovers:
+        """Count, with plain commands, what remains of the queue on the server."""
+
+
+def count_keys(client: Any, pattern: str) -> int:
+    """Keys matching a glob, by SCAN (never KEYS: a benchmark server may be big)."""
+    return sum(1 for _ in client.scan_iter(match=pattern, count=1000))

@@ -1,0 +1,118 @@
+"""The context every number carries: machine, software, commit, command,
+servers. Passwords never reach it: URLs and argv pass through redaction."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable
+
+from echomq_bench.servers.embedded import redacted_args, redacted_url
+
+__all__ = ["collect", "cpu_model", "git_commit", "server_settings", "redacted_argv"]
+
+PACKAGES = ("echomq-bench", "redis", "hiredis", "locust", "numpy", "pandas", "hdrhistogram",
+            "pytest-benchmark", "matplotlib")
+SETTINGS = ("io-threads", "appendonly", "appendfsync", "save", "maxmemory", "maxmemory-policy",
+            "lua-time-limit", "busy-reply-threshold", "hz")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_commit() -> dict[str, Any]:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip() != ""
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": sha or None, "dirty": dirty if sha else None}
+
+
+def _versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def server_settings(client: Any) -> dict[str, str]:
+    """The settings that change what a benchmark measures, as the server reports them."""
+    out: dict[str, str] = {}
+    for name in SETTINGS:
+        try:
+            got = client.config_get(name)
+        except Exception:  # a restricted ACL user or a managed server may refuse CONFIG
+            continue
+        for key, value in got.items():
+            key = key.decode() if isinstance(key, bytes) else key
+            out[key] = value.decode() if isinstance(value, bytes) else str(value)
+    return out
+
+
+def describe_server(server: Any) -> dict[str, Any]:
+    info: dict[str, Any] = {"name": server.name, "spec": str(server.spec) if hasattr(server, "spec") else None}
+    try:
+        info["version"] = server.version()
+        info["settings"] = server_settings(server.client())
+    except Exception as exc:  # recorded, not fatal: meta is context, not the measurement
+        info["error"] = type(exc).__name__
+    url = getattr(server, "url", None)
+    if url:
+        info["url"] = redacted_url(url)
+    return info
+
+
+def redacted_argv(argv: Iterable[str]) -> list[str]:
+    """argv with passwords hidden, also inside one-word server specs such as
+    `--server "pw=redis-server --requirepass SECRET"`."""
+    out = []
+    for arg in redacted_args([redacted_url(a) for a in argv]):
+        if any(c.isspace() for c in arg):
+            try:
+                words = shlex.split(arg)
+            except ValueError:
+                words = [arg]
+            hidden = redacted_args(words)
+            if hidden != tuple(words):
+                arg = " ".join(hidden)
+        out.append(arg)
+    return out
+
+
+def collect(servers: Iterable[Any] = (), argv: list[str] | None = None, **settings: Any) -> dict[str, Any]:
+    argv = list(sys.argv if argv is None else argv)
+    return {
+        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": redacted_argv(argv),
+        "git": git_commit(),
+        "python": sys.version.split()[0],
+        "packages": _versions(),
+        "machine": {
+            "cpu_model": cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "hostname": platform.node(),
+        },
+        "servers": [describe_server(s) for s in servers],
+        "settings": settings,
+    }

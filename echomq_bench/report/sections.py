@@ -1,0 +1,257 @@
+"""One renderer per kind of results folder. A renderer reads a `Run` and
+returns blocks; the kind is told by the files the runner wrote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from echomq_bench.records.files import Run
+from echomq_bench.report import charts
+from echomq_bench.report.context import context_lines
+from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
+
+__all__ = ["kind_of", "RENDERERS", "headline_findings"]
+
+Renderer = Callable[[Run, Path], list[Block]]
+
+
+def kind_of(run: Run) -> str | None:
+    """The kind of a results folder, from the tables it holds."""
+    for kind, table in (("check", "check"), ("compare", "compare"), ("consumers", "consumers"),
+                        ("capacity", "capacity"), ("reapcost", "reapcost"), ("lease", "lease"),
+                        ("faults", "faults"), ("peers", "peers"), ("gate", "microbench")):
+        if table in run.tables:
+            return kind
+    return None
+
+
+def _footer(run: Run, **kw: str) -> str:
+    return " ".join(context_lines(run, **kw))
+
+
+def check_section(run: Run, out: Path) -> list[Block]:
+    t = run.table("check")
+    per = t.groupby(["server", "version"], sort=False)["ok"].agg(["sum", "count"]).reset_index()
+    per["result"] = [f"{'PASS' if s == c else 'FAIL'} {s}/{c}" for s, c in zip(per["sum"], per["count"])]
+    failed = t[~t["ok"].astype(bool)]
+    blocks: list[Block] = [
+        Heading("Conformance", anchor="check"),
+        Para("The course's stories J1-J5 and L1-L6 played on each server (echomq-bench check)."),
+        Table(per[["server", "version", "result"]], "Conformance check", id="check-table"),
+    ]
+    if len(failed):
+        blocks.append(Table(failed[["server", "story", "text"]], "Failed stories"))
+    blocks.append(Notes(context_lines(run)))
+    return blocks
+
+
+def _spread_text(entry: dict[str, Any], key: str, fmt: str = ",.0f") -> str:
+    s = entry.get(key) or {}
+    if not isinstance(s, dict) or "median" not in s:
+        return ""
+    return f"{format(s['median'], fmt)} ({format(s['min'], fmt)}..{format(s['max'], fmt)})"
+
+
+def compare_section(run: Run, out: Path) -> list[Block]:
+    summary = run.summary
+    base = summary.get("baseline", "?")
+    trials = summary.get("trials", "?")
+    rows, ratio_rows = [], []
+    # Builds run together share one core, so each one's rate is its share of
+    # it; only the ratios and µs/cycle compare across builds.
+    shared = summary.get("interleave") == "together"
+    rate_label = "cycles/s, share of one core" if shared else "cycles/s median (min..max)"
+    for name, e in summary.get("builds", {}).items():
+        bound = e.get("bound", {})
+        rows.append({
+            "build": name, "version": e.get("version", "?"),
+            rate_label: _spread_text(e, "cycles_per_s"),
+            "server µs/cycle": _spread_text(e, "server_us_per_cycle", ".2f"),
+            "claim p99 ms": _spread_text(e, "claim_p99_ms", ".2f"),
+            "server busy": _spread_text(e, "server_utilization", ".0%"),
+            "client CPU": _spread_text(e, "client_utilization", ".0%"),
+            "bound (trials)": ", ".join(f"{k} {v}" for k, v in bound.items() if v),
+            f"throughput vs {base} [95% CI]": "baseline" if name == base else
+            f"{e['throughput_ratio']:.3f} [{e['throughput_ci95'][0]:.3f}, {e['throughput_ci95'][1]:.3f}] {e['verdict']}",
+        })
+        if name != base:
+            for metric, key in (("throughput", "throughput"), ("server µs/cycle", "server_us"), ("claim p99", "p99")):
+                ratio = e.get(f"{key}_ratio")
+                ci = e.get(f"{key}_ci95")
+                verdict = e.get("verdict") if key == "throughput" else e.get(f"{key}_verdict")
+                if ratio is not None and ci:
+                    ratio_rows.append({"build": name, "metric": metric, "ratio": ratio, "lo": ci[0], "hi": ci[1],
+                                       "verdict": verdict})
+    bound_text = "; ".join(r["build"] + ": " + r["bound (trials)"] + ", server busy " + r["server busy"] for r in rows)
+    order = (run.meta.get("settings") or {}).get("order", "interleaved A B A B, a fresh server each")
+    trials_text = f"{trials} per build, {order}; spread is min..max over trials"
+    footer = _footer(run, trials=trials_text, bottleneck=bound_text)
+    blocks: list[Block] = [
+        Heading("Capacity: Redis against Valkey", anchor="compare"),
+        Para("Closed-loop claim+complete cycles at the server's limit, pipelined over several connections by "
+             "echomq-bench compare; ratios are medians over trials against the first build, with 95% bootstrap "
+             "confidence intervals."),
+    ]
+    if summary.get("rates_note"):
+        blocks.append(Para("How the builds shared each trial: " + summary.get("order", "together") + "; "
+                           + summary["rates_note"] + "."))
+    blocks += [
+        Table(pd.DataFrame(rows), "Capacity per build", id="headline"),
+        Notes(context_lines(run, trials=trials_text, bottleneck=bound_text)),
+    ]
+    if ratio_rows:
+        png = charts.ratio_cis(pd.DataFrame(ratio_rows), base, out / "compare_ratios.png", footer)
+        blocks += [Image(png, f"Ratios to {base} with 95% confidence intervals"), Notes([footer])]
+    curves = {}
+    for name in summary.get("builds", {}):
+        for verb in ("claim", "complete"):
+            hgrm = run.path / f"{name}-{verb}.hgrm"
+            if hgrm.is_file():
+                curves[f"{name} {verb}"] = charts.read_hgrm(hgrm)
+    if curves:
+        png = charts.latency_quantiles(curves, out / "compare_latency.png", footer)
+        blocks += [Image(png, "Latency by percentile, all trials merged (closed loop at saturation: "
+                              "this is queueing inside pipelines, not an idle server's latency)"), Notes([footer])]
+    return blocks
+
+
+def consumers_section(run: Run, out: Path) -> list[Block]:
+    t = run.table("consumers")
+    wide = t[t["metric"].isin(["cycles_per_s", "server_utilization", "client_utilization"])]
+    piv = wide.pivot_table(index=["build", "consumers"], columns="metric", values="value", aggfunc="median").reset_index()
+    bounds = t.groupby(["build", "consumers"])["bound"].first().reset_index()
+    piv = piv.merge(bounds, on=["build", "consumers"])
+    bound_text = "; ".join(f"{b}: {', '.join(f'{c}->{x}' for c, x in zip(g['consumers'], g['bound']))}"
+                           for b, g in piv.groupby("build", sort=False))
+    footer = _footer(run, trials="one trial per point", bottleneck=bound_text)
+    png = charts.throughput_vs_consumers(piv, out / "consumers.png", footer)
+    table = piv.rename(columns={"cycles_per_s": "cycles/s", "server_utilization": "server busy",
+                                "client_utilization": "client CPU"})
+    return [Heading("Throughput against consumers", anchor="consumers"),
+            Para("Each consumer is one connection with one claim or complete in flight: the closed loop a worker "
+                 "pool makes. Throughput climbs until the server's main thread or the client runs out."),
+            Image(png, "Throughput against consumers, one line per build"),
+            Table(table, "Throughput against consumers"), Notes([footer])]
+
+
+def reapcost_section(run: Run, out: Path) -> list[Block]:
+    points = run.table("reapcost")
+    points = points[(points["metric"] == "server_us") & (points["verb"] == "reap")]
+    drains = run.tables.get("drain", pd.DataFrame())
+    drains = drains[(drains.get("metric") == "drain_at_cadence_ms") & (drains.get("verb") == "reap")] if len(drains) else drains
+    wide = points.groupby(["build", "M", "cap", "k"])["value"].median().reset_index()
+    full = wide[wide["k"] == wide["cap"]].pivot_table(index=["build", "cap"], columns="M", values="value").reset_index()
+    full.columns = [c if isinstance(c, str) else f"M={int(c):,} µs" for c in full.columns]
+    footer = _footer(run, trials=f"median of the repeats of each point ({points.groupby(['build', 'M', 'cap', 'k']).size().min()} or more)",
+                     bottleneck="server (one call at a time; the figure is the server's own time inside the script)")
+    blocks: list[Block] = [Heading("Reap cost against the cap", anchor="reapcost"),
+                           Para("One reap call blocks the server for its whole run; that is the latency spike every "
+                                "other client waits out. A smaller cap keeps the spike small but drains a mass crash "
+                                "more slowly. Flat across M means the cost grows like log M + k, not like M.")]
+    ratio = (run.summary.get("check") or {}) if isinstance(run.summary.get("check"), dict) else {}
+    if ratio:
+        blocks.append(Para("Check: " + ", ".join(f"{k} {v}" for k, v in ratio.items())))
+    if len(drains):
+        png = charts.reap_curves(points.rename(columns={"value": "server_us"}), drains, 100, out / "reapcost_curves.png", footer)
+        blocks.append(Image(png, "Reap: blocking time of one call and drain time of a mass crash, product cap marked"))
+    blocks += [Table(full, "Server µs of one reap call that moves cap jobs, by active-set size M"), Notes([footer])]
+    return blocks
+
+
+def lease_section(run: Run, out: Path) -> list[Block]:
+    s = run.summary
+    blocks: list[Block] = [Heading("Lease sizing", anchor="lease"),
+                           Para(s.get("recommendation", "No recommendation recorded."))]
+    t = run.table("lease")
+    wanted = ["executions", "false_expiry_rate", "duplicates", "refused_completes", "recovery_median", "recovery_p99",
+              "throughput"]
+    keep = t[t["metric"].isin(wanted)].copy()
+    if len(keep):
+        keep["column"] = keep["metric"] + " (" + keep["source"] + ")"
+        piv = keep.pivot_table(index=["server", "lease_ms"], columns="column", values="value", aggfunc="first")
+        order = [f"{m} ({src})" for m in wanted for src in ("measured", "model") if f"{m} ({src})" in piv.columns]
+        blocks.append(Table(piv[order].reset_index(), "Measured beside the model, per lease (rates as fractions, "
+                                                      "recovery in ms, throughput in executions/s)"))
+    png = run.path / "lease.png"
+    servers = s.get("servers", [])
+    bottleneck = "; ".join(f"{x.get('server')}: {x.get('bottleneck', '?')}" for x in servers if isinstance(x, dict))
+    notes = context_lines(run, trials=f"work {s.get('work', '?')}, time scale {s.get('time_scale', 1)}; "
+                                     "rates with 95% Wilson intervals", bottleneck=bottleneck or "see the lease report")
+    if png.is_file():
+        blocks.append(Image(png, "The lease trade-off: false expiry and recovery against the lease, recommendation marked"))
+    blocks.append(Notes(notes))
+    return blocks
+
+
+def faults_section(run: Run, out: Path) -> list[Block]:
+    t = run.table("faults")
+    piv = t.pivot_table(index=[c for c in ("server", "scenario") if c in t.columns], columns="metric",
+                        values="value", aggfunc="first").reset_index()
+    return [Heading("Faults", anchor="faults"), Table(piv, "Fault scenarios and their audits"),
+            Notes(context_lines(run))]
+
+
+def peers_section(run: Run, out: Path) -> list[Block]:
+    t = run.table("peers")
+    keep = t[t["metric"].isin(["server_us_per_job", "commands_per_job", "drain_jobs_per_s", "enqueue_jobs_per_s"])]
+    idx = [c for c in ("server", "build", "queue") if c in keep.columns]
+    piv = keep.pivot_table(index=idx, columns="metric", values="value", aggfunc="median").reset_index()
+    return [Heading("Beside BullMQ, RQ and arq", anchor="peers"), Table(piv, "Peers: the same no-op jobs"),
+            Notes(context_lines(run, bottleneck="client (Python consumers); compare server µs per job"))]
+
+
+def gate_section(run: Run, out: Path) -> list[Block]:
+    return [Heading("Microbenchmarks", anchor="gate"), Table(run.table("microbench").head(60), "Per verb"),
+            Notes(context_lines(run))]
+
+
+RENDERERS: dict[str, Renderer] = {
+    "check": check_section, "compare": compare_section, "consumers": consumers_section,
+    "reapcost": reapcost_section, "lease": lease_section, "faults": faults_section,
+    "peers": peers_section, "gate": gate_section,
+}
+
+
+def _us_pair(summary: dict[str, Any], name: str, base: str) -> str:
+    us = {b: (summary["builds"][b].get("server_us_per_cycle") or {}).get("median", float("nan")) for b in (name, base)}
+    return f"{us[name]:.1f} against {us[base]:.1f} server µs per cycle"
+
+
+def _rate_text(summary: dict[str, Any], entry: dict[str, Any]) -> str:
+    rate = (entry.get("cycles_per_s") or {}).get("median", float("nan"))
+    if summary.get("interleave") == "together":
+        return f"{rate:,.0f} cycles/s as its share of one core shared with the other build"
+    return f"median {rate:,.0f} cycles/s"
+
+
+def headline_findings(runs: dict[str, Run]) -> list[str]:
+    """Three sentences a team lead reads first."""
+    out = []
+    if "compare" in runs:
+        s = runs["compare"].summary
+        base = s.get("baseline")
+        for name, e in s.get("builds", {}).items():
+            if name == base:
+                continue
+            ci = e.get("throughput_ci95", [float("nan")] * 2)
+            out.append(f"{name} ({e.get('version')}) against {base}: {e.get('verdict')} — throughput ratio "
+                       f"{e.get('throughput_ratio', float('nan')):.3f} [95% CI {ci[0]:.3f}, {ci[1]:.3f}], "
+                       f"server µs/cycle ratio {e.get('server_us_ratio', float('nan')):.3f}; "
+                       f"{_us_pair(s, name, base)}; {_rate_text(s, e)}, "
+                       f"bound {', '.join(k for k, v in e.get('bound', {}).items() if v)}.")
+    if "reapcost" in runs:
+        t = runs["reapcost"].table("reapcost")
+        t = t[(t["metric"] == "server_us") & (t["verb"] == "reap") & (t["cap"] == 100) & (t["k"] == 100)]
+        if len(t):
+            med = t.groupby(["build", "M"])["value"].median()
+            parts = [f"{b}: {med[b].iloc[-1]:,.0f} µs at M={int(med[b].index[-1]):,}" for b in med.index.levels[0]
+                     if b in med.index.get_level_values(0)]
+            out.append("One reap call at the default cap of 100 blocks the server for " + "; ".join(parts) + ".")
+    if "lease" in runs:
+        rec = runs["lease"].summary.get("recommendation")
+        if rec:
+            out.append("Lease: " + rec.split(". One step")[0].rstrip(".") + ".")
+    return out[:3] if len(out) > 3 else out
