@@ -13,6 +13,8 @@ from .errors import InvalidArgumentError, OutOfMemoryError, ServerUnavailableErr
 from .ids import check_job_id
 from .keys import QueueKeys
 from .scripts import Scripts
+from . import verbs
+from .verbs import ScriptCall
 
 __all__ = ["Queue", "Job", "DEFAULT_MAX_PAYLOAD", "DEFAULT_REAP_LIMIT"]
 
@@ -108,15 +110,14 @@ class Queue:
         with wire_errors(client):
             self.scripts = Scripts(client, lua_dir)
 
-    def _run(self, verb: str, keys: list[str], args: list[object]) -> object:
+    def _run(self, call: ScriptCall) -> object:
         with wire_errors(self.client):
-            return self.scripts[verb](keys=keys, args=args, client=self.client)
+            return self.scripts[call.verb](keys=call.keys, args=call.args, client=self.client)
 
     def enqueue(self, job_id: str, payload: bytes | str) -> str:
         check_job_id(job_id)
         data = check_bytes("payload", payload, self.max_payload_bytes)
-        k = self.keys
-        return _text(self._run("enqueue", [k.pending, k.job(job_id)], [job_id, data]))
+        return _text(self._run(verbs.enqueue(self.keys, job_id, data)))
 
     def browse(self, limit: int = 10, state: Literal["pending", "dead"] = "pending") -> list[str]:
         check_int("limit", limit, 1, MAX_LIMIT)
@@ -133,8 +134,7 @@ class Queue:
 
     def claim(self, lease_ms: int) -> Job | None:
         check_int("lease_ms", lease_ms, 1, INT31)
-        k = self.keys
-        reply = self._run("claim", [k.pending, k.active], [k.job_prefix, lease_ms])
+        reply = self._run(verbs.claim(self.keys, lease_ms))
         if not reply:
             return None
         job_id, payload, token = reply  # type: ignore[misc]
@@ -143,31 +143,22 @@ class Queue:
     def complete(self, job_id: str, token: int) -> str:
         check_job_id(job_id)
         check_int("token", token, 1, INT53)
-        return _text(self._run("complete", [self.keys.active, self.keys.job(job_id)], [job_id, token]))
+        return _text(self._run(verbs.complete(self.keys, job_id, token)))
 
     def retry(self, job_id: str, token: int, error: str | bytes, delay_ms: int = 0) -> str:
         check_job_id(job_id)
         check_int("token", token, 1, INT53)
         text = check_bytes("error", error, self.max_payload_bytes)
         check_int("delay_ms", delay_ms, 0, INT31)
-        k = self.keys
-        reply = self._run(
-            "retry",
-            [k.active, k.schedule, k.dead, k.job(job_id)],
-            [job_id, token, text, delay_ms, self.max_attempts],
-        )
-        return _text(reply)
+        return _text(self._run(verbs.retry(self.keys, job_id, token, text, delay_ms, self.max_attempts)))
 
     def promote(self, limit: int = 100) -> int:
         check_int("limit", limit, 1, MAX_LIMIT)
-        k = self.keys
-        return int(self._run("promote", [k.schedule, k.pending], [k.job_prefix, limit]))  # type: ignore[arg-type]
+        return int(self._run(verbs.promote(self.keys, limit)))  # type: ignore[call-overload]
 
     def reap(self, limit: int = DEFAULT_REAP_LIMIT) -> int:
         check_int("limit", limit, 1, MAX_LIMIT)
-        k = self.keys
-        reply = self._run("reap", [k.active, k.pending, k.dead], [k.job_prefix, limit, self.max_attempts])
-        return int(reply)  # type: ignore[arg-type]
+        return int(self._run(verbs.reap(self.keys, limit, self.max_attempts)))  # type: ignore[call-overload]
 
 
 def _text(value: object) -> str:

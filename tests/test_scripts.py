@@ -46,7 +46,7 @@ def test_reload_after_script_flush(queue: Queue, client: redis.Redis) -> None:
 
 
 def test_reload_after_server_restart() -> None:
-    from echomq.servers import start
+    from echomq_bench.servers.embedded import start
 
     for build in ("redis", "valkey"):
         srv = start(build)
@@ -62,3 +62,28 @@ def test_reload_after_server_restart() -> None:
             assert job is not None and job.payload == b"y"
         finally:
             srv.stop()
+
+
+def test_verbs_layout_matches_each_script_header() -> None:
+    """echomq.verbs is the one Python copy of the KEYS/ARGV layout: its key
+    counts agree with the file names, and the KEYS and ARGV it builds are
+    as many as each header declares."""
+    import re
+
+    from echomq import verbs
+    from echomq.keys import QueueKeys
+
+    keys = QueueKeys("q")
+    sample = {"enqueue": (keys, "JOB0000000000a", b"p"), "claim": (keys, 10), "complete": (keys, "JOB0000000000a", 1),
+              "retry": (keys, "JOB0000000000a", 1, b"e", 0, 3), "promote": (keys, 5), "reap": (keys, 5, 3)}
+    sources = discover()
+    assert set(verbs.VERBS) == set(sources)
+    for verb, source in sources.items():
+        call = verbs.VERBS[verb](*sample[verb])
+        head = source.path.read_text().split("]]", 1)[0]
+        declared_keys = len(re.findall(r"KEYS\[\d+\]", head))
+        declared_args = len(re.findall(r"ARGV\[\d+\]", head))
+        assert (call.verb, len(call.keys), len(call.args)) == (verb, declared_keys, declared_args)
+        assert len(call.keys) == source.numkeys
+        assert all(k.startswith("emq:{q}:") for k in call.keys)
+        assert call.evalsha("sha")[:3] == ("EVALSHA", "sha", source.numkeys)
