@@ -96,13 +96,13 @@ def _measure_passes(client: Any, name: str, version: str, settings: Settings, ca
     """UPDATE_PASSES separate measurements pooled into one, and each
     figure's drift: the relative standard deviation of its ratio between
     passes, which the within-run standard error does not see."""
-    from echomq_bench.microbench.runner import measure
+    from echomq_bench.microbench.runner import MeasureOptions, measure
 
     passes = []
     for n in range(UPDATE_PASSES):
         if progress:
             progress(f"baseline pass {n + 1}/{UPDATE_PASSES}")
-        passes.append(measure(client, server=name, version=version, settings=settings, cases=cases))
+        passes.append(measure(client, MeasureOptions(server=name, version=version, settings=settings, cases=cases)))
     pooled = passes[0]
     for more in passes[1:]:
         pooled = pooled.merge(more)
@@ -308,7 +308,7 @@ def gate_one(server: Any, *, baseline: Path | str | None = None, settings: Setti
              update: bool = False, cases: Sequence[str] | None = None, confirm: bool = True,
              quiet: bool = False) -> GateResult:
     """Measure one server and judge it against its baseline (or write it)."""
-    from echomq_bench.microbench.runner import FULL, measure
+    from echomq_bench.microbench.runner import FULL, MeasureOptions, measure
 
     settings = settings or FULL
     path = baseline_path(baseline, server.name)
@@ -328,17 +328,17 @@ def gate_one(server: Any, *, baseline: Path | str | None = None, settings: Setti
             m, drift = _measure_passes(client, server.name, version, settings, names, progress)
             found = verdicts(m, base, tolerance, ab_tolerance)
         else:
-            m = measure(client, server=server.name, version=version, settings=settings, cases=names,
-                        ab_lua_dir=ab_dir, ab_cases=ab_cases if ab_dir else (), progress=progress)
+            m = measure(client, MeasureOptions(server=server.name, version=version, settings=settings, cases=names,
+                                               ab_lua_dir=ab_dir, ab_cases=ab_cases if ab_dir else (),
+                                               progress=progress))
             found = verdicts(m, base, tolerance, ab_tolerance)
             flagged = [v.case for v in found if v.flagged]
             if flagged and confirm:
                 if progress:
                     progress(f"confirming {', '.join(flagged)}")
-                again = measure(client, server=server.name, version=version, settings=settings, cases=flagged,
-                                ab_lua_dir=ab_dir,
-                                ab_cases=[c for c in ab_cases if c in flagged] if ab_dir else (),
-                                progress=progress)
+                again = measure(client, MeasureOptions(
+                    server=server.name, version=version, settings=settings, cases=flagged, ab_lua_dir=ab_dir,
+                    ab_cases=[c for c in ab_cases if c in flagged] if ab_dir else (), progress=progress))
                 second = {v.case: v for v in verdicts(again, base, tolerance, ab_tolerance)}
                 found = [replace(v, confirmed=second[v.case].flagged) if v.case in second else v for v in found]
     if progress:
