@@ -1,7 +1,7 @@
-"""The `peers` command: the same no-op jobs through echomq, BullMQ, RQ and arq on the same server.
+"""Run the same no-op jobs through echomq, BullMQ, RQ and arq on the same server.
 
-The runner is `echomq_bench.peers.runner`; the summary and table are
-`echomq_bench.peers.summary`.
+The runner is `echomq_bench.peers.runner` (how a run goes); the summary and
+table are `echomq_bench.peers.summary`.
 """
 
 from __future__ import annotations
