@@ -10,7 +10,7 @@ import numpy as np
 
 from echomq_bench.lease.analysis import SweepResult, pooled_inputs
 from echomq_bench.lease.model import ModelInputs, false_expiry, recovery_samples
-from echomq_bench.lease.report import Recommendation, fmt_ms, fmt_pct
+from echomq_bench.lease.recommend import Recommendation, fmt_ms, fmt_pct
 
 __all__ = ["draw"]
 
