@@ -20,7 +20,8 @@ __all__ = ["SCHEMA", "UPDATE_PASSES", "BaselineError", "baseline_path", "load_ba
 
 SCHEMA = "echomq-gate-baseline/1"
 UPDATE_PASSES = 3
-CHECKOUT_BASELINES = Path(__file__).resolve().parent.parent / "results" / "baselines"
+# The checkout's committed baselines: <checkout>/results/baselines, two folders above this package.
+CHECKOUT_BASELINES = Path(__file__).resolve().parents[2] / "results" / "baselines"
 
 
 class BaselineError(ValueError):
