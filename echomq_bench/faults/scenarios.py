@@ -4,7 +4,7 @@ into a running load and what must then hold.
 A scenario is a pair of functions: `inject(ctx) -> Injection` acts on the
 server or the worker processes while the load runs; `check(...)` reads the
 workers' evidence, the merged ledger and the audit afterwards and returns
-its own checks and the recovery time. The runner (echomq_bench.commands.faults) adds the
+its own checks and the recovery time. The runner (echomq_bench.faults.runner) adds the
 audit's checks common to all.
 """
 
