@@ -18,8 +18,10 @@ Promote (due retries from the schedule) runs the same curve.
 Every point is one call's server time from INFO commandstats (the server's
 own clock), the median of `repeats` calls, with the M sizes interleaved so
 a drifting machine slows them alike.
-"""
 
+The curve's data, measurement and report are `echomq_bench.reapcost`; this
+module holds the command's arguments and `run_reap_curve`, which writes the run.
+"""
 
 from __future__ import annotations
 
