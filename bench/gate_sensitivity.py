@@ -9,7 +9,7 @@
 3. Run it --runs times with ECHOMQ_LUA_DIR at a copy of lua/ whose claim
    carries the loop: each must fail, naming claim and nothing else.
 
-Every gate is a fresh `python -m echomq gate` process against the committed
+Every gate is a fresh `python -m echomq_bench gate` process against the committed
 baseline (results/baselines), exactly as CI would run it. Run under
 `flock /tmp/echomq-measure.lock` when the numbers are to be reported.
 """
@@ -71,7 +71,7 @@ def calibrate(server: object, slowdown: float, work: Path) -> tuple[Path, int, f
 
 
 def one_gate(specs: list[str], baseline: str | None, quick: bool, out: Path, lua: Path | None) -> dict[str, object]:
-    cmd = [sys.executable, "-m", "echomq", "gate", "--out", str(out)]
+    cmd = [sys.executable, "-m", "echomq_bench", "gate", "--out", str(out)]
     for spec in specs:
         cmd += ["--server", spec]
     if baseline:
