@@ -32,7 +32,7 @@ TIMEOUT_S = 90
 # Options that make each scenario's story happen within a few seconds.
 STORY = {
     "claim_complete": ["--work", "exp:mean=1ms"],
-    "crash_reap": ["--crash-rate", "0.2", "--lease-ms", "300", "--reap-every", "50ms"],
+    "crash_reap": ["--crash-rate", "0.2", "--lease", "300ms", "--reap-every", "50ms"],
     "retry_dead": ["--fail-rate", "0.5", "--backoff-base", "5ms", "--backoff-cap", "50ms",
                    "--promote-every", "20ms"],
 }
