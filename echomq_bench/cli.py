@@ -58,7 +58,7 @@ class _NoServer(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:
-        parser.error(f"{parser.prog} reads results folders and talks to no server: drop --server")
+        parser.error("it reads results folders and talks to no server: drop --server")
 
 
 def module_of(name: str) -> object:
