@@ -454,7 +454,7 @@ def _positive(text: str) -> int:
 
 def _verb(text: str) -> str:
     if text not in CASES:
-        raise argparse.ArgumentTypeError(f"unknown verb(s) {[text]}; known: {', '.join(CASES)}")
+        raise argparse.ArgumentTypeError(f"unknown verb {text!r}; known: {', '.join(CASES)}")
     return text
 
 
@@ -468,8 +468,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--update", action="store_true", help="measure and write the baseline(s); exits 0")
     add_quick(parser, "8 rounds and fewer calls (CI); wider allowances")
     parser.add_argument("--tolerance", type=_fraction, default=DEFAULT_TOLERANCE,
-                        help=f"allowed slowdown of the normalised figure (default {DEFAULT_TOLERANCE})")
-    parser.add_argument("--ab-tolerance", type=_fraction, default=DEFAULT_AB_TOLERANCE,
+                        metavar="FRACTION",
+                        help=f"allowed slowdown of the normalised figure, 0.2 = 20%% (default {DEFAULT_TOLERANCE})")
+    parser.add_argument("--ab-tolerance", type=_fraction, default=DEFAULT_AB_TOLERANCE, metavar="FRACTION",
                         help=f"allowed slowdown against the baseline's script, interleaved "
                              f"(default {DEFAULT_AB_TOLERANCE})")
     parser.add_argument("--rounds", type=_positive, default=None, help="rounds (default 20, quick 8)")

@@ -83,8 +83,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="reap interval, nominal (250ms)")
     parser.add_argument("--reap-cap", type=int, default=100, help="jobs per reap call (the product's 100)")
     parser.add_argument("--consumers", type=int, default=32, help="consumers per lease (32)")
-    parser.add_argument("--time-scale", type=float, default=1.0, metavar="S",
-                        help="run every nominal duration S times faster (1)")
+    parser.add_argument("--time-scale", type=float, default=1.0, metavar="FACTOR",
+                        help="run every nominal duration FACTOR times faster (1)")
     parser.add_argument("--budget", type=_budget, default=0.001, help="false-expiry budget (0.1%%)")
     parser.add_argument("--recovery-tolerance", type=duration_ms, default=3000.0, metavar="DURATION",
                         help="the longest p99 wait of a crashed job you accept, nominal (3s)")
