@@ -31,10 +31,11 @@ Say = Callable[[str], None]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from echomq_bench.capacity.workload import add_workload_options
+    from echomq_bench.options import add_quick, add_workload_options
 
     parser.description = __doc__.split("\n\n")[0]
-    add_workload_options(parser)
+    add_workload_options(parser, duration_default="10s")
+    add_quick(parser, "a 2s window after 0.5s of warm-up, a 20,000-claim ceiling (flags given still win)")
     parser.add_argument("--audit", action="store_true",
                         help="keep every job id and check the server's sets against them after the run")
 

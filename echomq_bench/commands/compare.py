@@ -17,10 +17,14 @@ from echomq_bench.capacity.compare import (DEFAULT_TRIALS, INTERLEAVE, INTERLEAV
                                            Trial, run_compare, unique_builds)
 from echomq_bench.capacity.runner import SLOT_S
 from echomq_bench.capacity.settings import refuse_clusters
-from echomq_bench.capacity.workload import StderrProgress, add_workload_options, seconds, settings_from_args
+from echomq_bench.capacity.workload import StderrProgress, settings_from_args
+from echomq_bench.options import add_quick, add_workload_options, duration_s, number
 
 __all__ = ["Build", "Trial", "CompareResult", "run_compare", "write_compare", "METRICS", "configure", "run",
            "unique_builds"]
+
+QUICK_TRIALS = 2
+DEFAULT_DURATION_S = 5.0
 
 
 # --------------------------------------------------------------------------
@@ -41,18 +45,20 @@ def scripts_option(text: str) -> tuple[str, Path]:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n\n")[0]
-    parser.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
-                        help=f"trials per build, interleaved (default {DEFAULT_TRIALS})")
+    parser.add_argument("--trials", type=number(int, 2), default=None,
+                        help=f"trials per build, interleaved (default {DEFAULT_TRIALS}; {QUICK_TRIALS} with --quick)")
     parser.add_argument("--scripts", action="append", type=scripts_option, default=[], metavar="NAME=DIR",
                         help="run build NAME with the Lua scripts in DIR (repeatable)")
     parser.add_argument("--interleave", choices=INTERLEAVE, default="together",
                         help="together: all builds at once on one core (default); slot: in turns of --slot "
-                             "seconds; trial: one whole run per build, A B A B")
-    parser.add_argument("--slot", type=seconds, default=SLOT_S, metavar="T",
+                             "each; trial: one whole run per build, A B A B")
+    parser.add_argument("--slot", type=duration_s, default=SLOT_S, metavar="DURATION",
                         help=f"turn length with --interleave slot (default {SLOT_S:g}s)")
     parser.add_argument("--min-effect", type=float, default=0.0, metavar="FRACTION",
                         help="report differences smaller than this as no significant difference (default 0)")
-    add_workload_options(parser, duration=5.0, ceiling=False)
+    add_workload_options(parser, duration_default=f"{DEFAULT_DURATION_S:g}s")
+    add_quick(parser, f"{QUICK_TRIALS} trials of a 2s window after 0.5s of warm-up, a 20,000-claim ceiling "
+                      "(flags given still win)")
 
 
 def write_compare(out: Path, result: CompareResult, argv: list[str] | None = None) -> Path:
@@ -91,11 +97,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"echomq-bench compare: error: --scripts names {', '.join(unknown)}, which is no build; builds are "
               f"{', '.join(s.name for s in specs)}", file=sys.stderr)
         return 2
+    args.trials = args.trials or (QUICK_TRIALS if args.quick else DEFAULT_TRIALS)
     if args.trials < 2 or len(specs) < 2:
         print("echomq-bench compare: error: give at least two --server builds and --trials 2 or more",
               file=sys.stderr)
         return 2
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, duration_s=DEFAULT_DURATION_S)
     builds = [Build(s, folders.get(s.name)) for s in specs]
     for b in builds:
         if b.spec.kind == "url":

@@ -34,6 +34,7 @@ from echomq_bench.faults.load import LoadSettings
 from echomq_bench.faults.runner import Outcome, format_table, run_scenario
 from echomq_bench.faults.scenarios import FULL, QUICK, SCENARIOS, Plan
 from echomq_bench.measurement.workdist import DistError, parse_dist
+from echomq_bench.options import add_list, add_out, add_quick, choice
 
 __all__ = ["SCENARIOS", "Plan", "QUICK", "FULL", "Outcome", "run_scenario", "format_table", "configure", "run"]
 
@@ -50,27 +51,31 @@ def _dist(text: str) -> str:
     return text
 
 
+MAX_RATE = 20_000  # jobs/s over the whole run
+
+
 def _rate(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"rate must be a number of jobs/s, got {text!r}") from None
-    if not 1 <= value <= 10_000:
-        raise argparse.ArgumentTypeError(f"rate must be from 1 to 10000 jobs/s per producer, got {text}")
+    if not 1 <= value <= MAX_RATE:
+        raise argparse.ArgumentTypeError(f"rate must be from 1 to {MAX_RATE} jobs/s over the whole run, got {text}")
     return value
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n", 1)[1].strip() if __doc__ else None
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--quick", action="store_true", help="short runs, fewer faults (CI)")
-    parser.add_argument("--scenario", action="append", choices=list(SCENARIOS), metavar="NAME",
-                        help=f"run only these (repeatable): {', '.join(SCENARIOS)}")
-    parser.add_argument("--out", type=Path, metavar="DIR", help="results folder (default results/<utc>-faults)")
+    add_quick(parser, "short runs, fewer faults (CI)")
+    add_list(parser, "--scenario", choice(list(SCENARIOS)), metavar="NAME",
+             help=f"run only these: {', '.join(SCENARIOS)}")
+    add_out(parser, "results/<utc>-faults")
     parser.add_argument("--work", type=_dist, default=LoadSettings.work, metavar="DIST",
                         help=f"consumer work time per job (default {LoadSettings.work})")
-    parser.add_argument("--rate", type=_rate, default=LoadSettings.rate, metavar="JOBS_S",
-                        help=f"enqueue rate per producer (default {LoadSettings.rate:g})")
+    parser.add_argument("--rate", type=_rate, default=LoadSettings.rate * LoadSettings.producers,
+                        metavar="JOBS_PER_S", help=f"jobs/s offered over the whole run, split over its "
+                        f"{LoadSettings.producers} producers (default {LoadSettings.rate * LoadSettings.producers:g})")
     parser.add_argument("--seed", type=int, default=1, help="seed for the load and the choice of victims")
 
 
@@ -84,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise ResultsError(f"cannot make the results folder {args.out or 'under results/'}: {exc.strerror}") from None
     plan = QUICK if args.quick else FULL
-    base = replace(LoadSettings(), work=args.work, rate=args.rate)
+    base = replace(LoadSettings(), work=args.work, rate=args.rate / LoadSettings.producers)
     names = args.scenario or list(SCENARIOS)
     seen: dict[str, Any] = {}
     outcomes: list[Outcome] = []

@@ -88,30 +88,31 @@ def _positive(text: str) -> int:
     return value
 
 
-def _verbs(text: str) -> list[str]:
-    names = [v.strip() for v in text.split(",") if v.strip()]
-    unknown = [v for v in names if v not in CASES]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(f"unknown verb(s) {unknown or text!r}; known: {', '.join(CASES)}")
-    return names
+def _verb(text: str) -> str:
+    if text not in CASES:
+        raise argparse.ArgumentTypeError(f"unknown verb {text!r}; known: {', '.join(CASES)}")
+    return text
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from echomq_bench.options import add_list, add_out, add_quick
+
     parser.description = __doc__.split("\n\n")[0]
     parser.add_argument("--baseline", type=Path, default=None, metavar="PATH",
                         help="a folder of gate-<build>.json (default: results/baselines) or one .json file "
                              "used for every build")
     parser.add_argument("--update", action="store_true", help="measure and write the baseline(s); exits 0")
-    parser.add_argument("--quick", action="store_true", help="fewer rounds and calls (CI); wider allowances")
+    add_quick(parser, "8 rounds and fewer calls (CI); wider allowances")
     parser.add_argument("--tolerance", type=_fraction, default=DEFAULT_TOLERANCE,
-                        help=f"allowed slowdown of the normalised figure (default {DEFAULT_TOLERANCE})")
-    parser.add_argument("--ab-tolerance", type=_fraction, default=DEFAULT_AB_TOLERANCE,
+                        metavar="FRACTION",
+                        help=f"allowed slowdown of the normalised figure, 0.2 = 20%% (default {DEFAULT_TOLERANCE})")
+    parser.add_argument("--ab-tolerance", type=_fraction, default=DEFAULT_AB_TOLERANCE, metavar="FRACTION",
                         help=f"allowed slowdown against the baseline's script, interleaved "
                              f"(default {DEFAULT_AB_TOLERANCE})")
     parser.add_argument("--rounds", type=_positive, default=None, help="rounds (default 20, quick 8)")
-    parser.add_argument("--verbs", type=_verbs, default=None, help="comma-separated subset of verbs")
+    add_list(parser, "--verbs", _verb, metavar="VERB", help="only these verbs (default all)")
     parser.add_argument("--no-confirm", action="store_true", help="do not re-measure flagged verbs")
-    parser.add_argument("--out", type=Path, default=None, help="results folder (default results/<run-id>)")
+    add_out(parser)
 
 
 def run(args: argparse.Namespace) -> int:

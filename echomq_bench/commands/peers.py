@@ -24,23 +24,30 @@ from echomq_bench.peers.summary import build_summary, command_rows, format_table
 
 __all__ = ["configure", "run", "measure", "choose_queues", "PeerRun", "Phase", "RunnerError", "QUEUE_NAME"]
 
+DEFAULT_JOBS = 30_000
+QUICK_JOBS = 3_000
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Enqueue N no-op jobs (64-byte payload) with one producer, then drain them with C consumer "
         "processes, through echomq, BullMQ, RQ and arq in turn on a fresh server each; report jobs/s, "
         "server CPU µs per job, server commands per job and memory per pending job.")
-    parser.add_argument("--jobs", type=int, default=30_000, metavar="N", help="jobs per queue and trial (default 30000)")
+    from echomq_bench.options import add_list, add_out, add_quick, choice, duration_s
+
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help=f"jobs per queue and trial (default {DEFAULT_JOBS}; {QUICK_JOBS} with --quick)")
     parser.add_argument("--consumers", type=int, default=2, metavar="C",
                         help="consumer processes draining each queue (default 2)")
     parser.add_argument("--trials", type=int, default=1, metavar="T",
                         help="rounds; each round runs every queue once, interleaved (default 1)")
-    parser.add_argument("--queue", action="append", choices=list(PEERS), metavar="NAME",
-                        help=f"only these queues (repeatable; default all: {', '.join(PEERS)}). "
-                             "A queue asked for by name whose package is missing is an error, not a skip.")
-    parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
-                        help="give up on a phase after S seconds (default 600)")
-    parser.add_argument("--out", type=Path, help="results folder (default results/<utc-time>-peers)")
+    add_list(parser, "--queue", choice(list(PEERS)), metavar="NAME",
+             help=f"only these queues (default all: {', '.join(PEERS)}); a queue asked for by name whose package "
+                  "is missing is an error, not a skip")
+    parser.add_argument("--timeout", type=duration_s, default=600.0, metavar="DURATION",
+                        help="give up on a phase after this long, e.g. 90s, 10m (default 10m)")
+    add_quick(parser, f"{QUICK_JOBS} jobs per queue and trial")
+    add_out(parser, "results/<utc-time>-peers")
 
 
 def _bad(message: str) -> int:
@@ -49,6 +56,8 @@ def _bad(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.jobs is None:
+        args.jobs = QUICK_JOBS if args.quick else DEFAULT_JOBS
     if not 1 <= args.jobs <= MAX_JOBS:
         return _bad(f"--jobs must be from 1 to {MAX_JOBS}, got {args.jobs}")
     if not 1 <= args.consumers <= MAX_CONSUMERS:

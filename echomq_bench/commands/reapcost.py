@@ -78,33 +78,50 @@ def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path
 # -- CLI -----------------------------------------------------------------------------------
 
 
-def _int_list(text: str) -> tuple[int, ...]:
+def _positive(text: str) -> int:
     try:
-        values = tuple(int(x.replace("_", "")) for x in text.split(",") if x.strip())
+        value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"want comma-separated integers, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"want positive integers, got {text!r}") from None
+    if value < 1:
         raise argparse.ArgumentTypeError(f"want positive integers, got {text!r}")
-    return values
+    return value
 
 
-def _verbs(text: str) -> tuple[str, ...]:
-    values = tuple(v.strip() for v in text.split(",") if v.strip())
-    if not values or any(v not in VERBS for v in values):
+def _verb(text: str) -> str:
+    if text not in VERBS:
         raise argparse.ArgumentTypeError(f"want reap and/or promote, got {text!r}")
-    return values
+    return text
+
+
+def _legacy_cadence_ms(text: str) -> int:
+    from echomq_bench.options import DurationError, legacy_ms
+
+    try:
+        value = legacy_ms(text)
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a cadence is at least 1ms, got {text!r}")
+    return int(round(value))
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from echomq_bench.options import add_list, add_out, add_quick, list_of, whole_ms
+
     parser.description = __doc__.split("\n\n")[0]
-    parser.add_argument("--quick", action="store_true", help="M up to 1M in 3 steps, caps up to 1,000, 3 repeats")
-    parser.add_argument("--sizes", type=_int_list, default=None, metavar="M,...", help="live entries M")
-    parser.add_argument("--caps", type=_int_list, default=None, metavar="CAP,...", help="caps (at most 100000)")
+    add_quick(parser, "M up to 1M in 3 steps, caps up to 1,000, 3 repeats")
+    add_list(parser, "--sizes", _positive, metavar="M", help="live entries M")
+    add_list(parser, "--caps", _positive, metavar="CAP", help="caps (at most 100000)")
     parser.add_argument("--repeats", type=int, default=None, help="calls per point (median)")
     parser.add_argument("--orphans", type=int, default=None, metavar="K", help="mass crash size to drain")
-    parser.add_argument("--cadence-ms", type=_int_list, default=None, metavar="MS,...", help="reaper cadences")
-    parser.add_argument("--verbs", type=_verbs, default=None, help="reap,promote (default both)")
-    parser.add_argument("--out", type=Path, default=None, help="results folder (default results/<run-id>)")
+    add_list(parser, "--cadence", whole_ms, dest="cadence_ms", metavar="DURATION",
+             help="reaper cadences for the computed drain, e.g. 100ms,1s")
+    # The name carries the unit, so its bare numbers stay milliseconds.
+    parser.add_argument("--cadence-ms", action="extend", type=list_of(_legacy_cadence_ms), dest="cadence_ms",
+                        help=argparse.SUPPRESS)
+    add_list(parser, "--verbs", _verb, metavar="VERB", help="reap, promote (default both)")
+    add_out(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     for name, value in (("sizes", args.sizes), ("caps", args.caps), ("repeats", args.repeats),
                         ("orphans", args.orphans), ("cadences_ms", args.cadence_ms), ("verbs", args.verbs)):
         if value is not None:
-            changes[name] = value
+            changes[name] = tuple(value) if isinstance(value, list) else value
     if args.caps and max(args.caps) > 100_000:
         print("echomq-bench reapcost: error: a cap is at most 100000 (the scripts' limit)", file=sys.stderr)
         return 2
