@@ -334,7 +334,8 @@ class Consumer(_Role):
             p.handle(payload)
         if fate.action == "crash":
             t0 = now()
-            time.sleep(fate.crash_ms / p.time_scale / 1000.0)
+            if fate.crash_ms:
+                time.sleep(fate.crash_ms / p.time_scale / 1000.0)
             self._emit("crash", "abandoned", q, jid, token, t0, now(), fate=fate)
             return False
         if fate.work_ms:
