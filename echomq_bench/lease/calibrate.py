@@ -58,21 +58,16 @@ def _fill_and_crash(q: Queue, k: int, lease_real: int) -> tuple[float, float]:
     """Enqueue k jobs, then claim all k in one round trip and abandon them: a
     mass crash. The claim pipeline's send and reply times."""
     calls = RedisCalls(q.client)
-    Producer(calls, [q.keys], ProducerPolicy(batch=k, total=k), _raise_errors).run()
+    Producer(calls, [q.keys], ProducerPolicy(batch=k, total=k), strict=True).run()
     sent: list[tuple[float, float]] = []
 
     def heard(e: Event) -> None:
-        _raise_errors(e)
         if e.outcome == "claimed" and not sent:
             sent.append((e.t0, e.t1))
 
-    Consumer(calls, [q.keys], ConsumerPolicy(lease_ms=lease_real, crash_rate=1.0, claim_batch=k), heard).step()
+    crash_all = ConsumerPolicy(lease_ms=lease_real, crash_rate=1.0, claim_batch=k)
+    Consumer(calls, [q.keys], crash_all, heard, strict=True).step()
     return sent[0]
-
-
-def _raise_errors(e: Event) -> None:
-    if e.error is not None:
-        raise e.error
 
 
 def drop(q: Queue) -> None:
@@ -90,7 +85,6 @@ class _Drain:
         self.reaped, self.ticks, self.end = 0, 0, math.nan
 
     def __call__(self, e: Event) -> None:
-        _raise_errors(e)
         if e.count:
             self.reaped += e.count
             self.ticks += 1
@@ -114,7 +108,7 @@ def mass_crash(client: redis.Redis, settings: SweepSettings, lease_ms: float, ta
         drain = _Drain(settings.mass_crash, stop)
         pump = Pump(RedisCalls(client), [q.keys], PumpPolicy(interval_s=r_real, reap_limit=settings.reap_cap,
                                                               promote=False, max_attempts=settings.max_attempts,
-                                                              random_phase=True), drain, rng)
+                                                              random_phase=True), drain, rng, strict=True)
         pump.run(stop)
         out.drain_ms.append((drain.end - deadline) * 1000 * scale)
         out.ticks.append(drain.ticks)

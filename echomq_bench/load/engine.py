@@ -35,8 +35,9 @@ What happened is told twice: `role.tally` counts (verb, outcome) pairs, and
     reap, promote  ok (count) unanswered error
 
 `unanswered` is ServerUnavailableError: the call may have run. Nothing is
-ever resent. An exception raised by `on_event` ends the role's loop and
-leaves `run()`: that is how a caller stops on the first error.
+ever resent. A role made `strict` raises the error of the first call that
+failed or went unanswered out of `run()` (a refused complete is an answer);
+so does any exception raised by `on_event`.
 """
 
 from __future__ import annotations
@@ -172,12 +173,13 @@ def _text(value: Any) -> str:
 
 
 class _Role:
-    def __init__(self, calls: Calls, queues: Sequence[QueueKeys], on_event: OnEvent | None) -> None:
+    def __init__(self, calls: Calls, queues: Sequence[QueueKeys], on_event: OnEvent | None, strict: bool) -> None:
         if not queues:
             raise ValueError("a role needs at least one queue")
         self.calls = calls
         self.queues = list(queues)
         self.on_event = on_event
+        self.strict = strict    # a call that failed or went unanswered ends the loop, raising its error
         self.tally: Counter[tuple[str, str]] = Counter()
         self.finished = False   # the policy ended the loop (total sent, queues empty)
         self._turn = 0
@@ -191,6 +193,12 @@ class _Role:
         self.tally[verb, outcome] += 1
         if self.on_event is not None:
             self.on_event(Event(verb, outcome, queue.name, *fields, **named))
+
+    def _fail(self, verb: str, outcome: str, queue: QueueKeys, *fields: Any, error: BaseException,
+              **named: Any) -> None:
+        self._emit(verb, outcome, queue, *fields, error=error, **named)
+        if self.strict and outcome != "refused":  # a refusal is an answer, not a failure
+            raise error
 
     def _send(self, calls: list[ScriptCall]) -> tuple[list[Any], float, float]:
         """One call, or a pipeline of several; a whole-batch failure is each call's."""
@@ -223,8 +231,8 @@ class _Role:
 
 class Producer(_Role):
     def __init__(self, calls: Calls, queues: Sequence[QueueKeys], policy: ProducerPolicy,
-                 on_event: OnEvent | None = None) -> None:
-        super().__init__(calls, queues, on_event)
+                 on_event: OnEvent | None = None, strict: bool = False) -> None:
+        super().__init__(calls, queues, on_event, strict)
         self.policy = policy
         self.sent = 0
         self._due = now()
@@ -256,7 +264,7 @@ class Producer(_Role):
         try:
             size = self._size()
         except ServerUnavailableError as exc:
-            self._emit("enqueue", "unanswered", self.queues[0], error=exc)
+            self._fail("enqueue", "unanswered", self.queues[0], error=exc)
             time.sleep(p.backoff_s)
             return 0
         if size <= 0:
@@ -271,7 +279,7 @@ class Producer(_Role):
         for (q, jid), reply in zip(jobs, replies):
             if is_error(reply):
                 trouble = True
-                self._emit("enqueue", _outcome(reply), q, jid, 0, t0, t1, error=reply)
+                self._fail("enqueue", _outcome(reply), q, jid, 0, t0, t1, error=reply)
             else:
                 self._emit("enqueue", _text(reply), q, jid, 0, t0, t1)
         self.finished = p.total is not None and self.sent >= p.total
@@ -284,8 +292,8 @@ class Producer(_Role):
 
 class Consumer(_Role):
     def __init__(self, calls: Calls, queues: Sequence[QueueKeys], policy: ConsumerPolicy,
-                 on_event: OnEvent | None = None, rng: random.Random | None = None) -> None:
-        super().__init__(calls, queues, on_event)
+                 on_event: OnEvent | None = None, rng: random.Random | None = None, strict: bool = False) -> None:
+        super().__init__(calls, queues, on_event, strict)
         self.policy = policy
         self.rng = rng or random.Random()
         self._empty_in_a_row = 0
@@ -299,7 +307,7 @@ class Consumer(_Role):
         for reply in replies:
             if is_error(reply):
                 trouble = True
-                self._emit("claim", _outcome(reply), q, "", 0, t0, t1, error=reply)
+                self._fail("claim", _outcome(reply), q, "", 0, t0, t1, error=reply)
             elif not reply:
                 self._emit("claim", "empty", q, "", 0, t0, t1)
             else:
@@ -353,7 +361,7 @@ class Consumer(_Role):
             if is_error(reply):
                 outcome = _outcome(reply)
                 trouble = trouble or outcome != "refused"
-                self._emit(call.verb, outcome, q, jid, token, t0, t1, fate=fate, error=reply)
+                self._fail(call.verb, outcome, q, jid, token, t0, t1, fate=fate, error=reply)
             else:
                 outcome = "accepted" if call.verb == "complete" else _text(reply)
                 self._emit(call.verb, outcome, q, jid, token, t0, t1, fate=fate)
@@ -363,8 +371,8 @@ class Consumer(_Role):
 
 class Pump(_Role):
     def __init__(self, calls: Calls, queues: Sequence[QueueKeys], policy: PumpPolicy,
-                 on_event: OnEvent | None = None, rng: random.Random | None = None) -> None:
-        super().__init__(calls, queues, on_event)
+                 on_event: OnEvent | None = None, rng: random.Random | None = None, strict: bool = False) -> None:
+        super().__init__(calls, queues, on_event, strict)
         self.policy = policy
         phase = (rng or random.Random()).random() if policy.random_phase else 1.0
         self._due = now() + phase * policy.interval_s
@@ -387,7 +395,7 @@ class Pump(_Role):
             for call in calls:
                 (reply,), t0, t1 = self._send([call])
                 if is_error(reply):
-                    self._emit(call.verb, _outcome(reply), q, "", 0, t0, t1, error=reply)
+                    self._fail(call.verb, _outcome(reply), q, "", 0, t0, t1, error=reply)
                     break  # the server is not answering this queue: the next tick tries again
                 moved += int(reply)
                 self._emit(call.verb, "ok", q, "", 0, t0, t1, int(reply))
