@@ -9,6 +9,8 @@ import secrets
 import time
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from echomq.errors import StaleTokenError
 from echomq.keys import QueueKeys
@@ -123,3 +125,35 @@ def test_pipelined_replies_stay_apart_and_a_lost_script_is_reloaded(client: redi
     assert (job_id, payload, token) == (b"JOB00000000001", b"a", 1)
     done, stale = calls.pipeline([verbs.complete(keys, "JOB00000000001", 1), verbs.complete(keys, "JOB00000000001", 1)])
     assert done == b"ok" and isinstance(stale, StaleTokenError)
+
+
+def test_producer_paces_to_its_rate_over_every_queue(client: redis.Redis) -> None:
+    queues = [_keys(), _keys(), _keys()]
+    producer = Producer(RedisCalls(client), queues, ProducerPolicy(rate=200.0, total=60))
+    t0 = time.perf_counter()
+    producer.run()
+    elapsed = time.perf_counter() - t0
+    assert 0.28 <= elapsed < 3.0, elapsed  # 60 jobs at 200/s: the first is due after 5 ms, the last after 300
+    assert [client.zcard(q.pending) for q in queues] == [20, 20, 20]
+
+
+def test_a_lost_server_is_unanswered_and_a_strict_role_raises_it() -> None:
+    import pytest
+
+    from echomq.errors import ServerUnavailableError
+    from echomq_bench.servers.embedded import start
+
+    srv = start("redis")
+    # No client-side retries: the engine never resends, and redis-py's default backoff would take seconds.
+    c = srv.client(socket_timeout=0.5, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))  # type: ignore[attr-defined]
+    calls = RedisCalls(c)
+    srv.stop()
+    heard: list[Event] = []
+    lenient = Producer(calls, [_keys()], ProducerPolicy(total=3, backoff_s=0.0), heard.append)
+    lenient.run()
+    assert [(e.verb, e.outcome) for e in heard] == [("enqueue", "unanswered")] * 3
+    assert all(isinstance(e.error, ServerUnavailableError) for e in heard)
+    strict = Consumer(calls, [_keys()], ConsumerPolicy(backoff_s=0.0), strict=True)
+    with pytest.raises(ServerUnavailableError):
+        strict.run(Stop(deadline=time.perf_counter() + 5))
+    assert strict.tally == {("claim", "unanswered"): 1}

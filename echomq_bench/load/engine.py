@@ -19,9 +19,20 @@ and what it records.
 Each role's `run(stop)` loops until the `Stop` says so (an event, a
 deadline, a liveness check) or its own policy ends it; `step()` is one
 round. Callers put roles in threads (`start_thread`) or in processes of their
-own. The roles talk to the server only through the calls protocol
-(`echomq_bench.load.calls`: `call(ScriptCall)`, `pipeline([ScriptCall])`,
-`command(*args)`) and build every call with `echomq.verbs`.
+own. The policies, Fate, Event and Stop live in `echomq_bench.load.policy`
+and are re-exported here.
+
+The roles talk to the server only through the calls protocol
+(`echomq_bench.load.calls`) and build every call with `echomq.verbs`:
+
+    call(ScriptCall) -> reply                 raises the echomq.errors tree
+    pipeline([ScriptCall, ...]) -> [reply | exception, ...]
+    command(*args) -> reply                   plain commands (ZCARD)
+
+`RedisCalls` implements it over a redis-py client or cluster client. The
+capacity driver's raw sockets and Locust's measured wire fit the same three
+methods (`ScriptCall.evalsha(sha)` is the whole command to write), so their
+loops can become these roles with their own Calls and recorders.
 
 What happened is told twice: `role.tally` counts (verb, outcome) pairs, and
 `on_event`, when given, receives one `Event` per job and call. Outcomes:
@@ -46,8 +57,7 @@ import random
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Sequence
 
 from echomq import verbs
 from echomq.errors import OutOfMemoryError, ServerUnavailableError, StaleTokenError
@@ -55,107 +65,12 @@ from echomq.ids import mint
 from echomq.keys import QueueKeys
 from echomq.verbs import ScriptCall
 from echomq_bench.load.calls import Calls, is_error
-from echomq_bench.measurement.workdist import Distribution
+from echomq_bench.load.policy import (
+    ConsumerPolicy, Event, Fate, OnEvent, ProducerPolicy, PumpPolicy, Stop, now,
+)
 
 __all__ = ["Event", "Fate", "Stop", "ProducerPolicy", "ConsumerPolicy", "PumpPolicy", "Producer", "Consumer",
            "Pump", "start_thread", "now"]
-
-now = time.perf_counter  # CLOCK_MONOTONIC on Linux: comparable across processes
-
-
-class Fate(NamedTuple):
-    """What one attempt will do: work `work_ms` (nominal), then `action`
-    (complete, retry or crash); a crash abandons the job after `crash_ms`."""
-
-    action: str
-    work_ms: float
-    crash_ms: float = 0.0
-
-
-class Event(NamedTuple):
-    verb: str
-    outcome: str
-    queue: str
-    job_id: str = ""
-    token: int = 0
-    t0: float = 0.0     # sent (for work: when the job's work ended)
-    t1: float = 0.0     # answered
-    count: int = 0      # reap and promote: jobs moved
-    fate: Fate | None = None
-    error: BaseException | None = None
-
-
-OnEvent = Callable[[Event], None]
-
-
-class Stop:
-    """When a role's loop ends: an event is set, a deadline passed
-    (perf_counter), or `alive()` turned false (a parent that went away)."""
-
-    def __init__(self, event: Any = None, deadline: float | None = None,
-                 alive: Callable[[], bool] | None = None) -> None:
-        self.event = event if event is not None else threading.Event()
-        self.deadline, self.alive = deadline, alive
-
-    def is_set(self) -> bool:
-        if self.event.is_set():
-            return True
-        if self.deadline is not None and now() >= self.deadline:
-            return True
-        return self.alive is not None and not self.alive()
-
-    def set(self) -> None:
-        self.event.set()
-
-
-@dataclass(frozen=True)
-class ProducerPolicy:
-    rate: float | None = None       # jobs/s over all queues; None: as fast as answered
-    batch: int = 1                  # enqueues per round trip (pipelined when over 1)
-    payload: bytes = b"x"
-    total: int | None = None        # stop after this many sent
-    backlog: int | None = None      # instead of a rate: keep this many pending, topping up to 1.5x
-    refill_s: float = 0.01          # backlog: how often pending is checked
-    catch_up_s: float = 0.0         # behind schedule by more than this: start afresh, no burst
-    backoff_s: float = 0.05         # pause after an unanswered or failed call
-
-
-@dataclass(frozen=True)
-class ConsumerPolicy:
-    lease_ms: int = 30_000
-    work: Distribution | None = None   # nominal work time; None: no sleep
-    time_scale: float = 1.0            # work sleeps work_ms / time_scale
-    handle: Callable[[bytes], object] | None = None  # real work on the payload, before the sleep
-    fail_rate: float = 0.0             # share of attempts that end in retry
-    crash_rate: float = 0.0            # share that crash: abandon the job part way through its work
-    retry_delay_ms: int = 0
-    retry_error: bytes = b"simulated failure"
-    max_attempts: int = 3
-    claim_batch: int = 1               # claims per round trip (pipelined when over 1)
-    until_empty: bool = False          # stop at the first round that finds every queue empty
-    idle_s: float = 0.005              # sleep after a round of empty claims
-    backoff_s: float = 0.05
-
-    def fate(self, rng: random.Random) -> Fate:
-        """The crash and failure rules; a subclass may draw differently."""
-        work_ms = self.work.sample_ms(rng) if self.work is not None else 0.0
-        if self.crash_rate or self.fail_rate:
-            u = rng.random()
-            if u < self.crash_rate:
-                return Fate("crash", work_ms, rng.random() * work_ms)
-            if u < self.crash_rate + self.fail_rate:
-                return Fate("retry", work_ms)
-        return Fate("complete", work_ms)
-
-
-@dataclass(frozen=True)
-class PumpPolicy:
-    interval_s: float = 0.02
-    reap_limit: int = 100
-    promote: bool = True               # promote due retries too (after reaping)
-    promote_limit: int = 100
-    max_attempts: int = 3
-    random_phase: bool = False         # first tick at a random point of the first interval
 
 
 def _outcome(exc: BaseException) -> str:
@@ -201,15 +116,12 @@ class _Role:
             raise error
 
     def _send(self, calls: list[ScriptCall]) -> tuple[list[Any], float, float]:
-        """One call, or a pipeline of several; a whole-batch failure is each call's."""
+        """One call, or a pipeline of several; a failure of the whole round trip is each call's."""
         t0 = now()
         try:
             replies = [self.calls.call(calls[0])] if len(calls) == 1 else self.calls.pipeline(calls)
         except Exception as exc:  # noqa: BLE001 - each call's outcome is reported, none is lost
-            if len(calls) == 1 or isinstance(exc, ServerUnavailableError):
-                replies = [exc] * len(calls)
-            else:
-                raise
+            replies = [exc] * len(calls)
         return replies, t0, now()
 
     def step(self) -> int:
@@ -318,12 +230,12 @@ class Consumer(_Role):
                     jobs.append((jid, token, fate))
         if trouble:
             time.sleep(p.backoff_s)
-        self._idle(q, bool(jobs) or trouble or any(r for r in replies))
+        self._idle(bool(jobs) or trouble or any(r for r in replies))
         if jobs:
             self._settle(q, jobs)
         return len(jobs)
 
-    def _idle(self, q: QueueKeys, found: bool) -> None:
+    def _idle(self, found: bool) -> None:
         if found:
             self._empty_in_a_row = 0
             return
