@@ -37,6 +37,7 @@ from typing import Any, Callable
 import redis
 
 from echomq_bench.load.audit import audit
+from echomq_bench.load.backlog import drop_queue
 from echomq_bench.measurement.workdist import DistError, parse_dist
 from echomq.errors import EchoMQError
 from echomq_bench.faults.load import Evidence, Fleet, LoadSettings, read_logs
@@ -200,10 +201,7 @@ def _judge(outcome: Outcome, scenario: Scenario, ctx: Ctx, injection: Injection,
 def _delete_queue(server: Any, keys: QueueKeys) -> None:
     try:
         with server.client() as client:
-            pattern = keys.base.replace("{", "\\{").replace("}", "\\}") + "*"
-            doomed = list(client.scan_iter(match=pattern, count=1000))
-            for i in range(0, len(doomed), 1000):
-                client.delete(*doomed[i:i + 1000])
+            drop_queue(client, keys.name, sweep=True)
     except redis.RedisError:
         pass
 

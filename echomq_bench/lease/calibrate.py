@@ -12,6 +12,7 @@ import redis
 
 from echomq.ids import mint
 from echomq.queue import Queue
+from echomq_bench.load.backlog import drop_queue
 from echomq_bench.lease.records import MassCrash, ReapCost
 from echomq_bench.lease.settings import SweepSettings
 
@@ -47,7 +48,7 @@ def reap_cost(client: redis.Redis, settings: SweepSettings, tag: str) -> ReapCos
     c3, u3 = _evalsha(client)
     calls = c3 - c2
     per_job = max(0.0, ((u3 - u2) - calls * empty) / k)
-    drop(q)
+    drop_queue(q.client, q.name, sweep=True)
     return ReapCost(empty, per_job, empty + per_job * settings.reap_cap, calls + c1 - c0)
 
 
@@ -66,13 +67,6 @@ def _fill_and_claim(q: Queue, k: int, lease_real: int) -> tuple[float, float]:
     t0 = time.perf_counter()
     pipe.execute()
     return t0, time.perf_counter()
-
-
-def drop(q: Queue) -> None:
-    pattern = q.keys.pending.rsplit(":", 1)[0].replace("{", "\\{").replace("}", "\\}") + ":*"
-    batch = list(q.client.scan_iter(match=pattern, count=1000))
-    for i in range(0, len(batch), 1000):
-        q.client.delete(*batch[i:i + 1000])
 
 
 def mass_crash(client: redis.Redis, settings: SweepSettings, lease_ms: float, tag: str,
@@ -99,5 +93,5 @@ def mass_crash(client: redis.Redis, settings: SweepSettings, lease_ms: float, ta
         out.drain_ms.append((end - deadline) * 1000 * scale)
         out.ticks.append(ticks)
         out.spread_ms.append((t_last - t_first) * 1000 * scale)
-        drop(q)
+        drop_queue(q.client, q.name, sweep=True)
     return out
