@@ -3,7 +3,8 @@
 A script call spelled by hand is an EVALSHA with its keys typed out: a
 `.evalsha(sha, numkeys, key, ...)` call, a command whose first word is
 "EVALSHA" followed by more than a SHA and a key count (a call's arguments,
-a tuple or a list), or RESP bytes with EVALSHA in them. Only the module
+a tuple or a list), a registered script called as `scripts["verb"](keys=[...])`
+with its keys typed out, or RESP bytes with EVALSHA in them. Only the module
 that spells the layouts, the loader that sends any call, and the RESP
 writer that encodes a built call may hold one.
 """
@@ -34,6 +35,10 @@ def hand_spelled(source: str) -> list[int]:
                 lines.append(node.lineno)
             elif node.args and _is_evalsha_word(node.args[0]) and len(node.args) > 3:
                 lines.append(node.lineno)
+            elif isinstance(node.func, ast.Subscript) and any(
+                    kw.arg == "keys" and isinstance(kw.value, (ast.List, ast.Tuple)) and kw.value.elts
+                    for kw in node.keywords):
+                lines.append(node.lineno)
         elif isinstance(node, (ast.Tuple, ast.List)):
             if node.elts and _is_evalsha_word(node.elts[0]) and len(node.elts) > 3:
                 lines.append(node.lineno)
@@ -50,6 +55,7 @@ def test_the_rule_catches_each_hand_spelling() -> None:
         'command += ["EVALSHA", sha, "2", k.pending, k.active, k.job_prefix, "1"]',
         'cmd = resp(b"EVALSHA", sha, b"2", pending, active, prefix, b"1")',
         'head = b"*7\\r\\n$7\\r\\nEVALSHA\\r\\n$%d\\r\\n%s\\r\\n"',
+        'q.scripts["enqueue"](keys=[q.keys.pending, q.keys.job(jid)], args=[jid, b"{}"], client=pipe)',
     ]
     for line in spelled:
         assert hand_spelled(line) == [1], line
@@ -58,6 +64,8 @@ def test_the_rule_catches_each_hand_spelling() -> None:
         'stats = client.info("commandstats").get("cmdstat_evalsha", {})',
         'assert call.evalsha("sha")[:3] == ("EVALSHA", "sha", 2)',
         'key = cmd[3] if str(cmd[0]).upper() == "EVALSHA" else cmd[1]',
+        'q.scripts[call.verb](keys=call.keys, args=call.args, client=pipe)',
+        'self.script(keys=[zkey], args=[prefix, state])',
     ]
     for line in built:
         assert hand_spelled(line) == [], line

@@ -118,7 +118,8 @@ def j4(client: redis.Redis) -> str:
         ids = [mint() for _ in range(301)]
         pipe = client.pipeline(transaction=False)
         for jid in ids:
-            q.scripts["enqueue"](keys=[q.keys.pending, q.keys.job(jid)], args=[jid, b"{}"], client=pipe)
+            call = verbs.enqueue(q.keys, jid, b"{}")
+            q.scripts[call.verb](keys=call.keys, args=call.args, client=pipe)
         pipe.execute()
         newest = q.browse(limit=5)
         head = client.zrange(q.keys.pending, 0, 0)

@@ -157,10 +157,9 @@ def drop_queue(client: Any, name: str, *, sweep: bool = False) -> int:
             ids = client.zrange(key, 0, REMOVE_CHUNK - 1)
             if not ids:
                 break
-            pipe = client.pipeline(transaction=False)
-            pipe.unlink(*[prefix + i for i in ids])
-            pipe.zrem(key, *ids)
-            removed += int(pipe.execute()[0])
+            # Two calls, not a pipeline: a cluster client's pipeline refuses multi-key UNLINK.
+            removed += int(client.unlink(*[prefix + i for i in ids]))
+            client.zrem(key, *ids)
     removed += int(client.unlink(*sets))
     if sweep:
         pattern = k.base.replace("{", "\\{").replace("}", "\\}") + "*"
