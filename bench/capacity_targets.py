@@ -31,6 +31,7 @@ from pathlib import Path
 
 from echomq_bench.commands.capacity import CapacitySettings, measure
 from echomq_bench.commands.compare import Build, run_compare, unique_builds
+from echomq import verbs
 from echomq.queue import Queue
 from echomq.scripts import lua_dir
 from echomq_bench.servers.embedded import parse_server_spec, start
@@ -63,8 +64,9 @@ def claim_costs(spec: str, folders: list[Path | None], rounds: int = 40, batch: 
         for _ in range(rounds):
             for q in queues:
                 pipe = q.client.pipeline(transaction=False)
+                claim = verbs.claim(q.keys, 60_000).evalsha(q.scripts.sha("claim"))
                 for _ in range(batch):
-                    pipe.evalsha(q.scripts.sha("claim"), 2, q.keys.pending, q.keys.active, q.keys.job_prefix, 60_000)
+                    pipe.execute_command(*claim)
                 pipe.execute()
         stats = [c.info("commandstats")["cmdstat_evalsha"] for c in clients]
     return [s["usec"] / s["calls"] for s in stats]

@@ -33,10 +33,11 @@ from typing import Any
 
 import redis
 
-from echomq import Queue, mint
+from echomq import Queue, mint, verbs
 from echomq_bench.records import meta
 from echomq_bench.servers.cluster import EmbeddedCluster, format_placements, master_clients, spread_queues
 from echomq.keys import QueueKeys
+from echomq_bench.load.backlog import drop_queue
 from echomq_bench.records.files import new_run_dir, write_json, write_tidy
 from echomq_bench.servers.embedded import parse_server_spec, start
 from echomq_bench.measurement.serverstats import sample, usage
@@ -63,13 +64,12 @@ def worker(host: str, port: int, name: str, shas: dict[str, str], batch: int, se
             break
         pipe = r.pipeline(transaction=False)
         for job_id in [mint() for _ in range(batch)]:
-            pipe.execute_command("EVALSHA", shas["enqueue"], 2, k.pending, k.job(job_id), job_id, b"x")
+            pipe.execute_command(*verbs.enqueue(k, job_id, b"x").evalsha(shas["enqueue"]))
         for _ in range(batch):
-            pipe.execute_command("EVALSHA", shas["claim"], 2, k.pending, k.active, k.job_prefix, LEASE_MS)
+            pipe.execute_command(*verbs.claim(k, LEASE_MS).evalsha(shas["claim"]))
         claimed = pipe.execute()[batch:]
         for job_id, _payload, token in claimed:
-            pipe.execute_command("EVALSHA", shas["complete"], 2, k.active, k.job_prefix + job_id.decode(),
-                                 job_id, token)
+            pipe.execute_command(*verbs.complete(k, job_id.decode(), token).evalsha(shas["complete"]))
         cycles += sum(1 for reply in pipe.execute() if reply == b"ok")
     out.put((name, cycles, time.perf_counter() - t0, time.process_time() - c0))
 
@@ -127,9 +127,7 @@ def measure(cluster: EmbeddedCluster, names: list[str], batch: int, seconds: flo
         node["queues"] += 1
         client_util.append(cpu / wall)
     for name in names:  # leave the queues empty for the next trial
-        keys = list(client.scan_iter(match=f"emq:\\{{{name}\\}}:*"))
-        for key in keys:
-            client.delete(key)
+        drop_queue(client, name, sweep=True)
     ours = sum(n["server_cpu"] for n in per_node.values()) + sum(client_util)
     return {"per_node": per_node, "total": sum(n["cycles_per_s"] for n in per_node.values()),
             "client_util": client_util, "machine_util": machine, "others_util": max(0.0, machine - ours)}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import redis
 
-from echomq import Queue, mint
+from echomq import Queue, mint, verbs
 from echomq_bench.servers.embedded import DEFAULT_SPECS, running
 
 HERE = Path(__file__).parent
@@ -46,11 +46,12 @@ def one_round(q: Queue, claim_sha: str, complete_sha: str, n: int) -> float:
     fill(q, n)
     c.config_resetstat()
     pipe = c.pipeline(transaction=False)
+    claim = verbs.claim(k, 60_000).evalsha(claim_sha)
     for _ in range(n):
-        pipe.evalsha(claim_sha, 2, k.pending, k.active, k.job_prefix, 60_000)
+        pipe.execute_command(*claim)
     claimed = pipe.execute()
     for job_id, _payload, token in claimed:
-        pipe.evalsha(complete_sha, 2, k.active, k.job(job_id.decode()), job_id, token)
+        pipe.execute_command(*verbs.complete(k, job_id.decode(), token).evalsha(complete_sha))
     replies = pipe.execute()
     assert all(r == b"ok" for r in replies), "a complete was refused"
     usec, calls = evalsha_usec(c)

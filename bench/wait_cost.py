@@ -34,6 +34,7 @@ import numpy as np
 
 from echomq_bench.records import meta
 from echomq_bench.servers.cluster import EmbeddedCluster
+from echomq import verbs
 from echomq.ids import mint
 from echomq.keys import QueueKeys
 from echomq.queue import Queue
@@ -64,7 +65,7 @@ def one_way(mode: str, client, queue: Queue, calls: int, batch: int, timeout_ms:
             pipe = client.pipeline(transaction=False)
             for _ in range(batch):
                 job = mint()
-                pipe.evalsha(sha, 2, k.pending, k.job(job), job, b"x" * 64)
+                pipe.execute_command(*verbs.enqueue(k, job, b"x" * 64).evalsha(sha))
             if mode == "batch+wait":
                 pipe.execute_command("WAIT", 1, timeout_ms)
             t0 = time.perf_counter()
@@ -77,13 +78,13 @@ def one_way(mode: str, client, queue: Queue, calls: int, batch: int, timeout_ms:
         job = mint()
         t0 = time.perf_counter()
         if mode == "plain":
-            client.evalsha(sha, 2, k.pending, k.job(job), job, b"x" * 64)
+            client.execute_command(*verbs.enqueue(k, job, b"x" * 64).evalsha(sha))
         elif mode == "wait":
-            client.evalsha(sha, 2, k.pending, k.job(job), job, b"x" * 64)
+            client.execute_command(*verbs.enqueue(k, job, b"x" * 64).evalsha(sha))
             acks.append(int(client.execute_command("WAIT", 1, timeout_ms)))
         else:
             pipe = client.pipeline(transaction=False)
-            pipe.evalsha(sha, 2, k.pending, k.job(job), job, b"x" * 64)
+            pipe.execute_command(*verbs.enqueue(k, job, b"x" * 64).evalsha(sha))
             pipe.execute_command("WAIT", 1, timeout_ms)
             acks.append(int(pipe.execute()[-1]))
         lat.append((time.perf_counter() - t0) * 1e6)

@@ -285,11 +285,10 @@ def test_master_clients_reach_each_master_alone(cluster: EmbeddedCluster) -> Non
 def test_locust_cluster_wire_routes_by_slot_and_follows_moved(cluster: EmbeddedCluster) -> None:
     """The scenarios' cluster wire: each queue's verbs reach its master; a
     stale slot map (as after a failover) gets MOVED, re-reads and succeeds."""
-    from echomq_bench.locust.wire import ClusterRouter, QueueWire, ScriptSet
+    from echomq_bench.locust.wire import ClusterRouter, QueueWire
 
-    scripts = ScriptSet.load()
     router = ClusterRouter(cluster.url)
-    router.load_scripts(list(scripts.sha_to_text().values()))
+    scripts = router.scripts()
     wire = router.wire(scripts)
     names = [p.queue for p in spread_queues(cluster, 3, "wire")]
     queues = [QueueWire(n, scripts, 30_000, 3, 100, 100) for n in names]
@@ -323,7 +322,7 @@ def evalsha_calls(client: redis.Redis) -> int:
 
 
 def test_capacity_over_a_cluster_counts_every_cycle_on_its_node(cluster: EmbeddedCluster) -> None:
-    from echomq_bench.load.backlog import remove_queue
+    from echomq_bench.load.backlog import drop_queue
     from echomq_bench.commands.capacity import CapacitySettings, run_capacity
     from echomq_bench.capacity.cluster import ClusterCapacityResult
     from echomq.keys import QueueKeys
@@ -368,7 +367,8 @@ def test_capacity_over_a_cluster_counts_every_cycle_on_its_node(cluster: Embedde
     finally:
         for name, m in masters.items():
             with m.client() as c:
-                remove_queue(c, [p.queue for p in r.placements if p.node == name])
+                for queue in [p.queue for p in r.placements if p.node == name]:
+                    drop_queue(c, queue)
 
 
 def test_capacity_cli_on_a_cluster_splits_the_rate_feeds_each_queue_and_writes_node_rows(

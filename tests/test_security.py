@@ -8,13 +8,14 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 import redis
 
-from echomq import EchoMQError, Queue, mint
+from echomq import EchoMQError, Queue, mint, verbs
 from echomq_bench.cli import main
 from echomq.scripts import discover
 from echomq_bench.servers.embedded import free_port, start
@@ -172,12 +173,16 @@ def test_acl_user_cannot_touch_other_keys(acl_server: Callable[[set[str]], redis
     k, s = q.keys, q.scripts
     other = mint()
     # Keys outside emq:* named to a script: refused before the script runs.
+    call = verbs.enqueue(k, other, b"x")
+    outside = replace(call, keys=tuple(key.replace(k.base, "other:") for key in call.keys))
     with pytest.raises(redis.exceptions.NoPermissionError):
-        emq.evalsha(s.sha("enqueue"), 2, "other:pending", "other:job:" + other, other, b"x")
+        emq.execute_command(*outside.evalsha(s.sha("enqueue")))
     # A forged row prefix reaches other keys only from inside the script: refused there.
     q.enqueue(mint(), b"x")
+    call = verbs.claim(k, 1000)
+    forged = replace(call, args=tuple("other:job:" if arg == k.job_prefix else arg for arg in call.args))
     with pytest.raises(redis.ResponseError, match="(?i)no permissions|can't access"):
-        emq.evalsha(s.sha("claim"), 2, k.pending, k.active, "other:job:", 1000)
+        emq.execute_command(*forged.evalsha(s.sha("claim")))
     assert {k: client.dump(k) for k in client.keys("*") if not k.startswith(b"emq:")} == before
 
 

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from echomq_bench.measurement import serverstats
 from echomq_bench.load.audit import Ledger, audit
-from echomq_bench.load.backlog import fill_in_turn, remove_queue
+from echomq_bench.load.backlog import drop_queue, fill_in_turn
 from echomq_bench.capacity.result import CapacityResult, build_result
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings
 from echomq_bench.measurement.ceiling import Ceiling, CeilingOptions, run_ceiling
@@ -169,7 +169,8 @@ def collect(s: Session, settings: CapacitySettings, results: list[dict[str, Any]
 def close_session(s: Session, settings: CapacitySettings, cleanup: bool) -> None:
     try:
         if cleanup and not settings.keep_keys:
-            remove_queue(s.client, s.names)
+            for name in s.names:
+                drop_queue(s.client, name)
     finally:
         s.client.close()
 

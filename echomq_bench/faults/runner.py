@@ -22,6 +22,7 @@ from echomq.keys import QueueKeys
 from echomq_bench.faults.base import Check, Ctx, Injection, Plan, Scenario, active_tokens, members
 from echomq_bench.faults.load import Evidence, Fleet, LoadSettings, read_logs
 from echomq_bench.load.audit import audit
+from echomq_bench.load.backlog import drop_queue
 from echomq_bench.servers.embedded import redacted_url
 
 __all__ = ["Outcome", "run_scenario", "format_table"]
@@ -179,10 +180,7 @@ def _judge(outcome: Outcome, scenario: Scenario, ctx: Ctx, injection: Injection,
 def _delete_queue(server: Any, keys: QueueKeys) -> None:
     try:
         with server.client() as client:
-            pattern = keys.base.replace("{", "\\{").replace("}", "\\}") + "*"
-            doomed = list(client.scan_iter(match=pattern, count=1000))
-            for i in range(0, len(doomed), 1000):
-                client.delete(*doomed[i:i + 1000])
+            drop_queue(client, keys.name, sweep=True)
     except redis.RedisError:
         pass
 
