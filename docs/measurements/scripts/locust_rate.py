@@ -1,8 +1,7 @@
 """How many claim/complete cycles/s does one Locust process drive? Beside
 plain gevent + redis-py doing the same work, on the same server, in one run.
 
-    python bench/locust_rate.py [--server SPEC] [--users 50] [--seconds 10] [--rounds 2]
-    flock /tmp/echomq-measure.lock python bench/locust_rate.py      # numbers to report
+    python docs/measurements/scripts/locust_rate.py [--server SPEC] [--users 50] [--seconds 10] [--rounds 2]
 
 Every client runs in its own process against one server: 50 consumer
 greenlets claim and complete back to back (no work time), 2 producer
@@ -42,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]  # the checkout: docs/measurements/scripts/ is three below
 sys.path.insert(0, str(ROOT))
 
 from echomq_bench.locust.report import limit, machine_busy_s  # noqa: E402  (no locust import: no monkey-patching here)

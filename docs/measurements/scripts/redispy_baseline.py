@@ -1,7 +1,7 @@
 """Why the capacity driver writes its own RESP: how busy one plain redis-py
 pipeline keeps the server on the same claim/complete cycle.
 
-    python bench/redispy_baseline.py [--server redis|valkey]... [--seconds 5] [--batch 64]
+    python docs/measurements/scripts/redispy_baseline.py [--server redis|valkey]... [--seconds 5] [--batch 64]
 
 One process, server main thread pinned to the first core and this client
 to the second (as the capacity driver pins). Each round pipelines `batch`

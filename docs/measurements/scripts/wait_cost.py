@@ -1,7 +1,7 @@
 """What `WAIT 1 <ms>` after an enqueue costs: the price of narrowing the
 window in which a failover loses an acknowledged job (docs/scaling.md §5).
 
-    python bench/wait_cost.py [--server redis|valkey]... [--rounds 40]
+    python docs/measurements/scripts/wait_cost.py [--server redis|valkey]... [--rounds 40]
         [--calls 200] [--batch 100] [--timeout-ms 1000] [--out DIR]
 
 Each build runs as a local cluster of one master and one replica (cluster

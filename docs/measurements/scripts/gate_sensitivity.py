@@ -1,6 +1,6 @@
 """Does the gate hold on this machine? Run it repeatedly, both ways.
 
-    python bench/gate_sensitivity.py [--server SPEC]... [--runs 10] [--slowdown 0.30] [--quick]
+    python docs/measurements/scripts/gate_sensitivity.py [--server SPEC]... [--runs 10] [--slowdown 0.30] [--quick]
 
 1. Calibrate a busy loop so that claim costs `--slowdown` more server time:
    measure claim's typical server time in the gate's own state, the loop's

@@ -1,6 +1,6 @@
 """The capacity driver's three targets, measured in one run and printed as ratios.
 
-    python bench/capacity_targets.py [--server SPEC] [--duration 5] [--trials 5] [--repeats 3]
+    python docs/measurements/scripts/capacity_targets.py [--server SPEC] [--duration 5] [--trials 5] [--repeats 3]
 
 1. Capacity mode keeps the server at least 85% busy: main-thread CPU time
    over wall time (INFO cpu), on each build.
