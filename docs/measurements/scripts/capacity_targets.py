@@ -13,8 +13,7 @@
 
 Targets 2 and 3 use compare's default, `--interleave together`.
 
-Run it under `flock /tmp/echomq-measure.lock` so no other measurement
-overlaps. Each line also shows the server's CPU wait (schedstat): time it
+Run it on an otherwise idle machine. Each line also shows the server's CPU wait (schedstat): time it
 was runnable but another process held its core. Exit 0 when all targets
 hold.
 """

@@ -10,8 +10,8 @@
    carries the loop: each must fail, naming claim and nothing else.
 
 Every gate is a fresh `python -m echomq_bench gate` process against the committed
-baseline (results/baselines), exactly as CI would run it. Run under
-`flock /tmp/echomq-measure.lock` when the numbers are to be reported.
+baseline (results/baselines), exactly as CI would run it. Run it on an
+otherwise idle machine: another load on the same cores widens the spread.
 """
 
 from __future__ import annotations
