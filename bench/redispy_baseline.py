@@ -18,7 +18,7 @@ import sys
 import time
 
 from echomq import Queue, mint
-from echomq_bench.servers.embedded import start
+from echomq_bench.servers import start
 from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage
 
 BACKLOG = 300_000

@@ -32,7 +32,7 @@ COMMANDS: dict[str, str] = {
 
 
 def server_spec(text: str) -> object:
-    from echomq_bench.servers.embedded import ServerSpecError, parse_server_spec
+    from echomq_bench.servers import ServerSpecError, parse_server_spec
 
     try:
         return parse_server_spec(text)
@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from echomq.errors import EchoMQError
-    from echomq_bench.servers.embedded import DEFAULT_SPECS, parse_server_spec
+    from echomq_bench.servers import DEFAULT_SPECS, parse_server_spec
 
     args = build_parser().parse_args(argv)
     if not args.server:

@@ -16,11 +16,13 @@ from typing import Iterator
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from echomq import Queue, StaleTokenError, mint
 from echomq_bench.commands.check import run_check
 from echomq_bench.cli import main
-from echomq_bench.servers.cluster import (
+from echomq_bench.servers import (
     EmbeddedCluster,
     UrlCluster,
     format_placements,
@@ -29,7 +31,7 @@ from echomq_bench.servers.cluster import (
     spread_queues,
 )
 from echomq_bench.commands.failover import run_failover
-from echomq_bench.servers.embedded import ServerSpecError, ServerStartError, parse_server_spec, start
+from echomq_bench.servers import Server, ServerSpecError, ServerStartError, parse_server_spec, start
 
 BUILDS = ["redis-cluster", "valkey-cluster"]
 
@@ -238,7 +240,7 @@ def test_url_cluster_finds_every_node(cluster: EmbeddedCluster) -> None:
 
 
 def test_url_cluster_that_does_not_answer_is_refused() -> None:
-    from echomq_bench.servers.embedded import free_port
+    from echomq_bench.servers import free_port
 
     with pytest.raises(ServerStartError, match="does not answer"):
         start(f"redis+cluster://127.0.0.1:{free_port()}")
@@ -270,7 +272,7 @@ def test_failover_replica_takes_over_and_the_audit_accounts_for_every_job(build:
 
 
 def test_master_clients_reach_each_master_alone(cluster: EmbeddedCluster) -> None:
-    from echomq_bench.servers.cluster import master_clients
+    from echomq_bench.servers import master_clients
     from echomq_bench.measurement.serverstats import sample
 
     expected = [m.name for m in cluster.masters()]
@@ -411,11 +413,11 @@ def test_capacity_cli_on_a_cluster_splits_the_rate_feeds_each_queue_and_writes_n
 def test_capacity_bad_input_on_a_cluster_starts_nothing(argv: list[str], fragment: str, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    import echomq_bench.servers.embedded
+    import echomq_bench.servers
 
     started: list[object] = []
-    monkeypatch.setattr(echomq_bench.servers.embedded, "start", lambda *a, **k: started.append(a))
-    monkeypatch.setattr(echomq_bench.servers.embedded.EmbeddedServer, "__init__", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(echomq_bench.servers, "start", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(echomq_bench.servers.EmbeddedServer, "__init__", lambda *a, **k: started.append(a))
     out = tmp_path / "cap"
     assert main([*argv, "--duration", "0.3", "--out", str(out)]) == 2
     assert fragment in capsys.readouterr().err

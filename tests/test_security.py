@@ -13,11 +13,13 @@ from typing import Callable, Iterator
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from echomq import EchoMQError, Queue, mint
 from echomq_bench.cli import main
 from echomq.scripts import discover
-from echomq_bench.servers.embedded import free_port, start
+from echomq_bench.servers import Server, UrlServer, free_port, start
 from echomq_bench.servers.tls import server_args, throwaway_certificate, tls_url
 
 BINARIES = ["redis-server", "valkey-server"]

@@ -1,8 +1,10 @@
-"""echomq_bench.servers.embedded: SPEC parsing, redaction, and real embedded servers that
-must never outlive the process that started them."""
+"""echomq_bench.servers: SPEC parsing, redaction, the Server interface of
+every kind, and real embedded servers that must never outlive the process
+that started them."""
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -18,15 +20,18 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from echomq_bench.servers import embedded as servers
-from echomq_bench.servers.embedded import (
+import echomq_bench.servers
+from echomq_bench.servers import embedded as embedded_module
+from echomq_bench.servers import (
     DEFAULT_SPECS,
     EmbeddedServer,
+    Server,
     ServerError,
     ServerNotFoundError,
     ServerSpecError,
     ServerStartError,
     UrlServer,
+    guard,
     keeper_pid,
     parse_server_spec,
     redacted_url,
@@ -223,7 +228,7 @@ def test_failed_start_shows_log_and_cleans_up(monkeypatch: pytest.MonkeyPatch) -
         made.append(real_mkdtemp(**kwargs))
         return made[-1]
 
-    monkeypatch.setattr(servers.tempfile, "mkdtemp", recording_mkdtemp)
+    monkeypatch.setattr(embedded_module.tempfile, "mkdtemp", recording_mkdtemp)
     with pytest.raises(ServerStartError) as caught:
         start("broken=redis-server --no-such-directive 1")
     assert "Bad directive" in str(caught.value)  # from the server's own output
@@ -302,7 +307,7 @@ def test_keeper_is_replaced_when_it_dies() -> None:
         first = keeper_pid()
         assert first is not None
         os.kill(first, signal.SIGKILL)
-        assert wait_until(lambda: servers._guard.keeper is not None and servers._guard.keeper.poll() is not None, 5)
+        assert wait_until(lambda: guard.current().keeper is not None and guard.current().keeper.poll() is not None, 5)
         with start("redis"):
             second = keeper_pid()
             assert second is not None and second != first and alive(second)
@@ -331,7 +336,7 @@ def test_fork_child_gets_its_own_keeper() -> None:
 CRASHING_PARENT = textwrap.dedent(
     """
     import os, sys, time
-    from echomq_bench.servers.embedded import keeper_pid, start
+    from echomq_bench.servers import keeper_pid, start
 
     server = start("redis")
     # A fork child that outlives us must not keep our keeper waiting.

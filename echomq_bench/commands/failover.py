@@ -36,11 +36,11 @@ from typing import Any
 import redis
 
 from echomq_bench.load.audit import AuditReport, Ledger, audit
-from echomq_bench.servers.cluster import EmbeddedCluster, format_placements, spread_queues
+from echomq_bench.servers import (BUILTIN_BINARIES, EmbeddedCluster, ServerSpec, ServerSpecError, format_placements,
+                                   spread_queues)
 from echomq.errors import EchoMQError, StaleTokenError
 from echomq.ids import mint
 from echomq.queue import Queue
-from echomq_bench.servers.embedded import BUILTIN_BINARIES, ServerSpec, ServerSpecError
 
 __all__ = ["FailoverResult", "failover_spec", "run_failover", "configure", "run"]
 

@@ -43,7 +43,7 @@ from echomq_bench.faults.load import Evidence, Fleet, LoadSettings, read_logs
 from echomq_bench.faults.scenarios import (FULL, QUICK, SCENARIOS, Check, Ctx, Injection, Plan, Scenario, active_tokens,
                              members)
 from echomq.keys import QueueKeys
-from echomq_bench.servers.embedded import redacted_url
+from echomq_bench.servers import redacted_url
 
 __all__ = ["SCENARIOS", "Plan", "QUICK", "FULL", "Outcome", "run_scenario", "format_table", "configure", "run"]
 
@@ -122,7 +122,7 @@ def run_scenario(spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, 
 def _run(outcome: Outcome, spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, log_root: Path,
          seed: int, on_server: Callable[[Any], None]) -> Outcome:
     from echomq_bench.records.meta import server_settings
-    from echomq_bench.servers.embedded import server_version, start
+    from echomq_bench.servers import server_version, start
 
     server = start(spec)
     name = f"faults-{scenario.name}-{secrets.token_hex(3)}"
@@ -279,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _preflight(specs: list[Any]) -> None:
-    from echomq_bench.servers.embedded import ServerSpecError, find_binary, start
+    from echomq_bench.servers import ServerSpecError, find_binary, start
 
     for spec in specs:
         if spec.kind == "cluster":

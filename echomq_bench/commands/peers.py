@@ -29,7 +29,7 @@ from urllib.parse import quote
 from echomq_bench.records import meta as meta_mod
 from echomq_bench.records import files as results
 from echomq_bench.measurement import serverstats
-from echomq_bench.servers.embedded import EmbeddedServer, Server, ServerSpec, UrlServer, start
+from echomq_bench.servers import EmbeddedServer, Server, ServerSpec, UrlServer, start
 from echomq_bench.peers import PEERS, get
 from echomq_bench.peers.base import PAYLOAD_BYTES, PeerMissingError, version_of
 
