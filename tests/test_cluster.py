@@ -133,10 +133,42 @@ def test_cluster_with_replicas_is_ready_then_leaves_nothing(build: str) -> None:
     c.stop()  # twice is fine
 
 
+@pytest.mark.parametrize("build", BUILDS)
+def test_clusters_are_servers_whose_credentials_log_in(build: str) -> None:
+    password = "cl-" + secrets.token_hex(6)
+    c = start(f"locked={build} --masters 1 --requirepass {password}")
+    try:
+        remote = start(c.connection_url())
+        assert isinstance(c, EmbeddedCluster) and isinstance(remote, UrlCluster)
+        for kind in (c, remote):
+            assert isinstance(kind, Server)
+            assert (kind.host, kind.port, kind.pid) == ("127.0.0.1", c.nodes[0].port, None)
+            kwargs = kind.connection_kwargs()
+            assert (kwargs["host"], kwargs["port"], kwargs["password"]) == ("127.0.0.1", c.nodes[0].port, password)
+            with redis.Redis(**kwargs) as direct:
+                assert direct.cluster("info")["cluster_state"] == "ok"
+            assert kind.client().ping() is True
+            assert kind.version().split()[0] == build.removesuffix("-cluster")
+            for shown in (repr(kind), kind.describe(), kind.display_url):
+                assert password not in shown, shown
+        assert password not in c.url and password in remote.url  # a URL server's own URL carries it
+        assert remote.display_url == f"redis+cluster://:***@127.0.0.1:{c.nodes[0].port}"
+        for node in remote.nodes:
+            assert node.connection_kwargs()["password"] == password
+            with node.client() as nc:
+                assert nc.ping() is True
+        # Without the accessor's password the node refuses: the check can fail.
+        with pytest.raises(redis.AuthenticationError), redis.Redis(
+                host="127.0.0.1", port=c.nodes[0].port, retry=Retry(NoBackoff(), 0)) as anon:
+            anon.ping()
+    finally:
+        c.stop()
+
+
 CRASHING_PARENT = textwrap.dedent(
     """
     import json, time
-    from echomq_bench.servers.embedded import start
+    from echomq_bench.servers import start
 
     cluster = start("redis-cluster")
     print(json.dumps([[n.pid, str(n.server.dir)] for n in cluster.nodes]), flush=True)
@@ -228,6 +260,8 @@ def test_cli_check_on_a_running_cluster_url(cluster: EmbeddedCluster) -> None:
 def test_url_cluster_finds_every_node(cluster: EmbeddedCluster) -> None:
     remote = start(cluster.url)
     assert isinstance(remote, UrlCluster)
+    assert isinstance(remote, Server) and isinstance(cluster, Server)
+    assert remote.connection_url() == cluster.connection_url() == cluster.url  # no password to carry
     assert sorted(n.name for n in remote.nodes) == sorted(n.name for n in cluster.nodes)
     assert all(n.pid is None for n in remote.nodes)
     assert [m.name for m in remote.masters()] == [m.name for m in cluster.masters()]

@@ -84,9 +84,7 @@ class _Master:
             return server_version(c)
 
     def target(self) -> Target:
-        options = dict(self.node._options)
-        if self.node.server is not None:
-            options["password"] = self.node.server._password
+        options = self.node.connection_kwargs()
         if options.get("ssl"):
             raise CapacityError("the capacity driver speaks plain TCP only; rediss+cluster:// is not supported")
         return Target(self.node.host, self.node.port, options.get("username"), options.get("password"))

@@ -27,13 +27,12 @@ import logging
 import sys
 import time
 from typing import Any
-from urllib.parse import quote
 
 import gevent
 from gevent.event import Event
 
 from echomq_bench.load.audit import audit
-from echomq_bench.servers import (Cluster, EmbeddedCluster, EmbeddedServer, ServerError, format_placements, master_clients,
+from echomq_bench.servers import (Cluster, EmbeddedServer, ServerError, format_placements, master_clients,
                                    parse_server_spec, redacted_url, spread_queues, start)
 from echomq.errors import EchoMQError
 from echomq.keys import QueueKeys
@@ -148,16 +147,7 @@ class Controller:
 
     def _session_url(self) -> str:
         """The URL load processes connect with: an embedded server's password included."""
-        if isinstance(self.server, EmbeddedCluster):
-            password = self.server._client_options.get("password")
-            auth = f":{quote(password, safe='')}@" if password else ""
-            node = self.server.nodes[0]
-            return f"redis+cluster://{auth}{node.host}:{node.port}"
-        if isinstance(self.server, EmbeddedServer):
-            password = self.admin.connection_pool.connection_kwargs.get("password")
-            auth = f":{quote(password, safe='')}@" if password else ""
-            return f"redis://{auth}{self.server.host}:{self.server.port}"
-        return str(self.server.url)
+        return self.server.connection_url()
 
     def _fatal(self, message: str) -> None:
         """Stop before anything ran, the way argparse does: exit 2 with the reason."""
