@@ -21,7 +21,7 @@ from pathlib import Path
 import redis
 
 from echomq import Queue, mint, verbs
-from echomq_bench.servers.embedded import DEFAULT_SPECS, running
+from echomq_bench.servers import DEFAULT_SPECS, running
 
 HERE = Path(__file__).parent
 

@@ -11,7 +11,7 @@ from typing import Iterator
 import pytest
 
 from echomq_bench.cli import main
-from echomq_bench.servers.embedded import start
+from echomq_bench.servers import start
 
 PASSWORD = "knownpass"
 ACL_PASSWORD = "knownpassacl"

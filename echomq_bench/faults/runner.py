@@ -23,7 +23,7 @@ from echomq_bench.faults.base import Check, Ctx, Injection, Plan, Scenario, acti
 from echomq_bench.faults.load import Evidence, Fleet, LoadSettings, read_logs
 from echomq_bench.load.audit import audit
 from echomq_bench.load.backlog import drop_queue
-from echomq_bench.servers.embedded import redacted_url
+from echomq_bench.servers import redacted_url
 
 __all__ = ["Outcome", "run_scenario", "format_table"]
 
@@ -102,7 +102,7 @@ def run_scenario(spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, 
 def _run(outcome: Outcome, spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, log_root: Path,
          seed: int, on_server: Callable[[Any], None]) -> Outcome:
     from echomq_bench.records.meta import server_settings
-    from echomq_bench.servers.embedded import server_version, start
+    from echomq_bench.servers import server_version, start
 
     server = start(spec)
     name = f"faults-{scenario.name}-{secrets.token_hex(3)}"

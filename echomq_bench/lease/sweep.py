@@ -42,7 +42,7 @@ import redis
 
 from echomq.errors import EchoMQError
 from echomq_bench.measurement.latency import Latency
-from echomq_bench.servers.embedded import redacted_url
+from echomq_bench.servers import redacted_url
 from echomq_bench.measurement.serverstats import sample, usage
 from echomq_bench.lease.calibrate import mass_crash, reap_cost
 from echomq_bench.load.backlog import drop_queue

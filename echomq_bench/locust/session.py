@@ -62,7 +62,7 @@ class RunInfo:
     @classmethod
     def fresh(cls, settings: Settings, url: str, load_processes: int,
               spread: "Callable[[str, int], list[str]] | None" = None) -> "RunInfo":
-        """`spread(prefix, count)` picks the names on a cluster (echomq_bench.servers.cluster.spread_queues)."""
+        """`spread(prefix, count)` picks the names on a cluster (echomq_bench.servers.spread_queues)."""
         run_id = os.urandom(3).hex()
         base = settings.queue or f"locust-{run_id}"
         if settings.queues == 1:

@@ -210,8 +210,7 @@ class ClusterRouter:
     (released on BaseException without a disconnect) would not."""
 
     def __init__(self, url: str) -> None:
-        from echomq_bench.servers.cluster import UrlCluster
-        from echomq_bench.servers.embedded import parse_server_spec
+        from echomq_bench.servers import UrlCluster, parse_server_spec
 
         self.client = UrlCluster(parse_server_spec(url)).client()
         self._slots: dict[str, str] = {}  # hash tag -> master address

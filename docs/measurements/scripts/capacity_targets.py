@@ -33,7 +33,7 @@ from echomq_bench.commands.compare import Build, run_compare, unique_builds
 from echomq import verbs
 from echomq.queue import Queue
 from echomq.scripts import lua_dir
-from echomq_bench.servers.embedded import parse_server_spec, start
+from echomq_bench.servers import parse_server_spec, start
 from echomq_bench.measurement.stats import SAME, SLOWER
 from echomq_bench.capacity.workload import StderrProgress
 

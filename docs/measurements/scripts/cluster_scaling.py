@@ -10,7 +10,7 @@ each: Q worker processes, one per queue, each talking straight to the
 master that owns its queue, in rounds of one pipeline of `batch` enqueues +
 `batch` claims and one pipeline of `batch` completes. A cycle is one job
 enqueued, claimed and completed. Queue names come from
-`echomq_bench.servers.cluster.spread_queues`, so on three masters each master gets Q/3.
+`echomq_bench.servers.spread_queues`, so on three masters each master gets Q/3.
 
 "others" is the machine's busy CPU minus what our nodes and workers used:
 other tenants of a shared machine. Trials interleave 1-node and 3-node runs (ABBA...) so the drift of a shared
@@ -35,11 +35,11 @@ import redis
 
 from echomq import Queue, mint, verbs
 from echomq_bench.records import meta
-from echomq_bench.servers.cluster import EmbeddedCluster, format_placements, master_clients, spread_queues
+from echomq_bench.servers import (EmbeddedCluster, format_placements, master_clients, parse_server_spec,
+                                   spread_queues, start)
 from echomq.keys import QueueKeys
 from echomq_bench.load.backlog import drop_queue
 from echomq_bench.records.files import new_run_dir, write_json, write_tidy
-from echomq_bench.servers.embedded import parse_server_spec, start
 from echomq_bench.measurement.serverstats import sample, usage
 
 WARMUP_S = 0.5

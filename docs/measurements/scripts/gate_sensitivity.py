@@ -29,7 +29,7 @@ from pathlib import Path
 from echomq_bench.commands.gate import slowed_copy
 from echomq_bench.microbench.runner import FULL, MeasureOptions, measure, typical
 from echomq.scripts import lua_dir
-from echomq_bench.servers.embedded import DEFAULT_SPECS, running
+from echomq_bench.servers import DEFAULT_SPECS, running
 
 LOOP_LUA = "local burn = 0 for i = 1, tonumber(ARGV[1]) do burn = burn + i end return 0"
 

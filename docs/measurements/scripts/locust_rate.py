@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[3]  # the checkout: docs/measurements/sc
 sys.path.insert(0, str(ROOT))
 
 from echomq_bench.locust.report import limit, machine_busy_s  # noqa: E402  (no locust import: no monkey-patching here)
-from echomq_bench.servers.embedded import DEFAULT_SPECS, free_port, parse_server_spec, start  # noqa: E402
+from echomq_bench.servers import DEFAULT_SPECS, free_port, parse_server_spec, start  # noqa: E402
 from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage  # noqa: E402
 
 LOCUST = Path(sys.executable).with_name("locust")

@@ -26,7 +26,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from echomq import Queue, mint
-from echomq_bench.servers.embedded import start
+from echomq_bench.servers import start
 
 PAUSE_S = 1.0
 TIMEOUT_S = 0.3

@@ -33,13 +33,16 @@ from pathlib import Path
 import numpy as np
 
 from echomq_bench.records import meta
-from echomq_bench.servers.cluster import EmbeddedCluster
+<<<<<<< HEAD:docs/measurements/scripts/wait_cost.py
+from echomq_bench.servers import EmbeddedCluster
 from echomq import verbs
+=======
+from echomq_bench.servers import EmbeddedCluster, ServerSpec, parse_server_spec
+>>>>>>> servers:bench/wait_cost.py
 from echomq.ids import mint
 from echomq.keys import QueueKeys
 from echomq.queue import Queue
 from echomq_bench.records.files import new_run_dir, write_json, write_tidy
-from echomq_bench.servers.embedded import ServerSpec, parse_server_spec
 from echomq_bench.measurement.serverstats import sample, usage
 
 MODES = ("plain", "wait", "wait-piped", "batch", "batch+wait")
