@@ -2,7 +2,7 @@
 ours against the seed's claim paired with a minimal fenced complete.
 
     python bench/lua_overhead.py [--server SPEC]... [--rounds 80] [--cycles 250]
-                                 [--form pipelined|single|both]
+                                 [--form pipelined|single|both|pumps] [--baseline DIR]
 
 Both pairs run against the same server in one process, interleaved A B A B
 in short rounds, so the machine's drifting speed (a shared VM) slows both
@@ -17,6 +17,15 @@ Two forms of calling, since a script's fixed cost weighs differently in each:
 ...), each waiting for its reply, the way a worker calls. In `single` the
 reference scripts run through a `Queue` too, loaded from a folder that holds
 only them under our file names, so both pairs take the same client path.
+
+`--baseline DIR` measures against another lua/ folder instead of the seed
+(e.g. the scripts of an earlier commit: `git archive COMMIT lua | tar -x -C
+/tmp/old`), so a change to the scripts is judged in one interleaved run
+rather than by comparing two runs minutes apart on a drifting machine.
+`--form pumps` (baseline needed: the seed has no pumps) times one promote
+and one reap call per round over `--cycles` due jobs each, half of the
+reaped ones at max_attempts so both of reap's branches run; the figure is
+server µs per job moved.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from echomq import Queue, mint
 from echomq_bench.servers.embedded import DEFAULT_SPECS, running
 
 HERE = Path(__file__).parent
-FORMS = ("pipelined", "single")
+FORMS = ("pipelined", "single")  # what "both" runs
 # The reference scripts under our names, so a Queue can load them.
 REFERENCE_FILES = {"claim": "claim-2.lua", "complete": "complete-2.lua"}
 
@@ -55,15 +64,16 @@ def fill(q: Queue, n: int) -> None:
     pipe.execute()
 
 
-def server_usec_per_cycle(q: Queue, n: int) -> float:
-    usec, calls = evalsha_usec(q.client)
-    assert calls == 2 * n, f"expected {2 * n} EVALSHA calls, saw {calls}"
-    return usec / n
+def server_usec_per(q: Queue, calls: int, per: int) -> float:
+    usec, seen = evalsha_usec(q.client)
+    assert seen == calls, f"expected {calls} EVALSHA calls, saw {seen}"
+    return usec / per
 
 
-def pipelined_round(q: Queue, claim_sha: str, complete_sha: str, n: int) -> float:
+def pipelined_round(q: Queue, n: int) -> float:
     """Server µs per claim+complete cycle over n cycles, each half one pipeline."""
     c, k = q.client, q.keys
+    claim_sha, complete_sha = q.scripts.sha("claim"), q.scripts.sha("complete")
     fill(q, n)
     c.config_resetstat()
     pipe = c.pipeline(transaction=False)
@@ -74,7 +84,7 @@ def pipelined_round(q: Queue, claim_sha: str, complete_sha: str, n: int) -> floa
         pipe.evalsha(complete_sha, 2, k.active, k.job(job_id.decode()), job_id, token)
     replies = pipe.execute()
     assert all(r == b"ok" for r in replies), "a complete was refused"
-    return server_usec_per_cycle(q, n)
+    return server_usec_per(q, 2 * n, n)
 
 
 def single_round(q: Queue, n: int) -> float:
@@ -85,13 +95,38 @@ def single_round(q: Queue, n: int) -> float:
         job = q.claim(lease_ms=60_000)
         assert job is not None, "pending ran dry"
         assert q.complete(job.id, job.token) == "ok", "a complete was refused"
-    return server_usec_per_cycle(q, n)
+    return server_usec_per(q, 2 * n, n)
 
 
-def reference_queue(client: redis.Redis, name: str, folder: Path) -> Queue:
+def pumps_round(q: Queue, n: int) -> float:
+    """Server µs per job moved by one promote and one reap over n due jobs each."""
+    c, k = q.client, q.keys
+    ids = [mint() for _ in range(2 * n)]
+    pipe = c.pipeline(transaction=False)
+    for i, jid in enumerate(ids):
+        scheduled = i < n
+        # Every other expired lease has used its last attempt: reap's dead branch.
+        attempts = 1 if scheduled or i % 2 else q.max_attempts
+        pipe.hset(k.job(jid), mapping={"state": "scheduled" if scheduled else "active", "attempts": attempts,
+                                        "payload": b"x" * 64})
+        pipe.zadd(k.schedule if scheduled else k.active, {jid: 0})
+    pipe.execute()
+    c.config_resetstat()
+    moved = q.promote(limit=n) + q.reap(limit=n)
+    assert moved == 2 * n, f"expected {2 * n} jobs moved, saw {moved}"
+    figure = server_usec_per(q, 2, 2 * n)
+    c.unlink(k.pending, k.dead, *(k.job(jid) for jid in ids))
+    return figure
+
+
+ROUNDS: dict[str, Callable[[Queue, int], float]] = {
+    "pipelined": pipelined_round, "single": single_round, "pumps": pumps_round}
+
+
+def reference_folder(folder: Path) -> Path:
     for verb, file_name in REFERENCE_FILES.items():
         (folder / file_name).write_text((HERE / "reference" / f"{verb}.lua").read_text())
-    return Queue(client, name, lua_dir=folder)
+    return folder
 
 
 def interleave(ours: Round, ref: Round, rounds: int, cycles: int) -> dict[str, float]:
@@ -109,19 +144,14 @@ def interleave(ours: Round, ref: Round, rounds: int, cycles: int) -> dict[str, f
     return {"ours": statistics.median(a), "ref": statistics.median(b), "ratio": median, "lo": q1, "hi": q3}
 
 
-def measure(server: object, form: str, rounds: int, cycles: int) -> dict[str, float]:
+def measure(server: object, form: str, rounds: int, cycles: int, baseline: Path | None) -> dict[str, float]:
     client = server.client()  # type: ignore[attr-defined]
-    q = Queue(client, "lean")
-    if form == "pipelined":
-        ours_shas = (q.scripts.sha("claim"), q.scripts.sha("complete"))
-        ref_shas = tuple(client.script_load((HERE / "reference" / f"{v}.lua").read_text())
-                         for v in ("claim", "complete"))
-        return interleave(lambda n: pipelined_round(q, *ours_shas, n),
-                          lambda n: pipelined_round(q, *ref_shas, n), rounds, cycles)  # type: ignore[arg-type]
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as tmp:
+        ours = Queue(client, "lean")
         # Its own queue name: the two queues never see each other's leftovers.
-        ref_q = reference_queue(client, "lean-ref", Path(folder))
-        return interleave(lambda n: single_round(q, n), lambda n: single_round(ref_q, n), rounds, cycles)
+        base = Queue(client, "lean-base", lua_dir=baseline or reference_folder(Path(tmp)))
+        one_round = ROUNDS[form]
+        return interleave(lambda n: one_round(ours, n), lambda n: one_round(base, n), rounds, cycles)
 
 
 def main() -> int:
@@ -130,23 +160,33 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=80)
     parser.add_argument("--cycles", type=int, default=250)
     parser.add_argument("--target", type=float, default=1.15)
-    parser.add_argument("--form", choices=(*FORMS, "both"), default="pipelined",
-                        help="pipelined batches (default), one call at a time through Queue, or both")
+    parser.add_argument("--form", choices=(*ROUNDS, "both"), default="pipelined",
+                        help="pipelined batches (default), one call at a time through Queue, both, "
+                             "or the two pumps (needs --baseline)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="a lua/ folder to measure against instead of the seed's scripts")
     args = parser.parse_args()
+    if args.form == "pumps" and args.baseline is None:
+        parser.error("--form pumps needs --baseline DIR: the seed has no promote or reap to compare with")
+    if args.baseline is not None and not args.baseline.is_dir():
+        parser.error(f"--baseline {args.baseline}: not a directory")
     forms = FORMS if args.form == "both" else (args.form,)
+    unit = "job" if args.form == "pumps" else "cycle"
+    base = "base" if args.baseline else "seed"
     ok = True
-    print(f"{'server':<22} {'form':<10} {'ours µs/cycle':>14} {'seed µs/cycle':>14} {'ratio':>7}  {'IQR':>13}"
-          f"  target <= {args.target}")
+    print(f"{'server':<22} {'form':<10} {f'ours µs/{unit}':>14} {f'{base} µs/{unit}':>14} {'ratio':>7}  "
+          f"{'IQR':>13}  target <= {args.target}")
     with running(*(args.server or DEFAULT_SPECS)) as servers:
         for server in servers:
             for form in forms:
-                r = measure(server, form, args.rounds, args.cycles)
+                r = measure(server, form, args.rounds, args.cycles, args.baseline)
                 verdict = "ok" if r["ratio"] <= args.target else "OVER"
                 ok &= verdict == "ok"
                 print(f"{server.version():<22} {form:<10} {r['ours']:>14.2f} {r['ref']:>14.2f} {r['ratio']:>7.3f}  "
                       f"{r['lo']:.3f}..{r['hi']:.3f}  {verdict}", flush=True)
-    print(f"{args.rounds} interleaved rounds of {args.cycles} cycles each; cmdstat_evalsha usec per cycle, median; "
-          "range = interquartile range of per-round ratios")
+    against = f"baseline {args.baseline}" if args.baseline else "the seed's scripts (bench/reference)"
+    print(f"{args.rounds} interleaved rounds of {args.cycles} each against {against}; cmdstat_evalsha usec "
+          f"per {unit}, median; range = interquartile range of per-round ratios")
     return 0 if ok else 1
 
 
