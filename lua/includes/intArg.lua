@@ -6,9 +6,8 @@
   up to 2^53, the largest bound any verb takes; above it tonumber rounds
   ('9007199254740993' reads as 2^53), so a 16-digit s is first compared as
   text, which for digit strings of one length is numeric order. The parse
-  is inline, not a
-  separate helper: every call of every verb runs it, and a second function
-  would cost a closure and a call each time.
+  is inline, not a separate helper: every call of every verb runs it, and
+  a second function would cost a closure and a call each time.
 ]]
 local function intArg(s, name, lo, hi)
   local len = #s
