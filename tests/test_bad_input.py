@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import time
+from functools import partial
 from typing import Callable
 
 import pytest
@@ -196,10 +197,13 @@ OUT_OF_RANGE = {"lease_ms": ["0", "2147483648"], "limit": ["0", "100001"], "max_
 def wire_calls(q: Queue, jid: str) -> dict[tuple[str, str], Callable[[str], object]]:
     """(verb, argument) -> a raw EVALSHA with that argument replaced, every other one valid."""
     c, k, s = q.client, q.keys, q.scripts
-    retry = lambda tok="1", delay="0", mx="2": c.evalsha(  # noqa: E731
-        s.sha("retry"), 4, k.active, k.schedule, k.dead, k.job(jid), jid, tok, "e", delay, mx)
-    reap = lambda limit="100", mx="2": c.evalsha(  # noqa: E731
-        s.sha("reap"), 3, k.active, k.pending, k.dead, k.job_prefix, limit, mx)
+
+    def retry(tok: str = "1", delay: str = "0", mx: str = "2") -> object:
+        return c.evalsha(s.sha("retry"), 4, k.active, k.schedule, k.dead, k.job(jid), jid, tok, "e", delay, mx)
+
+    def reap(limit: str = "100", mx: str = "2") -> object:
+        return c.evalsha(s.sha("reap"), 3, k.active, k.pending, k.dead, k.job_prefix, limit, mx)
+
     return {
         ("claim", "lease_ms"): lambda v: c.evalsha(s.sha("claim"), 2, k.pending, k.active, k.job_prefix, v),
         ("promote", "limit"): lambda v: c.evalsha(s.sha("promote"), 2, k.schedule, k.pending, k.job_prefix, v),
@@ -218,7 +222,7 @@ def test_every_emqarg_message_on_the_wire(busy_queue: Queue, client: redis.Redis
     assert {arg for _verb, arg in calls} == set(ARG_MESSAGES)
     for (verb, arg), call in calls.items():
         for bad in OUT_OF_RANGE[arg] + ["x", "1.5", ""]:
-            message = wire(client, lambda: call(bad), "EMQARG")
+            message = wire(client, partial(call, bad), "EMQARG")
             assert message == ARG_MESSAGES[arg], (verb, arg, bad, message)
 
 
@@ -256,9 +260,9 @@ def test_stale_fence_on_complete_and_retry_changes_nothing(queue: Queue, client:
         queue.enqueue(mint(), b"p")
     k, s = queue.keys, queue.scripts
     for jid, token in stale_cases(queue):
-        for call in (lambda: queue.complete(jid, token), lambda: queue.retry(jid, token, "e", delay_ms=0)):
+        for call in (partial(queue.complete, jid, token), partial(queue.retry, jid, token, "e", delay_ms=0)):
             message = refused(client, call, StaleTokenError, "EMQSTALE")
             assert f"token {token} " in message and jid in message
-        wire(client, lambda: client.evalsha(s.sha("complete"), 2, k.active, k.job(jid), jid, token), "EMQSTALE")
-        wire(client, lambda: client.evalsha(s.sha("retry"), 4, k.active, k.schedule, k.dead, k.job(jid),
-                                            jid, token, "e", 0, 2), "EMQSTALE")
+        wire(client, partial(client.evalsha, s.sha("complete"), 2, k.active, k.job(jid), jid, token), "EMQSTALE")
+        wire(client, partial(client.evalsha, s.sha("retry"), 4, k.active, k.schedule, k.dead, k.job(jid),
+                             jid, token, "e", 0, 2), "EMQSTALE")
