@@ -2,6 +2,7 @@
 ours against the seed's claim paired with a minimal fenced complete.
 
     python bench/lua_overhead.py [--server SPEC]... [--rounds 80] [--cycles 250]
+                                 [--form pipelined|single|both|pumps] [--baseline DIR]
 
 Both pairs run against the same server in one process, interleaved A B A B
 in short rounds, so the machine's drifting speed (a shared VM) slows both
@@ -9,6 +10,22 @@ alike. The figure is cmdstat_evalsha usec over the calls of a round: the
 server's own clock, no network or client time in it. The ratio is the
 median of the per-round ratios A/B (robust to a round that a neighbour's
 burst slowed); the range is their interquartile range. Target: ours at most 1.15x.
+
+Two forms of calling, since a script's fixed cost weighs differently in each:
+`pipelined` sends a round's claims as one pipeline, then its completes;
+`single` sends one call at a time through `Queue` (claim, complete, claim,
+...), each waiting for its reply, the way a worker calls. In `single` the
+reference scripts run through a `Queue` too, loaded from a folder that holds
+only them under our file names, so both pairs take the same client path.
+
+`--baseline DIR` measures against another lua/ folder instead of the seed
+(e.g. the scripts of an earlier commit: `git archive COMMIT lua | tar -x -C
+/tmp/old`), so a change to the scripts is judged in one interleaved run
+rather than by comparing two runs minutes apart on a drifting machine.
+`--form pumps` (baseline needed: the seed has no pumps) times one promote
+and one reap call per round over `--cycles` due jobs each, half of the
+reaped ones at max_attempts so both of reap's branches run; the figure is
+server µs per job moved.
 """
 
 from __future__ import annotations
@@ -16,7 +33,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 from pathlib import Path
+from typing import Callable
 
 import redis
 
@@ -24,6 +43,11 @@ from echomq import Queue, mint, verbs
 from echomq_bench.servers import DEFAULT_SPECS, running
 
 HERE = Path(__file__).parent
+FORMS = ("pipelined", "single")  # what "both" runs
+# The reference scripts under our names, so a Queue can load them.
+REFERENCE_FILES = {"claim": "claim-2.lua", "complete": "complete-2.lua"}
+
+Round = Callable[[int], float]
 
 
 def evalsha_usec(client: redis.Redis) -> tuple[int, int]:
@@ -40,9 +64,16 @@ def fill(q: Queue, n: int) -> None:
     pipe.execute()
 
 
-def one_round(q: Queue, claim_sha: str, complete_sha: str, n: int) -> float:
-    """Server µs per claim+complete cycle over n cycles."""
+def server_usec_per(q: Queue, calls: int, per: int) -> float:
+    usec, seen = evalsha_usec(q.client)
+    assert seen == calls, f"expected {calls} EVALSHA calls, saw {seen}"
+    return usec / per
+
+
+def pipelined_round(q: Queue, n: int) -> float:
+    """Server µs per claim+complete cycle over n cycles, each half one pipeline."""
     c, k = q.client, q.keys
+    claim_sha, complete_sha = q.scripts.sha("claim"), q.scripts.sha("complete")
     fill(q, n)
     c.config_resetstat()
     pipe = c.pipeline(transaction=False)
@@ -54,27 +85,74 @@ def one_round(q: Queue, claim_sha: str, complete_sha: str, n: int) -> float:
         pipe.execute_command(*verbs.complete(k, job_id.decode(), token).evalsha(complete_sha))
     replies = pipe.execute()
     assert all(r == b"ok" for r in replies), "a complete was refused"
-    usec, calls = evalsha_usec(c)
-    assert calls == 2 * n, f"expected {2 * n} EVALSHA calls, saw {calls}"
-    return usec / n
+    return server_usec_per(q, 2 * n, n)
 
 
-def measure(server: object, rounds: int, cycles: int) -> dict[str, object]:
-    client = server.client()  # type: ignore[attr-defined]
-    q = Queue(client, "lean")
-    ours = (q.scripts.sha("claim"), q.scripts.sha("complete"))
-    ref = tuple(client.script_load((HERE / "reference" / f"{v}.lua").read_text()) for v in ("claim", "complete"))
-    one_round(q, *ours, cycles)  # warm-up: allocator and dict growth
-    a, b = [], []
+def single_round(q: Queue, n: int) -> float:
+    """Server µs per claim+complete cycle over n cycles, one call at a time."""
+    fill(q, n)
+    q.client.config_resetstat()
+    for _ in range(n):
+        job = q.claim(lease_ms=60_000)
+        assert job is not None, "pending ran dry"
+        assert q.complete(job.id, job.token) == "ok", "a complete was refused"
+    return server_usec_per(q, 2 * n, n)
+
+
+def pumps_round(q: Queue, n: int) -> float:
+    """Server µs per job moved by one promote and one reap over n due jobs each."""
+    c, k = q.client, q.keys
+    ids = [mint() for _ in range(2 * n)]
+    pipe = c.pipeline(transaction=False)
+    for i, jid in enumerate(ids):
+        scheduled = i < n
+        # Every other expired lease has used its last attempt: reap's dead branch.
+        attempts = 1 if scheduled or i % 2 else q.max_attempts
+        pipe.hset(k.job(jid), mapping={"state": "scheduled" if scheduled else "active", "attempts": attempts,
+                                        "payload": b"x" * 64})
+        pipe.zadd(k.schedule if scheduled else k.active, {jid: 0})
+    pipe.execute()
+    c.config_resetstat()
+    moved = q.promote(limit=n) + q.reap(limit=n)
+    assert moved == 2 * n, f"expected {2 * n} jobs moved, saw {moved}"
+    figure = server_usec_per(q, 2, 2 * n)
+    c.unlink(k.pending, k.dead, *(k.job(jid) for jid in ids))
+    return figure
+
+
+ROUNDS: dict[str, Callable[[Queue, int], float]] = {
+    "pipelined": pipelined_round, "single": single_round, "pumps": pumps_round}
+
+
+def reference_folder(folder: Path) -> Path:
+    for verb, file_name in REFERENCE_FILES.items():
+        (folder / file_name).write_text((HERE / "reference" / f"{verb}.lua").read_text())
+    return folder
+
+
+def interleave(ours: Round, ref: Round, rounds: int, cycles: int) -> dict[str, float]:
+    ours(cycles)  # warm-up: allocator and dict growth
+    ref(cycles)
+    a: list[float] = []
+    b: list[float] = []
     for i in range(rounds):
-        # Alternate which goes first, so neither always follows the fill.
+        # Alternate which goes first, so neither always follows the other.
         pair = [(a, ours), (b, ref)] if i % 2 == 0 else [(b, ref), (a, ours)]
-        for sink, shas in pair:
-            sink.append(one_round(q, *shas, cycles))  # type: ignore[arg-type]
+        for sink, one_round in pair:
+            sink.append(one_round(cycles))
     ratios = sorted(x / y for x, y in zip(a, b))
     q1, median, q3 = statistics.quantiles(ratios, n=4)
-    return {"ours": statistics.median(a), "ref": statistics.median(b), "ratio": median,
-            "lo": q1, "hi": q3}
+    return {"ours": statistics.median(a), "ref": statistics.median(b), "ratio": median, "lo": q1, "hi": q3}
+
+
+def measure(server: object, form: str, rounds: int, cycles: int, baseline: Path | None) -> dict[str, float]:
+    client = server.client()  # type: ignore[attr-defined]
+    with tempfile.TemporaryDirectory() as tmp:
+        ours = Queue(client, "lean")
+        # Its own queue name: the two queues never see each other's leftovers.
+        base = Queue(client, "lean-base", lua_dir=baseline or reference_folder(Path(tmp)))
+        one_round = ROUNDS[form]
+        return interleave(lambda n: one_round(ours, n), lambda n: one_round(base, n), rounds, cycles)
 
 
 def main() -> int:
@@ -83,18 +161,33 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=80)
     parser.add_argument("--cycles", type=int, default=250)
     parser.add_argument("--target", type=float, default=1.15)
+    parser.add_argument("--form", choices=(*ROUNDS, "both"), default="pipelined",
+                        help="pipelined batches (default), one call at a time through Queue, both, "
+                             "or the two pumps (needs --baseline)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="a lua/ folder to measure against instead of the seed's scripts")
     args = parser.parse_args()
+    if args.form == "pumps" and args.baseline is None:
+        parser.error("--form pumps needs --baseline DIR: the seed has no promote or reap to compare with")
+    if args.baseline is not None and not args.baseline.is_dir():
+        parser.error(f"--baseline {args.baseline}: not a directory")
+    forms = FORMS if args.form == "both" else (args.form,)
+    unit = "job" if args.form == "pumps" else "cycle"
+    base = "base" if args.baseline else "seed"
     ok = True
-    print(f"{'server':<22} {'ours µs/cycle':>14} {'seed µs/cycle':>14} {'ratio':>7}  {'IQR':>13}  target <= {args.target}")
+    print(f"{'server':<22} {'form':<10} {f'ours µs/{unit}':>14} {f'{base} µs/{unit}':>14} {'ratio':>7}  "
+          f"{'IQR':>13}  target <= {args.target}")
     with running(*(args.server or DEFAULT_SPECS)) as servers:
         for server in servers:
-            r = measure(server, args.rounds, args.cycles)
-            verdict = "ok" if r["ratio"] <= args.target else "OVER"
-            ok &= verdict == "ok"
-            print(f"{server.version():<22} {r['ours']:>14.2f} {r['ref']:>14.2f} {r['ratio']:>7.3f}  "
-                  f"{r['lo']:.3f}..{r['hi']:.3f}  {verdict}")
-    print(f"{args.rounds} interleaved rounds of {args.cycles} cycles each; cmdstat_evalsha usec per cycle, median; "
-          "range = interquartile range of per-round ratios")
+            for form in forms:
+                r = measure(server, form, args.rounds, args.cycles, args.baseline)
+                verdict = "ok" if r["ratio"] <= args.target else "OVER"
+                ok &= verdict == "ok"
+                print(f"{server.version():<22} {form:<10} {r['ours']:>14.2f} {r['ref']:>14.2f} {r['ratio']:>7.3f}  "
+                      f"{r['lo']:.3f}..{r['hi']:.3f}  {verdict}", flush=True)
+    against = f"baseline {args.baseline}" if args.baseline else "the seed's scripts (bench/reference)"
+    print(f"{args.rounds} interleaved rounds of {args.cycles} each against {against}; cmdstat_evalsha usec "
+          f"per {unit}, median; range = interquartile range of per-round ratios")
     return 0 if ok else 1
 
 

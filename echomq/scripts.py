@@ -3,7 +3,10 @@
 The verbs are discovered from the folder: `lua/<verb>-<numkeys>.lua`. A line
 `--- @include "name"` is replaced by `lua/includes/name.lua` (BullMQ's
 convention), so shared checks are written once and every script stays one
-self-contained text with one SHA.
+self-contained text with one SHA. An include may include others; each is
+expanded once per script, where it is first named, so a helper two includes
+rely on is defined once (a second copy would cost a closure on every call).
+A cycle of includes is an error.
 
 redis-py's Script already computes the SHA locally, tries EVALSHA first and
 reloads on NOSCRIPT; `Scripts` wraps it and loads everything up front, so no
@@ -61,12 +64,24 @@ class ScriptSource:
     text: str
 
 
-def _expand(text: str, includes: Path, path: Path) -> str:
+def _expand(text: str, includes: Path, path: Path, done: set[str] | None = None,
+            chain: tuple[str, ...] = ()) -> str:
+    """text with its includes expanded, depth first; `done` holds the names
+    already expanded in this script, `chain` the includes being expanded now."""
+    done = set() if done is None else done
+
     def one(match: re.Match[str]) -> str:
-        inc = includes / f"{match['name']}.lua"
+        name = match["name"]
+        if name in chain:
+            raise ValueError(f"{path}: include cycle {' -> '.join((*chain, name))}")
+        if name in done:
+            return ""
+        inc = includes / f"{name}.lua"
         if not inc.is_file():
-            raise FileNotFoundError(f"{path}: include {match['name']!r} not found in {includes}")
-        return inc.read_text()
+            where = f" (included from {chain[-1]!r})" if chain else ""
+            raise FileNotFoundError(f"{path}: include {name!r}{where} not found in {includes}")
+        done.add(name)
+        return _expand(inc.read_text(), includes, path, done, (*chain, name))
 
     return _INCLUDE.sub(one, text)
 

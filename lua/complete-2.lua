@@ -17,23 +17,20 @@
     EMQSTALE  the job is not active, or its attempts moved past this token
 ]]
 --- @include "checkJobId"
---- @include "toInt"
+--- @include "intArg"
+--- @include "checkFence"
 local rcall = redis.call
 local activeKey = KEYS[1]
 local jobKey = KEYS[2]
 local id = ARGV[1]
-local token = toInt(ARGV[2], 1, 9007199254740992)
+local tokenText = ARGV[2]
+local token, tokenErr = intArg(tokenText, 'token', 1, 9007199254740992)
 
-local err = checkJobId(id)
+local err = checkJobId(id) or tokenErr
 if err then return err end
-if not token then
-  return redis.error_reply('EMQARG token must be an integer from 1 to 2^53')
-end
+local stale = checkFence(jobKey, id, token, tokenText)
+if stale then return stale end
 
-local row = rcall('HMGET', jobKey, 'state', 'attempts')
-if row[1] ~= 'active' or tonumber(row[2]) ~= token then
-  return redis.error_reply('EMQSTALE token ' .. ARGV[2] .. ' does not hold the lease on ' .. id)
-end
 rcall('DEL', jobKey)
 rcall('ZREM', activeKey, id)
 return 'ok'

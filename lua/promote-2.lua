@@ -14,28 +14,19 @@
   Errors:
     EMQARG  limit is not an integer in range
 
-  Cost is O(log N + k): the due entries are the k lowest scores, so one
-  range read finds them and one rank-range delete removes them.
+  Cost is O(log N + k) for k due entries (takeDue).
 ]]
---- @include "toInt"
---- @include "zaddZero"
+--- @include "intArg"
+--- @include "serverTimeMs"
+--- @include "takeDue"
+--- @include "backToPending"
 local rcall = redis.call
 local scheduleKey = KEYS[1]
 local pendingKey = KEYS[2]
 local jobPrefix = ARGV[1]
-local limit = toInt(ARGV[2], 1, 100000)
+local limit, limitErr = intArg(ARGV[2], 'limit', 1, 100000)
+if limitErr then return limitErr end
 
-if not limit then
-  return redis.error_reply('EMQARG limit must be an integer from 1 to 100000')
-end
-
-local t = rcall('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local due = rcall('ZRANGE', scheduleKey, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
-if #due == 0 then return 0 end
-rcall('ZREMRANGEBYRANK', scheduleKey, 0, #due - 1)
-for i = 1, #due do
-  rcall('HSET', jobPrefix .. due[i], 'state', 'pending')
-end
-zaddZero(pendingKey, due)
+local due = takeDue(scheduleKey, serverTimeMs(), limit)
+backToPending(jobPrefix, pendingKey, due)
 return #due

@@ -18,31 +18,27 @@
   Errors:
     EMQARG  limit or max_attempts is not an integer in range
 
-  Cost is O(log M + k) for an active set of M and k expired: the expired
-  leases are the k lowest deadlines.
+  Cost is O(log M + k) for an active set of M and k expired (takeDue).
+  Promote and reap share the take and the move back to pending; only the
+  split by attempts is reap's own, so promote reads no attempts it would not
+  use.
 ]]
---- @include "toInt"
+--- @include "intArg"
+--- @include "serverTimeMs"
+--- @include "takeDue"
+--- @include "backToPending"
 --- @include "zaddZero"
 local rcall = redis.call
 local activeKey = KEYS[1]
 local pendingKey = KEYS[2]
 local deadKey = KEYS[3]
 local jobPrefix = ARGV[1]
-local limit = toInt(ARGV[2], 1, 100000)
-local maxAttempts = toInt(ARGV[3], 1, 2147483647)
+local limit, limitErr = intArg(ARGV[2], 'limit', 1, 100000)
+local maxAttempts, maxErr = intArg(ARGV[3], 'max_attempts', 1, 2147483647)
+local err = limitErr or maxErr
+if err then return err end
 
-if not limit then
-  return redis.error_reply('EMQARG limit must be an integer from 1 to 100000')
-end
-if not maxAttempts then
-  return redis.error_reply('EMQARG max_attempts must be an integer from 1 to 2147483647')
-end
-
-local t = rcall('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local expired = rcall('ZRANGE', activeKey, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
-if #expired == 0 then return 0 end
-rcall('ZREMRANGEBYRANK', activeKey, 0, #expired - 1)
+local expired = takeDue(activeKey, serverTimeMs(), limit)
 local back, dead = {}, {}
 for i = 1, #expired do
   local jobKey = jobPrefix .. expired[i]
@@ -50,10 +46,9 @@ for i = 1, #expired do
     rcall('HSET', jobKey, 'state', 'dead', 'last_error', 'lease expired')
     dead[#dead + 1] = expired[i]
   else
-    rcall('HSET', jobKey, 'state', 'pending')
     back[#back + 1] = expired[i]
   end
 end
-if #back > 0 then zaddZero(pendingKey, back) end
+backToPending(jobPrefix, pendingKey, back)
 if #dead > 0 then zaddZero(deadKey, dead) end
 return #expired

@@ -20,42 +20,36 @@
     "dead"       attempts >= max_attempts: state dead, in the dead set
 
   Errors:
-    EMQID, EMQKIND, EMQARG (token, delay_ms or max_attempts), EMQSTALE
+    EMQID     malformed id
+    EMQKIND   the id's kind is not JOB
+    EMQARG    token, delay_ms or max_attempts is not an integer in range
+    EMQSTALE  the job is not active, or its attempts moved past this token
 ]]
 --- @include "checkJobId"
---- @include "toInt"
+--- @include "intArg"
+--- @include "checkFence"
+--- @include "serverTimeMs"
 local rcall = redis.call
 local activeKey = KEYS[1]
 local scheduleKey = KEYS[2]
 local deadKey = KEYS[3]
 local jobKey = KEYS[4]
 local id = ARGV[1]
-local token = toInt(ARGV[2], 1, 9007199254740992)
+local tokenText = ARGV[2]
 local lastError = ARGV[3]
-local delay = toInt(ARGV[4], 0, 2147483647)
-local maxAttempts = toInt(ARGV[5], 1, 2147483647)
+local token, tokenErr = intArg(tokenText, 'token', 1, 9007199254740992)
+local delay, delayErr = intArg(ARGV[4], 'delay_ms', 0, 2147483647)
+local maxAttempts, maxErr = intArg(ARGV[5], 'max_attempts', 1, 2147483647)
 
-local err = checkJobId(id)
+local err = checkJobId(id) or tokenErr or delayErr or maxErr
 if err then return err end
-if not token then
-  return redis.error_reply('EMQARG token must be an integer from 1 to 2^53')
-end
-if not delay then
-  return redis.error_reply('EMQARG delay_ms must be an integer from 0 to 2147483647')
-end
-if not maxAttempts then
-  return redis.error_reply('EMQARG max_attempts must be an integer from 1 to 2147483647')
-end
+local stale = checkFence(jobKey, id, token, tokenText)
+if stale then return stale end
 
-local row = rcall('HMGET', jobKey, 'state', 'attempts')
-if row[1] ~= 'active' or tonumber(row[2]) ~= token then
-  return redis.error_reply('EMQSTALE token ' .. ARGV[2] .. ' does not hold the lease on ' .. id)
-end
 rcall('ZREM', activeKey, id)
+-- The fence made token the row's attempts.
 if token < maxAttempts then
-  local t = rcall('TIME')
-  local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  rcall('ZADD', scheduleKey, now + delay, id)
+  rcall('ZADD', scheduleKey, serverTimeMs() + delay, id)
   rcall('HSET', jobKey, 'state', 'scheduled', 'last_error', lastError)
   return 'scheduled'
 end

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import time
+from functools import partial
 from typing import Callable
 
 import pytest
@@ -177,3 +178,90 @@ def test_unreachable_server_is_a_clear_error_in_bounded_time() -> None:
 def test_decode_responses_client_is_refused(server: object) -> None:
     with pytest.raises(InvalidArgumentError, match="decode_responses"):
         Queue(server.client(decode_responses=True), "jobs")  # type: ignore[attr-defined]
+
+
+# Every integer argument of every verb, its slot and its message: intArg
+# spells the message once, so each verb must answer in exactly these words.
+ARG_MESSAGES = {
+    "lease_ms": "EMQARG lease_ms must be an integer from 1 to 2147483647",
+    "limit": "EMQARG limit must be an integer from 1 to 100000",
+    "max_attempts": "EMQARG max_attempts must be an integer from 1 to 2147483647",
+    "token": "EMQARG token must be an integer from 1 to 2^53",
+    "delay_ms": "EMQARG delay_ms must be an integer from 0 to 2147483647",
+}
+OUT_OF_RANGE = {"lease_ms": ["0", "2147483648"], "limit": ["0", "100001"], "max_attempts": ["0", "2147483648"],
+                "token": ["0", "9007199254740993", "99999999999999999"], "delay_ms": ["-1", "2147483648"]}
+
+
+def wire_calls(q: Queue, jid: str) -> dict[tuple[str, str], Callable[[str], object]]:
+    """(verb, argument) -> a raw EVALSHA with that argument replaced, every other one valid."""
+    c, k, s = q.client, q.keys, q.scripts
+
+    def retry(tok: str = "1", delay: str = "0", mx: str = "2") -> object:
+        return c.evalsha(s.sha("retry"), 4, k.active, k.schedule, k.dead, k.job(jid), jid, tok, "e", delay, mx)
+
+    def reap(limit: str = "100", mx: str = "2") -> object:
+        return c.evalsha(s.sha("reap"), 3, k.active, k.pending, k.dead, k.job_prefix, limit, mx)
+
+    return {
+        ("claim", "lease_ms"): lambda v: c.evalsha(s.sha("claim"), 2, k.pending, k.active, k.job_prefix, v),
+        ("promote", "limit"): lambda v: c.evalsha(s.sha("promote"), 2, k.schedule, k.pending, k.job_prefix, v),
+        ("reap", "limit"): lambda v: reap(limit=v),
+        ("reap", "max_attempts"): lambda v: reap(mx=v),
+        ("complete", "token"): lambda v: c.evalsha(s.sha("complete"), 2, k.active, k.job(jid), jid, v),
+        ("retry", "token"): lambda v: retry(tok=v),
+        ("retry", "delay_ms"): lambda v: retry(delay=v),
+        ("retry", "max_attempts"): lambda v: retry(mx=v),
+    }
+
+
+def test_every_emqarg_message_on_the_wire(busy_queue: Queue, client: redis.Redis) -> None:
+    jid = busy_queue.browse(limit=1)[0]
+    calls = wire_calls(busy_queue, jid)
+    assert {arg for _verb, arg in calls} == set(ARG_MESSAGES)
+    for (verb, arg), call in calls.items():
+        for bad in OUT_OF_RANGE[arg] + ["x", "1.5", ""]:
+            message = wire(client, partial(call, bad), "EMQARG")
+            assert message == ARG_MESSAGES[arg], (verb, arg, bad, message)
+
+
+def test_range_bounds_themselves_are_accepted(busy_queue: Queue, client: redis.Redis) -> None:
+    """The edges of each range pass the script's check (what happens next is
+    the verb's business: here a fence or an empty set, never EMQARG)."""
+    jid = busy_queue.browse(limit=1)[0]
+    calls = wire_calls(busy_queue, jid)
+    edges = {"lease_ms": ["1", "2147483647"], "limit": ["1", "100000"], "max_attempts": ["1", "2147483647"],
+             "token": ["1", "9007199254740992"], "delay_ms": ["0", "2147483647"]}
+    for (verb, arg), call in calls.items():
+        for good in edges[arg]:
+            try:
+                call(good)
+            except redis.exceptions.ResponseError as exc:
+                assert not str(exc).startswith("EMQARG"), (verb, arg, good, exc)
+
+
+def stale_cases(q: Queue) -> list[tuple[str, int]]:
+    """(id, token) pairs that do not hold a lease: the row is active under
+    another token, the job was given back by retry, the job never existed."""
+    claimed = q.claim(lease_ms=60_000)
+    assert claimed is not None
+    given_back = q.claim(lease_ms=60_000)
+    assert given_back is not None
+    assert q.retry(given_back.id, given_back.token, "e", delay_ms=60_000) == "scheduled"
+    return [(claimed.id, claimed.token + 1), (claimed.id, claimed.token - 1 or 2),
+            (given_back.id, given_back.token), (mint(), 1)]
+
+
+def test_stale_fence_on_complete_and_retry_changes_nothing(queue: Queue, client: redis.Redis) -> None:
+    from echomq import StaleTokenError
+
+    for _ in range(3):
+        queue.enqueue(mint(), b"p")
+    k, s = queue.keys, queue.scripts
+    for jid, token in stale_cases(queue):
+        for call in (partial(queue.complete, jid, token), partial(queue.retry, jid, token, "e", delay_ms=0)):
+            message = refused(client, call, StaleTokenError, "EMQSTALE")
+            assert f"token {token} " in message and jid in message
+        wire(client, partial(client.evalsha, s.sha("complete"), 2, k.active, k.job(jid), jid, token), "EMQSTALE")
+        wire(client, partial(client.evalsha, s.sha("retry"), 4, k.active, k.schedule, k.dead, k.job(jid),
+                             jid, token, "e", 0, 2), "EMQSTALE")

@@ -87,3 +87,70 @@ def test_verbs_layout_matches_each_script_header() -> None:
         assert len(call.keys) == source.numkeys
         assert all(k.startswith("emq:{q}:") for k in call.keys)
         assert call.evalsha("sha")[:3] == ("EVALSHA", "sha", source.numkeys)
+
+
+def write_lua(folder: Path, scripts: dict[str, str], includes: dict[str, str]) -> Path:
+    (folder / "includes").mkdir(parents=True)
+    for name, text in scripts.items():
+        (folder / name).write_text(text)
+    for name, text in includes.items():
+        (folder / "includes" / f"{name}.lua").write_text(text)
+    return folder
+
+
+def test_nested_include_used_twice_is_expanded_once(tmp_path: Path, client: redis.Redis) -> None:
+    folder = write_lua(tmp_path / "lua", {"probe-1.lua": '--- @include "outer"\n--- @include "inner"\n'
+                                                           "return outer() + inner()\n"},
+                       {"inner": "local function inner() return 1 end\n",
+                        "outer": '--- @include "inner"\nlocal function outer() return inner() + 10 end\n'})
+    text = discover(folder)["probe"].text
+    assert text.count("local function inner") == 1 and "@include" not in text
+    assert text.index("local function inner") < text.index("local function outer")
+    assert client.eval(text, 1, "k") == 12
+
+
+def test_include_cycle_and_missing_nested_include_are_errors(tmp_path: Path) -> None:
+    cycle = write_lua(tmp_path / "a", {"probe-1.lua": '--- @include "x"\nreturn 1\n'},
+                      {"x": '--- @include "y"\n', "y": '--- @include "x"\n'})
+    with pytest.raises(ValueError, match="include cycle x -> y -> x"):
+        discover(cycle)
+    missing = write_lua(tmp_path / "b", {"probe-1.lua": '--- @include "x"\nreturn 1\n'},
+                        {"x": '--- @include "nowhere"\n'})
+    with pytest.raises(FileNotFoundError, match="'nowhere' \\(included from 'x'\\)"):
+        discover(missing)
+
+
+def server_ms(client: redis.Redis) -> int:
+    seconds, micros = client.time()
+    return seconds * 1000 + micros // 1000
+
+
+def test_claim_deadline_and_retry_run_at_are_server_ms(queue: Queue, client: redis.Redis) -> None:
+    for _ in range(2):
+        queue.enqueue(mint(), b"p")
+    before = server_ms(client)
+    job = queue.claim(lease_ms=5_000)
+    assert job is not None
+    deadline = client.zscore(queue.keys.active, job.id)
+    assert before + 5_000 <= deadline <= server_ms(client) + 5_000
+    before = server_ms(client)
+    assert queue.retry(job.id, job.token, "e", delay_ms=700) == "scheduled"
+    run_at = client.zscore(queue.keys.schedule, job.id)
+    assert before + 700 <= run_at <= server_ms(client) + 700
+
+
+def test_claim_bumps_attempts_as_an_integer(queue: Queue, client: redis.Redis) -> None:
+    """claim reads and rewrites attempts instead of HINCRBY: the row must
+    still hold plain integer text, exact even far above any real count."""
+    jid = mint()
+    queue.enqueue(jid, b"p")
+    job = queue.claim(lease_ms=5_000)
+    assert job is not None and job.token == 1
+    assert client.hmget(queue.keys.job(jid), "state", "attempts") == [b"active", b"1"]
+    big = mint()
+    queue.enqueue(big, b"q")
+    client.hset(queue.keys.job(big), "attempts", 2**40)
+    again = queue.claim(lease_ms=5_000)
+    assert again is not None and (again.id, again.token) == (big, 2**40 + 1)
+    assert client.hget(queue.keys.job(big), "attempts") == str(2**40 + 1).encode()
+    assert client.hincrby(queue.keys.job(big), "attempts", 0) == 2**40 + 1
