@@ -157,3 +157,17 @@ def test_a_lost_server_is_unanswered_and_a_strict_role_raises_it() -> None:
     with pytest.raises(ServerUnavailableError):
         strict.run(Stop(deadline=time.perf_counter() + 5))
     assert strict.tally == {("claim", "unanswered"): 1}
+
+
+def test_consumer_claims_open_loop_at_its_rate(client: redis.Redis) -> None:
+    keys = _keys()
+    Producer(RedisCalls(client), [keys], ProducerPolicy(batch=50, total=200)).run()
+    consumer = Consumer(RedisCalls(client), [keys], ConsumerPolicy(rate=100.0, claim_batch=2))
+    t0 = time.perf_counter()
+    consumer.run(Stop(deadline=t0 + 0.5))
+    # Rounds of 2 at 100 claims/s: one round due every 20 ms, the first after 20 ms; a fast server
+    # would otherwise drain all 200 in a few milliseconds.
+    claimed = consumer.tally["claim", "claimed"]
+    assert 20 <= claimed <= 52, claimed
+    assert consumer.tally["complete", "accepted"] == claimed
+    assert client.zcard(keys.pending) == 200 - claimed

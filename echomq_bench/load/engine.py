@@ -9,7 +9,8 @@ and what it records.
         in batches of `batch`; or keeps `backlog` jobs pending; or stops
         after `total`.
     Consumer(calls, queues, ConsumerPolicy, on_event, rng)
-        claims (`claim_batch` per round trip), draws each job's Fate from the
+        claims (`claim_batch` per round trip; open loop at `rate` claims/s
+        when given, else as soon as the last round is settled), draws each job's Fate from the
         policy (work time, then complete, retry or crash), works (the
         `handle` hook on the payload, then a sleep of work_ms / time_scale),
         then completes or retries; a crash abandons the job after crash_ms.
@@ -29,10 +30,19 @@ The roles talk to the server only through the calls protocol
     pipeline([ScriptCall, ...]) -> [reply | exception, ...]
     command(*args) -> reply                   plain commands (ZCARD)
 
-`RedisCalls` implements it over a redis-py client or cluster client. The
-capacity driver's raw sockets and Locust's measured wire fit the same three
-methods (`ScriptCall.evalsha(sha)` is the whole command to write), so their
-loops can become these roles with their own Calls and recorders.
+`RedisCalls` implements it over a redis-py client or cluster client;
+`echomq_bench.locust.calls.LocustCalls` over Locust's measured wire, where a
+user's task runs these roles one `step()` at a time.
+
+The pipelined transport (`echomq_bench.load.pipelined`) is the same consumer
+and producer roles for the capacity driver, where one round trip per step
+would leave the server idle: a `PipelinedConsumer` per raw socket keeps
+`ConsumerPolicy.claim_batch` jobs in flight and handles each reply as it is
+parsed (hiredis), and a `PipelinedProducer` backfills pending to
+`ProducerPolicy.backlog` with at most `batch` enqueues in flight. They take
+the same policies (lease_ms, the work-time distribution through `fate`, the
+open-loop `rate`), complete every job (no crash or failure rules) and count
+into the driver's tally instead of sending Events.
 
 What happened is told twice: `role.tally` counts (verb, outcome) pairs, and
 `on_event`, when given, receives one `Event` per job and call. Outcomes:
@@ -209,6 +219,18 @@ class Consumer(_Role):
         self.policy = policy
         self.rng = rng or random.Random()
         self._empty_in_a_row = 0
+        self._due = now()
+
+    def pause(self) -> None:
+        """Open loop: each round of `claim_batch` claims is due at its place
+        on the rate's schedule, whatever the rounds before it took."""
+        p = self.policy
+        if p.rate is None:
+            return
+        self._due += p.claim_batch / p.rate
+        ahead = self._due - now()
+        if ahead > 0:
+            time.sleep(ahead)
 
     def step(self) -> int:
         p = self.policy

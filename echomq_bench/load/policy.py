@@ -86,7 +86,8 @@ class ConsumerPolicy:
     retry_delay_ms: int = 0
     retry_error: bytes = b"simulated failure"
     max_attempts: int = 3
-    claim_batch: int = 1               # claims per round trip (pipelined when over 1)
+    claim_batch: int = 1               # claims per round trip (pipelined when over 1); pipelined: jobs in flight
+    rate: float | None = None          # claims/s, open loop; None: claim again as soon as a round is settled
     until_empty: bool = False          # stop at the first round that finds every queue empty
     idle_s: float = 0.005              # sleep after a round of empty claims
     backoff_s: float = 0.05
