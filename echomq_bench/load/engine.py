@@ -15,7 +15,8 @@ and what it records.
         `handle` hook on the payload, then a sleep of work_ms / time_scale),
         then completes or retries; a crash abandons the job after crash_ms.
     Pump(calls, queues, PumpPolicy, on_event, rng)
-        reaps (and promotes) every queue on a fixed cadence.
+        reaps and/or promotes every queue on a fixed cadence, each call
+        repeated while it moves its whole limit (up to `drain_rounds`).
 
 Each role's `run(stop)` loops until the `Stop` says so (an event, a
 deadline, a liveness check) or its own policy ends it; `step()` is one
@@ -170,21 +171,25 @@ class Producer(_Role):
         elif ahead < -p.catch_up_s:
             self._due = now()  # after a stall, carry on at the rate rather than burst
 
-    def _size(self) -> int:
+    def _size(self) -> tuple[int, bool]:
+        """How many to send now, and whether a backlog top-up was cut short by refill_max."""
         p = self.policy
+        capped = False
         if p.backlog is None:
             size = p.batch
         else:
             short = p.backlog - int(self.calls.command("ZCARD", self.queues[self._turn % len(self.queues)].pending))
             size = short + p.backlog // 2 if short > 0 else 0
+            if p.refill_max is not None and size > p.refill_max:
+                size, capped = p.refill_max, True
         if p.total is not None:
             size = min(size, p.total - self.sent)
-        return size
+        return size, capped
 
     def step(self) -> int:
         p = self.policy
         try:
-            size = self._size()
+            size, capped = self._size()
         except ServerUnavailableError as exc:
             self._fail("enqueue", "unanswered", self.queues[0], error=exc)
             time.sleep(p.backoff_s)
@@ -207,7 +212,7 @@ class Producer(_Role):
         self.finished = p.total is not None and self.sent >= p.total
         if trouble and not all(isinstance(r, OutOfMemoryError) for r in replies if is_error(r)):
             time.sleep(p.backoff_s)
-        if p.backlog is not None:
+        if p.backlog is not None and not capped:  # a top-up cut short goes on at once
             time.sleep(p.refill_s)
         return size
 
@@ -287,7 +292,7 @@ class Consumer(_Role):
 
     def _settle(self, q: QueueKeys, jobs: list[tuple[str, int, Fate]]) -> None:
         p = self.policy
-        calls = [verbs.retry(q, jid, token, p.retry_error, p.retry_delay_ms, p.max_attempts)
+        calls = [verbs.retry(q, jid, token, p.retry_error, p.retry_delay(token, self.rng), p.max_attempts)
                  if fate.action == "retry" else verbs.complete(q, jid, token) for jid, token, fate in jobs]
         replies, t0, t1 = self._send(calls)
         trouble = False
@@ -323,16 +328,28 @@ class Pump(_Role):
         p = self.policy
         moved = 0
         for q in self.queues:
-            calls = [verbs.reap(q, p.reap_limit, p.max_attempts)]
+            calls = [(verbs.reap(q, p.reap_limit, p.max_attempts), p.reap_limit)] if p.reap else []
             if p.promote:
-                calls.append(verbs.promote(q, p.promote_limit))
-            for call in calls:
-                (reply,), t0, t1 = self._send([call])
-                if is_error(reply):
-                    self._fail(call.verb, _outcome(reply), q, "", 0, t0, t1, error=reply)
+                calls.append((verbs.promote(q, p.promote_limit), p.promote_limit))
+            for call, limit in calls:
+                count = self._drain(q, call, limit)
+                if count is None:
                     break  # the server is not answering this queue: the next tick tries again
-                moved += int(reply)
-                self._emit(call.verb, "ok", q, "", 0, t0, t1, int(reply))
+                moved += count
+        return moved
+
+    def _drain(self, q: QueueKeys, call: ScriptCall, limit: int) -> int | None:
+        """One call, again while it moved its whole limit (up to drain_rounds); None if it failed."""
+        moved = 0
+        for _ in range(self.policy.drain_rounds):
+            (reply,), t0, t1 = self._send([call])
+            if is_error(reply):
+                self._fail(call.verb, _outcome(reply), q, "", 0, t0, t1, error=reply)
+                return None
+            moved += int(reply)
+            self._emit(call.verb, "ok", q, "", 0, t0, t1, int(reply))
+            if int(reply) < limit:
+                break
         return moved
 
 
