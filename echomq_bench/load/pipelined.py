@@ -52,6 +52,7 @@ COUNTERS = ("claims", "claimed", "empty", "completed", "stale", "errors", "enque
 
 # Jobs at work, over all of a worker's connections: (due, seq, connection index, id, token, cycle start).
 Working = list[tuple[float, int, int, bytes, int, float]]
+_SEQ = itertools.count()  # ties in the working heap break by arrival, never by comparing ids
 
 
 class Tally:
@@ -249,9 +250,6 @@ class PipelinedConsumer(_Pipelined):
             tally.error(reply)
         if counted:
             tally.latency("complete", int((now - batch.t_due[pos]) * 1e6))
-
-
-_SEQ = itertools.count()  # ties in the working heap break by arrival, never by comparing ids
 
 
 class PipelinedProducer(_Pipelined):
