@@ -72,15 +72,6 @@ class Tally:
         self.refused: list[tuple[str, int]] = []
         self.last_error: str | None = None
 
-    def latency(self, verb: str, us: int) -> None:
-        d = self.lat[verb]
-        d[us] = d.get(us, 0) + 1
-
-    def cycle(self, now: float, start: float) -> None:
-        k = int((now - self.t_begin) / self.bin_s)
-        self.bins[k] = self.bins.get(k, 0) + 1
-        self.latency("cycle", int((now - start) * 1e6))
-
     def error(self, reply: Any) -> None:
         self.c["errors"] += 1
         self.last_error = str(reply)
@@ -103,6 +94,11 @@ class _Pipelined:
         self.sock = sock
         self.index = index
         self.tally = tally
+        # The handlers run once per reply: they reach the counters and the
+        # latency tables (µs -> count) without a lookup through the tally.
+        self.c = tally.c
+        self.lat_claim, self.lat_complete = tally.lat["claim"], tally.lat["complete"]
+        self.lat_cycle, self.lat_enqueue = tally.lat["cycle"], tally.lat["enqueue"]
         self.reader = hiredis.Reader()
         self.batches: deque[_Batch] = deque()
         self.pos = 0
@@ -198,11 +194,11 @@ class PipelinedConsumer(_Pipelined):
         else:
             dues.extend([now] * n)
         self.busy += n
-        self.tally.c["claims"] += n
+        self.c["claims"] += n
 
     def on_claim(self, reply: Any, batch: _Batch, pos: int, now: float, counted: bool) -> None:
         self.busy -= 1
-        c = self.tally.c
+        c = self.c
         if isinstance(reply, list) and reply:
             c["claimed"] += 1
             job_id, token = reply[0], int(reply[2])
@@ -222,11 +218,12 @@ class PipelinedConsumer(_Pipelined):
         else:
             self.tally.error(reply)
         if counted:
-            self.tally.latency("claim", int((now - batch.t_due[pos]) * 1e6))
+            d, us = self.lat_claim, int((now - batch.t_due[pos]) * 1e6)
+            d[us] = d.get(us, 0) + 1
 
     def on_complete(self, reply: Any, batch: _Batch, pos: int, now: float, counted: bool) -> None:
         self.busy -= 1
-        tally, c = self.tally, self.tally.c
+        tally, c = self.tally, self.c
         # Completes lead each consumer batch, so a complete's index is its position.
         job_id, token, start = batch.jobs[pos]
         if reply == b"ok":
@@ -239,7 +236,10 @@ class PipelinedConsumer(_Pipelined):
                 tally.accepted[key] = tally.accepted.get(key, 0) + 1
             if counted:
                 c["w_completed"] += 1
-                tally.cycle(now, start)
+                bins, k = tally.bins, int((now - tally.t_begin) / tally.bin_s)
+                bins[k] = bins.get(k, 0) + 1
+                d, us = self.lat_cycle, int((now - start) * 1e6)
+                d[us] = d.get(us, 0) + 1
         elif isinstance(reply, hiredis.ReplyError) and str(reply).startswith("EMQSTALE"):
             c["stale"] += 1
             if counted:
@@ -249,7 +249,8 @@ class PipelinedConsumer(_Pipelined):
         else:
             tally.error(reply)
         if counted:
-            tally.latency("complete", int((now - batch.t_due[pos]) * 1e6))
+            d, us = self.lat_complete, int((now - batch.t_due[pos]) * 1e6)
+            d[us] = d.get(us, 0) + 1
 
 
 class PipelinedProducer(_Pipelined):
@@ -275,7 +276,7 @@ class PipelinedProducer(_Pipelined):
     def send(self, now: float, t_begin: float, hold: bool) -> None:
         if hold:
             return
-        c = self.tally.c
+        c = self.c
         gap = (self.policy.backlog or 0) - (c["enqueued"] + self.inflight - c["claimed"])
         n = min(gap, self.policy.batch - self.inflight)
         if n <= 0:
@@ -290,7 +291,7 @@ class PipelinedProducer(_Pipelined):
 
     def on_enqueue(self, reply: Any, batch: _Batch, pos: int, now: float, counted: bool) -> None:
         self.inflight -= 1
-        tally, c = self.tally, self.tally.c
+        tally, c = self.tally, self.c
         if reply == b"enqueued":
             c["enqueued"] += 1
             self.fed[batch.feed] += 1
@@ -303,4 +304,5 @@ class PipelinedProducer(_Pipelined):
         else:
             tally.error(reply)
         if counted:
-            tally.latency("enqueue", int((now - batch.t_due[pos]) * 1e6))
+            d, us = self.lat_enqueue, int((now - batch.t_due[pos]) * 1e6)
+            d[us] = d.get(us, 0) + 1
