@@ -55,6 +55,7 @@ class Worker:
         self.sel = selectors.DefaultSelector()
         rng = random.Random(plan.seed)
         policy = plan.consumer_policy()
+        self.depth, self.open_loop = policy.claim_batch, policy.rate is not None
         self.consumers = [
             PipelinedConsumer(connect(plan.target), i, self.tally, QueueKeys(plan.queues[i % len(plan.queues)]),
                               plan.shas, policy, self.working, rng)
@@ -119,10 +120,14 @@ class Worker:
         while working and working[0][0] <= now:
             due, _, index, job_id, token, start = heapq.heappop(working)
             consumers[index].ready.append((job_id, token, due, start))
-        t_begin = self.win.t_begin
-        for role in self.roles:
-            if role.wants(hold):
-                role.send(now, t_begin, hold)
+        # Once per loop and connection: the test is spelled out here rather
+        # than asked of each role, which costs a call per connection.
+        t_begin, depth = self.win.t_begin, self.depth
+        for c in consumers:
+            if c.ready or (not hold and c.busy < depth):
+                c.send(now, t_begin, hold)
+        if self.producer is not None and not hold:
+            self.producer.send(now, t_begin, hold)
 
     def _timeout(self, now: float, stopping: bool, hold: bool) -> float | None:
         """Sleep until a reply, the next scheduled claim of a connection with
@@ -134,7 +139,7 @@ class Worker:
             wake.append(win.t_end)
             if hold:
                 wake.append(self._next_own(now))
-            else:
+            elif self.open_loop:
                 wake.extend(t for c in self.consumers if (t := c.next_due(win.t_begin)) is not None)
         if self.working:
             wake.append(self.working[0][0])

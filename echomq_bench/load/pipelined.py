@@ -149,9 +149,6 @@ class PipelinedConsumer(_Pipelined):
         self.next_claim = 0     # open loop: index of the next scheduled claim
         self.done = 0           # completes accepted, the whole run: per-queue accounting
 
-    def wants(self, hold: bool) -> bool:
-        return bool(self.ready) or (not hold and self.busy < self.policy.claim_batch)
-
     def next_due(self, t_begin: float) -> float | None:
         """Open loop with a free slot: when its next claim is due."""
         rate = self.policy.rate
@@ -173,28 +170,23 @@ class PipelinedConsumer(_Pipelined):
             dues.append(due)
             jobs.append((job_id, token, start))
         self.ready.clear()
-        if not hold:
-            self._claims(now, t_begin, kinds, dues, parts)
+        rate = self.policy.rate
+        n = 0 if hold else self.policy.claim_batch - self.busy
+        if rate is not None and n > 0:
+            n = min(n, int((now - t_begin) * rate) + 1 - self.next_claim)
+        if n > 0:
+            parts.append(self.claim_cmd * n)
+            kinds.extend([CLAIM] * n)
+            if rate is not None:
+                dt = 1.0 / rate
+                dues.extend(t_begin + (self.next_claim + k) * dt for k in range(n))
+                self.next_claim += n
+            else:
+                dues.extend([now] * n)
+            self.busy += n
+            self.c["claims"] += n
         if kinds:
             self.write(_Batch(kinds, dues, jobs), parts)
-
-    def _claims(self, now: float, t_begin: float, kinds: list[int], dues: list[float], parts: list[bytes]) -> None:
-        rate = self.policy.rate
-        n = self.policy.claim_batch - self.busy
-        if rate is not None:
-            n = min(n, int((now - t_begin) * rate) + 1 - self.next_claim)
-        if n <= 0:
-            return
-        parts.append(self.claim_cmd * n)
-        kinds.extend([CLAIM] * n)
-        if rate is not None:
-            dt = 1.0 / rate
-            dues.extend(t_begin + (self.next_claim + k) * dt for k in range(n))
-            self.next_claim += n
-        else:
-            dues.extend([now] * n)
-        self.busy += n
-        self.c["claims"] += n
 
     def on_claim(self, reply: Any, batch: _Batch, pos: int, now: float, counted: bool) -> None:
         self.busy -= 1
@@ -269,9 +261,6 @@ class PipelinedProducer(_Pipelined):
         self.turn = 0
         self.inflight = 0
         self.handlers = (self.on_enqueue, self.on_enqueue, self.on_enqueue)
-
-    def wants(self, hold: bool) -> bool:
-        return not hold
 
     def send(self, now: float, t_begin: float, hold: bool) -> None:
         if hold:
