@@ -1,19 +1,20 @@
 """The load engine: producer, consumer and pump roles, and nothing else.
 
 Every command that loads a queue (faults, failover, the lease sweep, the
-peers' echomq adapters) runs these three loops; each keeps only its policy
-and what it records.
+peers' echomq adapters, the Locust users, the capacity driver) runs these
+roles; each keeps only its policy and what it records.
 
     Producer(calls, queues, ProducerPolicy, on_event)
         mints ids, enqueues at `rate` (None: as fast as the server answers)
-        in batches of `batch`; or keeps `backlog` jobs pending; or stops
-        after `total`.
+        in batches of `batch`; or keeps `backlog` jobs pending (topping up
+        to 1.5x, at most `refill_max` per round trip); or stops after `total`.
     Consumer(calls, queues, ConsumerPolicy, on_event, rng)
         claims (`claim_batch` per round trip; open loop at `rate` claims/s
-        when given, else as soon as the last round is settled), draws each job's Fate from the
-        policy (work time, then complete, retry or crash), works (the
-        `handle` hook on the payload, then a sleep of work_ms / time_scale),
-        then completes or retries; a crash abandons the job after crash_ms.
+        when given, else as soon as the last round is settled), draws each
+        job's Fate from the policy (work time, then complete, retry or
+        crash), works (the `handle` hook on the payload, then a sleep of
+        work_ms / time_scale), then completes or retries (after the
+        policy's `retry_delay`); a crash abandons the job after crash_ms.
     Pump(calls, queues, PumpPolicy, on_event, rng)
         reaps and/or promotes every queue on a fixed cadence, each call
         repeated while it moves its whole limit (up to `drain_rounds`).
