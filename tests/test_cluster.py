@@ -321,28 +321,31 @@ def test_master_clients_reach_each_master_alone(cluster: EmbeddedCluster) -> Non
 def test_locust_cluster_wire_routes_by_slot_and_follows_moved(cluster: EmbeddedCluster) -> None:
     """The scenarios' cluster wire: each queue's verbs reach its master; a
     stale slot map (as after a failover) gets MOVED, re-reads and succeeds."""
+    from echomq import verbs
     from echomq_bench.locust.wire import ClusterRouter, QueueWire
 
     router = ClusterRouter(cluster.url)
     scripts = router.scripts()
     wire = router.wire(scripts)
     names = [p.queue for p in spread_queues(cluster, 3, "wire")]
-    queues = [QueueWire(n, scripts, 30_000, 3, 100, 100) for n in names]
+    queues = [QueueWire(n, scripts, 30_000) for n in names]
     try:
         for q in queues:
             ids = [mint() for _ in range(3)]
-            assert wire.pipeline([q.enqueue(i, b"x") for i in ids]) == [b"enqueued"] * 3
+            enqueues = [verbs.enqueue(q.keys, i, b"x").evalsha(scripts.sha("enqueue")) for i in ids]
+            assert wire.pipeline(enqueues) == [b"enqueued"] * 3
         assert len(wire.wires) == 3  # one held connection per master
         masters = sorted({p.node for p in spread_queues(cluster, 3, "wire")})
         right = {q.name: router.node_for(q.keys.pending) for q in queues}
         for q in queues:  # poison the map: every queue points at another master
             router._slots[q.name] = next(n for n in masters if n != right[q.name])
-        job_id, _, token = wire.call(queues[0].claim_cmd)  # MOVED, re-read, sent again
+        claim = verbs.claim(queues[0].keys, 30_000).evalsha(scripts.sha("claim"))
+        job_id, _, token = wire.call(claim)  # MOVED, re-read, sent again
         assert router._slots[queues[0].name] == right[queues[0].name]
         assert wire.call(queues[0].complete(job_id.decode(), int(token))) == b"ok"
         for q in queues[1:]:
             router._slots[q.name] = next(n for n in masters if n != right[q.name])
-        assert wire.pipeline([q.size_cmd for q in queues]) == [2, 3, 3]
+        assert wire.pipeline([("ZCARD", q.keys.pending) for q in queues]) == [2, 3, 3]
         assert {q.name: router.node_for(q.keys.pending) for q in queues} == right
     finally:
         wire.close()

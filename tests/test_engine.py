@@ -157,3 +157,69 @@ def test_a_lost_server_is_unanswered_and_a_strict_role_raises_it() -> None:
     with pytest.raises(ServerUnavailableError):
         strict.run(Stop(deadline=time.perf_counter() + 5))
     assert strict.tally == {("claim", "unanswered"): 1}
+
+
+def test_consumer_claims_open_loop_at_its_rate(client: redis.Redis) -> None:
+    keys = _keys()
+    Producer(RedisCalls(client), [keys], ProducerPolicy(batch=50, total=200)).run()
+    consumer = Consumer(RedisCalls(client), [keys], ConsumerPolicy(rate=100.0, claim_batch=2))
+    t0 = time.perf_counter()
+    consumer.run(Stop(deadline=t0 + 0.5))
+    # Rounds of 2 at 100 claims/s: one round due every 20 ms, the first after 20 ms; a fast server
+    # would otherwise drain all 200 in a few milliseconds.
+    claimed = consumer.tally["claim", "claimed"]
+    assert 20 <= claimed <= 52, claimed
+    assert consumer.tally["complete", "accepted"] == claimed
+    assert client.zcard(keys.pending) == 200 - claimed
+
+
+def test_a_policy_subclass_sets_each_retry_delay_by_attempt(client: redis.Redis) -> None:
+    from dataclasses import dataclass, field
+
+    @dataclass(frozen=True)
+    class Backoff(ConsumerPolicy):
+        asked: list[int] = field(default_factory=list)
+
+        def retry_delay(self, attempt: int, rng: random.Random) -> int:
+            self.asked.append(attempt)
+            return 60_000 if attempt == 2 else 0
+
+    keys = _keys()
+    calls = RedisCalls(client)
+    Producer(calls, [keys], ProducerPolicy(total=5)).run()
+    policy = Backoff(fail_rate=1.0, max_attempts=5, until_empty=True)
+    pump = Pump(calls, [keys], PumpPolicy(reap=False))
+    consumer = Consumer(calls, [keys], policy)
+    for _ in range(2):  # attempt 1 retries at once and is promoted; attempt 2 waits a minute
+        consumer.run(Stop(deadline=time.perf_counter() + 10))
+        consumer.finished = False
+        pump.step()
+    assert policy.asked == [1] * 5 + [2] * 5
+    assert client.zcard(keys.schedule) == 5 and client.zcard(keys.pending) == 0
+    assert pump.tally["promote", "ok"] == 2 and ("reap", "ok") not in pump.tally
+
+
+def test_pump_drains_a_queue_in_rounds_of_its_limit(client: redis.Redis) -> None:
+    keys = _keys()
+    calls = RedisCalls(client)
+    Producer(calls, [keys], ProducerPolicy(batch=100, total=250)).run()
+    # Claim every job with a 1 ms lease and walk away: all 250 leases expire.
+    Consumer(calls, [keys], ConsumerPolicy(lease_ms=1, crash_rate=1.0, claim_batch=50, until_empty=True)).run(
+        Stop(deadline=time.perf_counter() + 10))
+    time.sleep(0.01)
+    one_round = Pump(calls, [keys], PumpPolicy(reap_limit=100, promote=False))
+    assert one_round.step() == 100
+    drained = Pump(calls, [keys], PumpPolicy(reap_limit=100, promote=False, drain_rounds=5))
+    assert drained.step() == 150 and drained.tally["reap", "ok"] == 2
+    assert client.zcard(keys.pending) == 250 and client.zcard(keys.active) == 0
+
+
+def test_a_capped_backlog_top_up_goes_on_without_waiting(client: redis.Redis) -> None:
+    keys = _keys()
+    calls = RedisCalls(client)
+    producer = Producer(calls, [keys], ProducerPolicy(backlog=400, refill_max=50, refill_s=0.5))
+    t0 = time.perf_counter()
+    while client.zcard(keys.pending) < 400 and time.perf_counter() - t0 < 5:
+        assert producer.step() == 50  # never more than refill_max per round trip
+    # Eight capped top-ups in a row: none waited out refill_s.
+    assert client.zcard(keys.pending) == 400 and time.perf_counter() - t0 < 0.5

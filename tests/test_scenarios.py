@@ -302,3 +302,59 @@ def test_settle_decides_interrupted_calls_from_the_server(queue: Queue) -> None:
     assert counts == {"enqueues": 2, "enqueues_counted": 1, "completes": 2, "completes_accepted": 1}
     assert applied in books.ledger.enqueued and never_sent not in books.ledger.enqueued
     assert books.ledger.accepted[done] == 1 and books.ledger.accepted[held] == 0
+
+
+def test_engine_roles_over_locust_calls_name_each_request_and_keep_the_books(client: Any) -> None:
+    """What a Locust user's task does, outside Locust: the engine's roles over
+    LocustCalls on a held wire, each call one request event, the books kept."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from echomq import verbs
+    from echomq.errors import StaleTokenError
+    from echomq.keys import QueueKeys
+    from echomq_bench.load.engine import Consumer, ConsumerPolicy, Producer, ProducerPolicy, Pump, PumpPolicy, Stop
+    from echomq_bench.locust.calls import BooksRecorder, LocustCalls, unresolved_ops
+    from echomq_bench.locust.client import Drained, Gate
+    from echomq_bench.locust.wire import ConnectionFactory
+
+    fired: list[dict[str, Any]] = []
+    environment = SimpleNamespace(events=SimpleNamespace(request=SimpleNamespace(fire=lambda **kw: fired.append(kw))))
+    kw = client.connection_pool.connection_kwargs
+    factory = ConnectionFactory(f"redis://{kw['host']}:{kw['port']}")
+    keys, other = QueueKeys(f"lc-{mint()}"), QueueKeys(f"lc-{mint()}")
+    names = {k: q.name for q in (keys, other) for k in (q.pending, q.active)}
+    books, gate = Books(), Gate()
+    wire = factory.wire(factory.scripts())
+    calls = LocustCalls(environment, wire, books, gate, names)
+    recorder = BooksRecorder(books)
+    try:
+        Producer(calls, [keys], ProducerPolicy(batch=2, total=2), recorder).run()
+        consumer = Consumer(calls, [keys], ConsumerPolicy(fail_rate=1.0, max_attempts=2, idle_s=0.0), recorder)
+        consumer.step()  # claim, then retry: scheduled
+        consumer.step()  # the second job: retry, scheduled
+        consumer.step()  # nothing pending: claim (empty)
+        Pump(calls, [keys], PumpPolicy(reap=False, promote_limit=10), recorder).step()
+        consumer.run(Stop(deadline=time.perf_counter() + 5, alive=lambda: books.counters["retry_dead"] < 2))
+        with pytest.raises(StaleTokenError):
+            calls.call(verbs.complete(keys, mint(), 1))
+    finally:
+        wire.close()
+    requests = [(f["name"], type(f["exception"]).__name__ if f["exception"] else None) for f in fired]
+    assert requests[:6] == [("enqueue", None), ("claim", None), ("retry (scheduled)", None), ("claim", None),
+                            ("retry (scheduled)", None), ("claim (empty)", None)]
+    assert requests[6] == ("promote", None) and ("retry (dead)", None) in requests
+    assert requests[-1] == ("complete", "StaleTokenError")  # a lease holder's refusal is a failure
+    assert all(f["request_type"] == "echomq" and f["response_time"] >= 0 for f in fired)
+    assert len(books.ledger.enqueued) == 2
+    assert books.counters == {"retry_scheduled": 2, "promoted": 2, "retry_dead": 2}
+    # What an unanswered call leaves for the audit, and a drained gate stops the next call.
+    ids = [mint() for _ in range(3)]
+    assert unresolved_ops([verbs.enqueue(keys, ids[0], b"x"), verbs.enqueue(other, ids[1], b"x"),
+                           verbs.enqueue(keys, ids[2], b"x"), verbs.complete(keys, ids[0], 4)], names) == [
+        ["enqueue", keys.name, [ids[0], ids[2]]], ["enqueue", other.name, [ids[1]]],
+        ["complete", keys.name, ids[0], 4, False]]
+    gate.drain(0.0)
+    with pytest.raises(Drained):
+        calls.call(verbs.claim(keys, 1000))

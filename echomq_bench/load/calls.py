@@ -14,8 +14,9 @@ them to a `Calls`:
     command(*args)     a plain command (ZCARD for a backlog check)
 
 `RedisCalls` implements it over a redis-py client (a RedisCluster included).
-The capacity driver's raw socket and Locust's measured wire can implement
-the same three methods and run the same roles.
+Locust's measured wire implements the same three methods
+(`echomq_bench.locust.calls`); the capacity driver runs the engine's
+pipelined transport instead (`echomq_bench.load.pipelined`).
 
 No call is ever resent after it may have run: a complete that timed out may
 have landed, and resending it would turn its success into EMQSTALE. The one

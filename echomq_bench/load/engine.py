@@ -1,20 +1,23 @@
 """The load engine: producer, consumer and pump roles, and nothing else.
 
 Every command that loads a queue (faults, failover, the lease sweep, the
-peers' echomq adapters) runs these three loops; each keeps only its policy
-and what it records.
+peers' echomq adapters, the Locust users, the capacity driver) runs these
+roles; each keeps only its policy and what it records.
 
     Producer(calls, queues, ProducerPolicy, on_event)
         mints ids, enqueues at `rate` (None: as fast as the server answers)
-        in batches of `batch`; or keeps `backlog` jobs pending; or stops
-        after `total`.
+        in batches of `batch`; or keeps `backlog` jobs pending (topping up
+        to 1.5x, at most `refill_max` per round trip); or stops after `total`.
     Consumer(calls, queues, ConsumerPolicy, on_event, rng)
-        claims (`claim_batch` per round trip), draws each job's Fate from the
-        policy (work time, then complete, retry or crash), works (the
-        `handle` hook on the payload, then a sleep of work_ms / time_scale),
-        then completes or retries; a crash abandons the job after crash_ms.
+        claims (`claim_batch` per round trip; open loop at `rate` claims/s
+        when given, else as soon as the last round is settled), draws each
+        job's Fate from the policy (work time, then complete, retry or
+        crash), works (the `handle` hook on the payload, then a sleep of
+        work_ms / time_scale), then completes or retries (after the
+        policy's `retry_delay`); a crash abandons the job after crash_ms.
     Pump(calls, queues, PumpPolicy, on_event, rng)
-        reaps (and promotes) every queue on a fixed cadence.
+        reaps and/or promotes every queue on a fixed cadence, each call
+        repeated while it moves its whole limit (up to `drain_rounds`).
 
 Each role's `run(stop)` loops until the `Stop` says so (an event, a
 deadline, a liveness check) or its own policy ends it; `step()` is one
@@ -29,10 +32,19 @@ The roles talk to the server only through the calls protocol
     pipeline([ScriptCall, ...]) -> [reply | exception, ...]
     command(*args) -> reply                   plain commands (ZCARD)
 
-`RedisCalls` implements it over a redis-py client or cluster client. The
-capacity driver's raw sockets and Locust's measured wire fit the same three
-methods (`ScriptCall.evalsha(sha)` is the whole command to write), so their
-loops can become these roles with their own Calls and recorders.
+`RedisCalls` implements it over a redis-py client or cluster client;
+`echomq_bench.locust.calls.LocustCalls` over Locust's measured wire, where a
+user's task runs these roles one `step()` at a time.
+
+The pipelined transport (`echomq_bench.load.pipelined`) is the same consumer
+and producer roles for the capacity driver, where one round trip per step
+would leave the server idle: a `PipelinedConsumer` per raw socket keeps
+`ConsumerPolicy.claim_batch` jobs in flight and handles each reply as it is
+parsed (hiredis), and a `PipelinedProducer` backfills pending to
+`ProducerPolicy.backlog` with at most `batch` enqueues in flight. They take
+the same policies (lease_ms, the work-time distribution through `fate`, the
+open-loop `rate`), complete every job (no crash or failure rules) and count
+into the driver's tally instead of sending Events.
 
 What happened is told twice: `role.tally` counts (verb, outcome) pairs, and
 `on_event`, when given, receives one `Event` per job and call. Outcomes:
@@ -160,21 +172,25 @@ class Producer(_Role):
         elif ahead < -p.catch_up_s:
             self._due = now()  # after a stall, carry on at the rate rather than burst
 
-    def _size(self) -> int:
+    def _size(self) -> tuple[int, bool]:
+        """How many to send now, and whether a backlog top-up was cut short by refill_max."""
         p = self.policy
+        capped = False
         if p.backlog is None:
             size = p.batch
         else:
             short = p.backlog - int(self.calls.command("ZCARD", self.queues[self._turn % len(self.queues)].pending))
             size = short + p.backlog // 2 if short > 0 else 0
+            if p.refill_max is not None and size > p.refill_max:
+                size, capped = p.refill_max, True
         if p.total is not None:
             size = min(size, p.total - self.sent)
-        return size
+        return size, capped
 
     def step(self) -> int:
         p = self.policy
         try:
-            size = self._size()
+            size, capped = self._size()
         except ServerUnavailableError as exc:
             self._fail("enqueue", "unanswered", self.queues[0], error=exc)
             time.sleep(p.backoff_s)
@@ -197,7 +213,7 @@ class Producer(_Role):
         self.finished = p.total is not None and self.sent >= p.total
         if trouble and not all(isinstance(r, OutOfMemoryError) for r in replies if is_error(r)):
             time.sleep(p.backoff_s)
-        if p.backlog is not None:
+        if p.backlog is not None and not capped:  # a top-up cut short goes on at once
             time.sleep(p.refill_s)
         return size
 
@@ -209,6 +225,18 @@ class Consumer(_Role):
         self.policy = policy
         self.rng = rng or random.Random()
         self._empty_in_a_row = 0
+        self._due = now()
+
+    def pause(self) -> None:
+        """Open loop: each round of `claim_batch` claims is due at its place
+        on the rate's schedule, whatever the rounds before it took."""
+        p = self.policy
+        if p.rate is None:
+            return
+        self._due += p.claim_batch / p.rate
+        ahead = self._due - now()
+        if ahead > 0:
+            time.sleep(ahead)
 
     def step(self) -> int:
         p = self.policy
@@ -265,7 +293,7 @@ class Consumer(_Role):
 
     def _settle(self, q: QueueKeys, jobs: list[tuple[str, int, Fate]]) -> None:
         p = self.policy
-        calls = [verbs.retry(q, jid, token, p.retry_error, p.retry_delay_ms, p.max_attempts)
+        calls = [verbs.retry(q, jid, token, p.retry_error, p.retry_delay(token, self.rng), p.max_attempts)
                  if fate.action == "retry" else verbs.complete(q, jid, token) for jid, token, fate in jobs]
         replies, t0, t1 = self._send(calls)
         trouble = False
@@ -301,16 +329,28 @@ class Pump(_Role):
         p = self.policy
         moved = 0
         for q in self.queues:
-            calls = [verbs.reap(q, p.reap_limit, p.max_attempts)]
+            calls = [(verbs.reap(q, p.reap_limit, p.max_attempts), p.reap_limit)] if p.reap else []
             if p.promote:
-                calls.append(verbs.promote(q, p.promote_limit))
-            for call in calls:
-                (reply,), t0, t1 = self._send([call])
-                if is_error(reply):
-                    self._fail(call.verb, _outcome(reply), q, "", 0, t0, t1, error=reply)
+                calls.append((verbs.promote(q, p.promote_limit), p.promote_limit))
+            for call, limit in calls:
+                count = self._drain(q, call, limit)
+                if count is None:
                     break  # the server is not answering this queue: the next tick tries again
-                moved += int(reply)
-                self._emit(call.verb, "ok", q, "", 0, t0, t1, int(reply))
+                moved += count
+        return moved
+
+    def _drain(self, q: QueueKeys, call: ScriptCall, limit: int) -> int | None:
+        """One call, again while it moved its whole limit (up to drain_rounds); None if it failed."""
+        moved = 0
+        for _ in range(self.policy.drain_rounds):
+            (reply,), t0, t1 = self._send([call])
+            if is_error(reply):
+                self._fail(call.verb, _outcome(reply), q, "", 0, t0, t1, error=reply)
+                return None
+            moved += int(reply)
+            self._emit(call.verb, "ok", q, "", 0, t0, t1, int(reply))
+            if int(reply) < limit:
+                break
         return moved
 
 

@@ -71,7 +71,8 @@ class ProducerPolicy:
     total: int | None = None        # stop after this many sent
     backlog: int | None = None      # instead of a rate: keep this many pending, topping up to 1.5x
     refill_s: float = 0.01          # backlog: how often pending is checked
-    catch_up_s: float = 0.0         # behind schedule by more than this: start afresh, no burst
+    refill_max: int | None = None   # backlog: enqueues per top-up at most (None: to 1.5x in one)
+    catch_up_s: float = 0.0         # behind schedule by more than this: start afresh, no burst (inf: catch up)
     backoff_s: float = 0.05         # pause after an unanswered or failed call
 
 
@@ -86,10 +87,16 @@ class ConsumerPolicy:
     retry_delay_ms: int = 0
     retry_error: bytes = b"simulated failure"
     max_attempts: int = 3
-    claim_batch: int = 1               # claims per round trip (pipelined when over 1)
+    claim_batch: int = 1               # claims per round trip (pipelined when over 1); pipelined: jobs in flight
+    rate: float | None = None          # claims/s, open loop; None: claim again as soon as a round is settled
     until_empty: bool = False          # stop at the first round that finds every queue empty
     idle_s: float = 0.005              # sleep after a round of empty claims
     backoff_s: float = 0.05
+
+    def retry_delay(self, attempt: int, rng: random.Random) -> int:
+        """How long a retried job waits, after its attempt number `attempt`
+        (the claim's token); a subclass may back off (see the Locust users)."""
+        return self.retry_delay_ms
 
     def fate(self, rng: random.Random) -> Fate:
         """The crash and failure rules; a subclass may draw differently."""
@@ -111,3 +118,5 @@ class PumpPolicy:
     promote_limit: int = 100
     max_attempts: int = 3
     random_phase: bool = False         # first tick at a random point of the first interval
+    reap: bool = True                  # reap expired leases each tick (False: a promote-only pump)
+    drain_rounds: int = 1              # per tick and queue, call again while a call moved its whole limit

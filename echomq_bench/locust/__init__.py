@@ -14,11 +14,17 @@ with the scenario's defaults and hooks the run's life into Locust's events
 (see control.py). Importing ConsumerSteps into the file offers the
 consumer-stepping shape; it switches itself off unless --steps is given.
 
+The load itself is the load engine's roles (echomq_bench.load.engine): a
+consumer user's task is one Consumer step, the producers and the pump are
+Producer and Pump roles in background greenlets.
+
 Modules: options (command line -> Settings), wire (script calls on a held
-connection), client (the measured verbs, the books, the drain gate),
-session (one run in one process: producers, pump, zombies), report
-(settle, audit, steps, audit.json), control (Locust's events), users (the
-abstract users and the shape).
+connection), calls (the engine's calls protocol over a wire, each call a
+Locust request; the books recorder), client (the books, the drain gate, a
+zombie's complete and the crash notes), session (one run in one process:
+producers, pump, zombies), report (settle, audit, steps, audit.json),
+control (Locust's events), users (the abstract users, their policy, and the
+shape).
 """
 
 from __future__ import annotations

@@ -1,18 +1,17 @@
-"""The measured verbs: every script call goes through Locust's
-`events.request.measure` (request_type "echomq", name = the verb).
+"""The process's books, the drain gate, and the measured calls that are not
+the engine's: a zombie's complete and the crash bookkeeping.
 
-An outcome that is expected is counted under its own name, never as a
-failure: "claim (empty)", "complete (zombie refused)", "retry (scheduled)",
-"retry (dead)". A failure is what should not happen: a refused complete from
-a lease holder, an accepted zombie complete, a wire error.
+The verbs the load itself sends go through the load engine's roles over
+`echomq_bench.locust.calls.LocustCalls`; what they learn goes into the
+process's `Books` (the audit ledger, flow counters, recovery histograms). A
+`Gate` knows which calls are on the wire, so the end of a run can wait for
+them (drain) instead of killing a greenlet between a complete the server
+applied and the ledger line saying so: once draining, a greenlet about to
+call ends instead. A call that is killed anyway (a ramp-down) is kept as
+unresolved and settled against the server at the audit.
 
-What the client learns goes into the process's `Books` (the audit ledger,
-flow counters, recovery histograms). A `Gate` knows which calls are on the
-wire, so the end of a run can wait for them (drain) instead of killing a
-greenlet between a complete the server applied and the ledger line saying
-so: once draining, a greenlet about to call ends instead. A call that is
-killed anyway (a ramp-down) is kept as unresolved and settled against the
-server at the audit.
+A zombie (a crashed consumer come back) completes through `EchoClient`: its
+refusal is expected ("complete (zombie refused)"), its acceptance a failure.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import gevent
 from gevent import GreenletExit
 from gevent.event import Event
 
@@ -89,16 +87,16 @@ class Gate:
 
     def __init__(self) -> None:
         self.draining = False
-        self.busy: dict[int, list[Any] | None] = {}  # client id -> its call's op
+        self.busy: dict[int, list[list[Any]]] = {}  # caller id -> the ops of its call on the wire
         self._idle = Event()
 
-    def enter(self, client: "EchoClient", op: list[Any] | None) -> None:
+    def enter(self, caller: object, ops: list[list[Any]]) -> None:
         if self.draining:
             raise Drained()
-        self.busy[id(client)] = op
+        self.busy[id(caller)] = ops
 
-    def leave(self, client: "EchoClient") -> None:
-        self.busy.pop(id(client), None)
+    def leave(self, caller: object) -> None:
+        self.busy.pop(id(caller), None)
         if self.draining and not self.busy:
             self._idle.set()
 
@@ -108,11 +106,11 @@ class Gate:
         self.draining = True
         if self.busy:
             self._idle.wait(timeout)
-        return [op for op in self.busy.values() if op is not None]
+        return [op for ops in self.busy.values() for op in ops]
 
 
 class EchoClient:
-    """The verbs over one `Wire`, measured, with the books kept."""
+    """A zombie's complete and the crash notes over one `Wire`, measured, with the books kept."""
 
     def __init__(self, environment: Any, wire: Wire, books: Books, gate: Gate) -> None:
         self._measure = environment.events.request.measure
@@ -121,32 +119,7 @@ class EchoClient:
         self.books = books
         self.gate = gate
 
-    # -- the verbs ---------------------------------------------------------
-
-    def enqueue(self, q: QueueWire, ids: list[str], payload: bytes) -> int:
-        """One pipelined round trip of len(ids) enqueues; the number enqueued."""
-        ledger = self.books.ledger
-        done = 0
-
-        def judge(replies: list[Any], meta: dict[str, Any]) -> None:
-            nonlocal done
-            for job_id, reply in zip(ids, replies):
-                if reply == b"enqueued":
-                    ledger.record_enqueue(job_id, "enqueued")
-                    done += 1
-                elif meta["exception"] is None:
-                    meta["exception"] = (reply if isinstance(reply, Exception)
-                                         else AssertionError(f"enqueue of fresh id {job_id} answered {reply!r}"))
-
-        self._send("enqueue", [q.enqueue(i, payload) for i in ids], ["enqueue", q.name, ids], judge, pipeline=True)
-        return done
-
-    def claim(self, q: QueueWire) -> Claimed | None:
-        reply = self._send("claim", q.claim_cmd, None, _name_empty)
-        if not reply:
-            return None
-        job_id, payload, token = reply
-        return Claimed(job_id.decode(), payload or b"", int(token), time.time() + q.lease_s)
+    # -- a zombie's complete -------------------------------------------------
 
     def complete(self, q: QueueWire, job_id: str, token: int, zombie: bool = False) -> bool:
         """True when the server accepted it. A zombie's refusal is expected;
@@ -168,35 +141,13 @@ class EchoClient:
             else:
                 meta["exception"] = exc
 
-        self._send("complete", q.complete(job_id, token), ["complete", q.name, job_id, token, zombie], judge,
+        self._send("complete", q.complete(job_id, token), [["complete", q.name, job_id, token, zombie]], judge,
                    on_stale=refused)
         if outcome is not None:
             self.books.ledger.record_complete(job_id, token, outcome, zombie=zombie)
             if outcome:
                 self.books.completed[q.name] += 1
         return bool(outcome)
-
-    def retry(self, q: QueueWire, job_id: str, token: int, error: str, delay_ms: int) -> str | None:
-        """'scheduled' or 'dead' (each counted under its own name), None on failure."""
-        reply = self._send("retry", q.retry(job_id, token, error, delay_ms), None, _name_outcome)
-        if reply is None:
-            return None
-        outcome = reply.decode()
-        self.books.counters[f"retry_{outcome}"] += 1
-        return outcome
-
-    def promote(self, q: QueueWire) -> int:
-        moved = self._send("promote", q.promote_cmd) or 0
-        self.books.counters["promoted"] += moved
-        return moved
-
-    def reap(self, q: QueueWire) -> int:
-        reaped = self._send("reap", q.reap_cmd) or 0
-        self.books.counters["reaped"] += reaped
-        return reaped
-
-    def pending_size(self, q: QueueWire) -> int:
-        return self._send("pending_size", q.size_cmd) or 0
 
     # -- crash bookkeeping (not verbs: not measured) -------------------------
 
@@ -208,14 +159,14 @@ class EchoClient:
         self.wire.command("SET", q.crash_key(job.id), record, "PX", CRASH_RECORD_TTL_MS)
         self.books.counters["crashes"] += 1
 
-    def note_reclaim(self, q: QueueWire, job: Claimed) -> None:
+    def note_reclaim(self, q: QueueWire, job_id: str, token: int) -> None:
         """A claim with token > 1: if a crash left it, record the recovery."""
-        key = q.crash_key(job.id)
+        key = q.crash_key(job_id)
         record, _ = self.wire.pipeline([("GET", key), ("DEL", key)])  # GETDEL, on any version
         if not isinstance(record, bytes):
             return
-        token, crashed_at, deadline = record.split()
-        if int(token) != job.token - 1:
+        crashed_token, crashed_at, deadline = record.split()
+        if int(crashed_token) != token - 1:
             return  # crashed earlier, then reaped and re-claimed in between: not this recovery
         now = time.time()
         self.books.counters["recovered"] += 1
@@ -228,50 +179,28 @@ class EchoClient:
 
     # -- plumbing ----------------------------------------------------------
 
-    def _send(self, name: str, cmd: Any, op: list[Any] | None = None, judge: Any = None,
-              pipeline: bool = False, on_stale: Any = None) -> Any:
+    def _send(self, name: str, cmd: Any, ops: list[list[Any]], judge: Any, on_stale: Any) -> Any:
         """One measured call. `judge(reply, meta)` may rename the outcome or
         mark it failed; `on_stale(exc, meta)` handles an EMQSTALE refusal.
         A call whose reply never came (killed, connection lost) leaves its
-        `op` unresolved, for the audit to settle against the server."""
+        `ops` unresolved, for the audit to settle against the server."""
         gate = self.gate
-        gate.enter(self, op)
+        gate.enter(self, ops)
         reply = None
         with self._measure(REQUEST_TYPE, name) as meta:
             try:
-                reply = self.wire.pipeline(cmd) if pipeline else self.wire.call(cmd)
+                reply = self.wire.call(cmd)
             except StaleTokenError as exc:
-                if on_stale is None:
-                    raise
                 on_stale(exc, meta)
                 return None
             except GreenletExit:
                 meta["name"] = f"{name} (interrupted)"
-                self._unresolved(op)
+                self.books.unresolved.extend(ops)
                 raise
             except ServerUnavailableError:
-                self._unresolved(op)
+                self.books.unresolved.extend(ops)
                 raise
             finally:
                 gate.leave(self)
-            if judge is not None:
-                judge(reply, meta)
+            judge(reply, meta)
         return reply
-
-    def _unresolved(self, op: list[Any] | None) -> None:
-        if op is not None:
-            self.books.unresolved.append(op)
-
-
-def _name_empty(reply: Any, meta: dict[str, Any]) -> None:
-    if not reply:
-        meta["name"] = "claim (empty)"
-
-
-def _name_outcome(reply: Any, meta: dict[str, Any]) -> None:
-    meta["name"] = f"{meta['name']} ({reply.decode()})"
-
-
-def sleep_ms(ms: float) -> None:
-    if ms > 0:
-        gevent.sleep(ms / 1000.0)

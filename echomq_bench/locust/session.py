@@ -1,13 +1,15 @@
 """One run in one process: its queues, books, gate and background greenlets.
 
 Locust users are the consumers. Around them each process runs what a real
-deployment has beside its workers:
+deployment has beside its workers, as the load engine's roles over
+`LocustCalls` in background greenlets:
 
-- producers (every load process): enqueue in pipelined batches, either
-  keeping `--backlog` jobs pending per queue or at `--rate` jobs/s
-  for the whole run, open loop;
-- the pump (one per run: on the local runner or the master): reap and
-  promote on their cadence;
+- producers (every load process): enqueue in pipelined batches of --batch,
+  either keeping `--backlog` jobs pending per queue or at `--rate` jobs/s
+  for the whole run, open loop (a late producer catches up);
+- the pump (one per run: on the local runner or the master): a reaper and
+  a promoter, each on its own cadence, each draining a queue in up to
+  DRAIN_ROUNDS calls of its limit per tick;
 - zombies (crash scenario): crashed consumers that wake after their lease
   is gone and complete anyway.
 
@@ -21,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
@@ -30,8 +31,9 @@ import gevent
 from gevent.pool import Group
 
 from echomq.errors import EchoMQError
-from echomq.ids import mint
-from echomq_bench.locust.client import Books, Claimed, EchoClient, Gate, sleep_ms
+from echomq_bench.load.engine import Producer, ProducerPolicy, Pump, PumpPolicy
+from echomq_bench.locust.calls import BooksRecorder, LocustCalls
+from echomq_bench.locust.client import Books, Claimed, EchoClient, Gate
 from echomq_bench.locust.options import Settings
 from echomq_bench.locust.wire import ClusterRouter, ConnectionFactory, QueueWire, is_cluster_url
 
@@ -40,7 +42,7 @@ __all__ = ["RunInfo", "Session", "RUN_OPTION"]
 log = logging.getLogger("echomq.locust")
 
 RUN_OPTION = "echomq_run"  # the parsed_options attribute that carries RunInfo to workers
-REAP_ROUNDS = 100  # a pump tick drains at most this many full reap calls per queue
+DRAIN_ROUNDS = 100  # a pump tick drains at most this many full reap (or promote) calls per queue
 ZOMBIE_PATIENCE_S = 60.0
 
 
@@ -87,13 +89,15 @@ class Session:
         self.factory = ClusterRouter(run.url) if is_cluster_url(run.url) else ConnectionFactory(run.url)
         self.scripts = self.factory.scripts()
         s = settings
-        self.queues = [QueueWire(n, self.scripts, s.lease_ms, s.max_attempts, s.reap_limit, s.promote_limit)
-                       for n in run.queues]
+        self.queues = [QueueWire(n, self.scripts, s.lease_ms) for n in run.queues]
         self.background = Group()
         self.started = time.perf_counter()
         self.drained_at: float | None = None
         self._next_queue = 0
         self.wires: list[Any] = []
+        # Enqueue and complete lead with these keys: how an unanswered call names its queue.
+        self.queue_names = {key: q.name for q in self.queues for key in (q.keys.pending, q.keys.active)}
+        self.recorder = BooksRecorder(self.books)
 
     # -- for users ---------------------------------------------------------
 
@@ -104,17 +108,15 @@ class Session:
             self.wires.append(wire)
         return EchoClient(self.environment, wire, self.books, self.gate)
 
+    def calls(self, client: EchoClient) -> LocustCalls:
+        """The engine's calls protocol on a client's connection, each call a Locust request."""
+        return LocustCalls(self.environment, client.wire, self.books, self.gate, self.queue_names)
+
     def next_queue(self) -> QueueWire:
         """Consumers spread over the queues round-robin."""
         q = self.queues[self._next_queue % len(self.queues)]
         self._next_queue += 1
         return q
-
-    def backoff_ms(self, attempt: int, rng: random.Random) -> int:
-        """Full jitter: uniform over [0, min(cap, base * 2^(attempt-1))]."""
-        s = self.settings
-        ceiling = min(s.backoff_cap_ms, s.backoff_base_ms * 2.0 ** (attempt - 1))
-        return int(rng.uniform(0.0, ceiling))
 
     def spawn_zombie(self, q: QueueWire, job: Claimed) -> None:
         self.background.spawn(self._zombie, q, job)
@@ -125,63 +127,35 @@ class Session:
         s = self.settings
         if s.producers == 0:
             return
-        per_producer = s.enqueue_rate / self.run.load_processes / s.producers
+        policy = self.producer_policy()
+        keys = [q.keys for q in self.queues]
         for index in range(s.producers):
-            self.background.spawn(self._producer, index, per_producer)
+            turn = index % len(keys)  # each producer starts on its own queue
+            producer = Producer(self.calls(self.client()), keys[turn:] + keys[:turn], policy, self.recorder)
+            self.background.spawn(producer.run)
+
+    def producer_policy(self) -> ProducerPolicy:
+        s = self.settings
+        idle_s = max(1.0, s.idle_wait_ms) / 1000.0  # after a failed round trip: do not spin
+        payload = os.urandom(s.payload_bytes)
+        if s.enqueue_rate > 0:
+            rate = s.enqueue_rate / self.run.load_processes / s.producers
+            return ProducerPolicy(rate=rate, batch=s.batch, payload=payload, catch_up_s=float("inf"),
+                                  backoff_s=idle_s)
+        return ProducerPolicy(backlog=s.backlog, batch=s.batch, refill_max=s.batch, refill_s=idle_s,
+                              payload=payload, backoff_s=idle_s)
 
     def start_pump(self) -> None:
-        if self.settings.reap_every_ms or self.settings.promote_every_ms:
-            self.background.spawn(self._pump)
-
-    def _producer(self, index: int, rate: float) -> None:
         s = self.settings
-        client = self.client()
-        payload = os.urandom(s.payload_bytes)
-        queues, n, turn = self.queues, len(self.queues), index
-        idle_ms = max(1.0, s.idle_wait_ms)
-        if rate > 0:
-            interval = s.batch / rate
-            due = time.perf_counter()
-            while True:
-                if not client.enqueue(queues[turn % n], [mint() for _ in range(s.batch)], payload):
-                    sleep_ms(idle_ms)  # a failed round trip (counted by Locust): do not spin
-                turn += 1
-                due += interval
-                late = time.perf_counter() - due
-                if late < 0:
-                    gevent.sleep(-late)
-                else:  # open loop: catch up, and say so
-                    self.books.counters["producer_late"] += 1
-                    gevent.sleep(0)
-        while True:
-            q = queues[turn % n]
-            turn += 1
-            deficit = s.backlog - client.pending_size(q)
-            if deficit > 0:
-                if not client.enqueue(q, [mint() for _ in range(min(s.batch, deficit))], payload):
-                    sleep_ms(idle_ms)
-            elif turn % n == 0:
-                sleep_ms(idle_ms)
-
-    def _pump(self) -> None:
-        s = self.settings
-        client = self.client()
-        every = {"reap": s.reap_every_ms / 1000.0, "promote": s.promote_every_ms / 1000.0}
-        verbs = {"reap": (client.reap, s.reap_limit), "promote": (client.promote, s.promote_limit)}
-        due = {name: time.perf_counter() for name, period in every.items() if period > 0}
-        while due:
-            now = time.perf_counter()
-            for name in list(due):
-                if now < due[name]:
-                    continue
-                call, limit = verbs[name]
-                for q in self.queues:
-                    for _ in range(REAP_ROUNDS):
-                        if call(q) < limit:
-                            break
-                # A pump that fell behind skips ticks rather than bursting.
-                due[name] = max(due[name] + every[name], time.perf_counter())
-            gevent.sleep(max(0.0, min(due.values()) - time.perf_counter()))
+        keys = [q.keys for q in self.queues]
+        if s.reap_every_ms:
+            policy = PumpPolicy(interval_s=s.reap_every_ms / 1000.0, reap_limit=s.reap_limit, promote=False,
+                                max_attempts=s.max_attempts, drain_rounds=DRAIN_ROUNDS)
+            self.background.spawn(Pump(self.calls(self.client()), keys, policy, self.recorder).run)
+        if s.promote_every_ms:
+            policy = PumpPolicy(interval_s=s.promote_every_ms / 1000.0, reap=False, promote_limit=s.promote_limit,
+                                max_attempts=s.max_attempts, drain_rounds=DRAIN_ROUNDS)
+            self.background.spawn(Pump(self.calls(self.client()), keys, policy, self.recorder).run)
 
     def _zombie(self, q: QueueWire, job: Claimed) -> None:
         """Sleep past the lease, wake once it is gone (reaped or re-claimed:

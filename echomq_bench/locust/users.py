@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from locust import LoadTestShape, User, constant, task
 from locust.exception import StopUser
 
-from echomq_bench.locust.client import Claimed, EchoClient, sleep_ms
+from echomq_bench.load.engine import Consumer as ConsumerRole, ConsumerPolicy, Event
+from echomq_bench.locust.calls import BooksRecorder, LocustCalls
+from echomq_bench.locust.client import Claimed, EchoClient
+from echomq_bench.locust.options import Settings
 
-__all__ = ["EchoMQUser", "Consumer", "ConsumerSteps"]
+__all__ = ["EchoMQUser", "Consumer", "ConsumerSteps", "BackoffPolicy", "consumer_policy"]
 
 
 def _controller() -> Any:
@@ -20,13 +24,34 @@ def _controller() -> Any:
     return controller()
 
 
+@dataclass(frozen=True)
+class BackoffPolicy(ConsumerPolicy):
+    """The engine's consumer policy with the scenarios' retry backoff: full
+    jitter, uniform over [0, min(cap, base * 2^(attempt-1))]."""
+
+    backoff_base_ms: float = 50.0
+    backoff_cap_ms: float = 2000.0
+
+    def retry_delay(self, attempt: int, rng: random.Random) -> int:
+        ceiling = min(self.backoff_cap_ms, self.backoff_base_ms * 2.0 ** (attempt - 1))
+        return int(rng.uniform(0.0, ceiling))
+
+
+def consumer_policy(s: Settings) -> BackoffPolicy:
+    """A Locust consumer's policy, from the scenario's settings."""
+    return BackoffPolicy(lease_ms=s.lease_ms, work=s.work, fail_rate=s.fail_rate, crash_rate=s.crash_rate,
+                         retry_error=b"work failed", max_attempts=s.max_attempts, idle_s=s.idle_wait_ms / 1000.0,
+                         backoff_base_ms=s.backoff_base_ms, backoff_cap_ms=s.backoff_cap_ms)
+
+
 class EchoMQUser(User):
     """A Locust user over echomq (abstract).
 
-    `self.client` has the measured verbs (enqueue, claim, complete, retry,
-    promote, reap, pending_size) on the user's own connection; `self.queue`
-    is the queue this user works on; `self.session` the run it belongs to.
-    No wait between tasks: a consumer's pace is its work time.
+    `self.calls` is the engine's calls protocol on the user's own connection,
+    each call a Locust request; `self.client` the zombie and crash
+    bookkeeping on the same connection; `self.queue` is the queue this user
+    works on; `self.session` the run it belongs to. No wait between tasks: a
+    consumer's pace is its work time.
     """
 
     abstract = True
@@ -39,6 +64,7 @@ class EchoMQUser(User):
         self.session = session
         self.settings = session.settings
         self.client: EchoClient = session.client(keep=False)
+        self.calls: LocustCalls = session.calls(self.client)
         self.queue = session.next_queue()
         self.rng = random.Random()
 
@@ -49,39 +75,42 @@ class EchoMQUser(User):
 
 
 class Consumer(EchoMQUser):
-    """Claim, work for a drawn time, complete (abstract; scenarios subclass it).
+    """The engine's consumer role, one round per task: claim, work for a
+    drawn time, complete (abstract; scenarios subclass it).
 
     With --crash-rate the consumer dies at a random point of its work and
     abandons the lease (a replacement reconnects and goes on); with
     --zombie-share of those crashes the dead one comes back once its lease
     is gone and completes anyway: the fence must refuse it. With --fail-rate
     the work fails and the job is retried after an exponential backoff with
-    full jitter, computed here, above the wire.
+    full jitter (`BackoffPolicy`).
     """
 
     abstract = True
 
+    def on_start(self) -> None:
+        super().on_start()
+        self._books = BooksRecorder(self.session.books)
+        self._deadlines: dict[str, float] = {}  # job id -> wall-clock lease deadline, while held
+        self.role = ConsumerRole(self.calls, [self.queue.keys], consumer_policy(self.settings), self._heard,
+                                 rng=self.rng)
+
     @task
     def cycle(self) -> None:
-        s, q, client = self.settings, self.queue, self.client
-        job = client.claim(q)
-        if job is None:
-            sleep_ms(s.idle_wait_ms)
-            return
-        if job.token > 1 and s.crash_rate:
-            client.note_reclaim(q, job)
-        work_ms = s.work.sample_ms(self.rng)
-        if s.crash_rate and self.rng.random() < s.crash_rate:
-            self.crash(job, work_ms)
-            return
-        sleep_ms(work_ms)
-        if s.fail_rate and self.rng.random() < s.fail_rate:
-            client.retry(q, job.id, job.token, "work failed", self.session.backoff_ms(job.token, self.rng))
-            return
-        client.complete(q, job.id, job.token)
+        self.role.step()
 
-    def crash(self, job: Claimed, work_ms: float) -> None:
-        sleep_ms(self.rng.random() * work_ms)
+    def _heard(self, event: Event) -> None:
+        self._books(event)
+        if event.verb == "claim" and event.outcome == "claimed":
+            self._deadlines[event.job_id] = time.time() + self.queue.lease_s
+            if event.token > 1 and self.settings.crash_rate:
+                self.client.note_reclaim(self.queue, event.job_id, event.token)
+        elif event.verb in ("work", "crash"):
+            deadline = self._deadlines.pop(event.job_id, 0.0)
+            if event.verb == "crash":
+                self.crash(Claimed(event.job_id, b"", event.token, deadline))
+
+    def crash(self, job: Claimed) -> None:
         self.client.note_crash(self.queue, job, time.time())
         if self.rng.random() < self.settings.zombie_share:
             self.session.spawn_zombie(self.queue, job)

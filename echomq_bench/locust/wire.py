@@ -7,7 +7,8 @@ this machine that path is about three times faster per greenlet than
 `Redis.evalsha` through a shared pool under gevent. A verb's command is
 laid out by `echomq.verbs` (the constant ones once per queue, in
 `QueueWire`), so a call is one hiredis pack, one send and one reply parsed
-by hiredis. The SHAs and texts come from the client's `Scripts`.
+by hiredis. The SHAs and texts come from the client's `Scripts`; the
+load engine's calls go over it through `echomq_bench.locust.calls`.
 
 EVALSHA is tried first; a NOSCRIPT reply (a restarted or flushed server)
 loads the script and sends once more, as redis-py's `Script` does.
@@ -34,35 +35,22 @@ __all__ = ["Wire", "QueueWire", "ConnectionFactory", "ClusterRouter", "ClusterWi
 
 
 class QueueWire:
-    """The commands of one queue's verbs: the constant ones built once."""
+    """One queue as the Locust glue needs it beside the engine: its keys, its
+    lease, where crash notes go, and a zombie's complete."""
 
-    def __init__(self, name: str, scripts: Scripts, lease_ms: int, max_attempts: int,
-                 reap_limit: int, promote_limit: int) -> None:
-        k = QueueKeys(name)
+    def __init__(self, name: str, scripts: Scripts, lease_ms: int) -> None:
         self.name = name
-        self.keys = k
+        self.keys = QueueKeys(name)
         self.lease_s = lease_ms / 1000.0
-        self.max_attempts = max_attempts
-        self._sha = {verb: scripts.sha(verb) for verb in ("enqueue", "complete", "retry")}
-        self.claim_cmd = verbs.claim(k, lease_ms).evalsha(scripts.sha("claim"))
-        self.reap_cmd = verbs.reap(k, reap_limit, max_attempts).evalsha(scripts.sha("reap"))
-        self.promote_cmd = verbs.promote(k, promote_limit).evalsha(scripts.sha("promote"))
-        self.size_cmd = ("ZCARD", k.pending)
+        self._complete_sha = scripts.sha("complete")
 
     def crash_key(self, job_id: str) -> str:
         """Where a crashed consumer leaves its note for the re-claimer; in the
         queue's hash slot, outside the contract's keys (the audit ignores it)."""
         return f"{self.keys.base}locust:crash:{job_id}"
 
-    def enqueue(self, job_id: str, payload: bytes) -> tuple[Any, ...]:
-        return verbs.enqueue(self.keys, job_id, payload).evalsha(self._sha["enqueue"])
-
     def complete(self, job_id: str, token: int) -> tuple[Any, ...]:
-        return verbs.complete(self.keys, job_id, token).evalsha(self._sha["complete"])
-
-    def retry(self, job_id: str, token: int, error: str, delay_ms: int) -> tuple[Any, ...]:
-        call = verbs.retry(self.keys, job_id, token, error, delay_ms, self.max_attempts)
-        return call.evalsha(self._sha["retry"])
+        return verbs.complete(self.keys, job_id, token).evalsha(self._complete_sha)
 
 
 class ConnectionFactory:
