@@ -246,7 +246,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.records import meta
-    from echomq_bench.records.files import ResultsError, new_run_dir, write_json, write_tidy
+    from echomq_bench.records.files import ResultsError, new_run_dir
+    from echomq_bench.records.record import Record, write_record
 
     _preflight(args.server)  # a bad server fails here, before a results folder exists
     try:
@@ -268,10 +269,9 @@ def run(args: argparse.Namespace) -> int:
     passed = all(o.passed is not False for o in outcomes)
     info = meta.collect(quick=args.quick, scenarios=names, plan=plan.__dict__, load=base.__dict__, seed=args.seed)
     info["servers"] = list(seen.values())
-    write_json(out / "meta.json", info)
-    write_json(out / "summary.json", {"passed": passed, "quick": args.quick,
-                                      "scenarios": [o.to_dict() for o in outcomes]})
-    write_tidy(out / "faults.csv", _tidy(outcomes))
+    write_record(out, Record(kind="faults", meta=info, tables={"faults": _tidy(outcomes)},
+                             summary={"passed": passed, "quick": args.quick,
+                                      "scenarios": [o.to_dict() for o in outcomes]}))
     print(f"{'PASS' if passed else 'FAIL'}: {sum(o.passed is True for o in outcomes)} passed, "
           f"{sum(o.passed is False for o in outcomes)} failed, {sum(o.passed is None for o in outcomes)} skipped"
           f" -> {out}")

@@ -360,16 +360,16 @@ def run_gate(servers: Iterable[Any], *, out_dir: Path | str | None = None, **opt
     found = [gate_one(s, **options) for s in servers]
     run_dir = results.new_run_dir("gate", out_dir)
     settings = options.get("settings") or FULL
-    results.write_json(run_dir / "meta.json", meta.collect(servers, gate={
+    info = meta.collect(servers, gate={
         "baseline": [str(r.baseline) for r in found], "update": options.get("update", False),
         "tolerance": options.get("tolerance", DEFAULT_TOLERANCE),
         "ab_tolerance": options.get("ab_tolerance", DEFAULT_AB_TOLERANCE),
         "rounds": settings.rounds, "calls": settings.calls, "heavy_calls": settings.heavy_calls,
-        "sizes": vars(settings.sizes), "lua_dir": [r.measurement.lua_dir for r in found]}))
+        "sizes": vars(settings.sizes), "lua_dir": [r.measurement.lua_dir for r in found]})
     rows = [row for r in found for row in r.measurement.tidy_rows()]
-    results.write_tidy(run_dir / "microbench.csv", rows)
-    results.write_json(run_dir / "summary.json", {"passed": not any(r.regressions for r in found),
-                                                 "builds": [r.summary() for r in found]})
+    results.write_record(run_dir, results.Record(
+        kind="gate", meta=info, tables={"microbench": rows},
+        summary={"passed": not any(r.regressions for r in found), "builds": [r.summary() for r in found]}))
     for r in found:
         r.run_dir = run_dir  # type: ignore[attr-defined]
     return found

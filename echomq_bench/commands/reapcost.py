@@ -505,16 +505,17 @@ def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path
         if verbose:
             print("\r" + " " * 70 + "\r", end="", file=sys.stderr, flush=True)
     run_dir = results.new_run_dir("reapcost", out_dir)
-    results.write_json(run_dir / "meta.json", meta.collect(servers, reapcost={
+    info = meta.collect(servers, reapcost={
         "sizes": list(settings.sizes), "caps": list(settings.caps), "repeats": settings.repeats,
         "orphans": settings.orphans, "cadences_ms": list(settings.cadences_ms), "drain_size": settings.drain_size,
-        "verbs": list(settings.verbs), "quick": quick}))
-    results.write_tidy(run_dir / "reapcost.csv", [r for c in curves for r in (*c.tidy_rows(), *c.ratio_rows())])
-    results.write_tidy(run_dir / "drain.csv", [r for c in curves for r in c.drain_rows()])
-    summary = {"builds": [c.summary() for c in curves]}
+        "verbs": list(settings.verbs), "quick": quick})
+    summary: dict[str, Any] = {"builds": [c.summary() for c in curves]}
     ratios = [b["verbs"]["reap"]["ratio_largest_to_smallest_M"] for b in summary["builds"] if "reap" in b["verbs"]]
     summary["reap_ratio_target_met"] = all(r is not None and r <= 2.0 for r in ratios) if ratios else None
-    results.write_json(run_dir / "summary.json", summary)
+    results.write_record(run_dir, results.Record(
+        kind="reapcost", summary=summary, meta=info,
+        tables={"reapcost": [r for c in curves for r in (*c.tidy_rows(), *c.ratio_rows())],
+                "drain": [r for c in curves for r in c.drain_rows()]}))
     chart(curves, run_dir / "reapcost.png")
     summary["run_dir"] = str(run_dir)
     summary["text"] = "\n".join(format_curve(c) for c in curves)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from echomq_bench.measurement.workdist import WORK_HISTOGRAM
-from echomq_bench.records.files import write_json, write_tidy
+from echomq_bench.records.record import Record, write_record
 from echomq_bench.lease.analysis import LeaseResult, SweepResult, pooled_inputs
 from echomq_bench.lease.model import false_expiry
 
@@ -421,11 +421,10 @@ def write_run(run_dir: Path, results: Sequence[SweepResult], recs: Sequence[Reco
     from echomq_bench.lease.chart import draw
     from echomq_bench.lease.sweep import work_latency
 
-    write_json(run_dir / "meta.json", meta)
     summary = summary_dict(results, recs, checks)
-    write_json(run_dir / "summary.json", summary)
-    write_tidy(run_dir / "lease.csv", [row for res in results for row in _tidy_rows(res)])
-    write_tidy(run_dir / "recovery.csv", [row for res in results for row in _recovery_rows(res)])
+    write_record(run_dir, Record(kind="lease", summary=summary, meta=meta,
+                                 tables={"lease": [row for res in results for row in _tidy_rows(res)],
+                                         "recovery": [row for res in results for row in _recovery_rows(res)]}))
     lat = work_latency(results[0].data)
     for res in results[1:]:
         lat.merge(work_latency(res.data))

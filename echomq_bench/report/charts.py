@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-__all__ = ["throughput_vs_consumers", "latency_quantiles", "ratio_cis", "reap_curves", "read_hgrm"]
+__all__ = ["throughput_vs_consumers", "latency_quantiles", "ratio_cis", "reap_curves", "read_hgrm", "rate_timeline"]
 
 QUANTILE_TICKS = (50.0, 90.0, 99.0, 99.9, 99.99)
 
@@ -42,6 +42,22 @@ def throughput_vs_consumers(frame: pd.DataFrame, path: Path, footer: str = "") -
     ax.set_xlabel("consumers (connections, one claim in flight each)")
     ax.set_ylabel("claim+complete cycles/s")
     ax.set_title("Throughput against consumers")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    return _save(fig, path, footer)
+
+
+def rate_timeline(frame: pd.DataFrame, path: Path, footer: str = "") -> Path:
+    """frame: build, t_s, value (cycles/s per bin); one line per build, so a
+    burst of interference shows as a dip in one bin, not in the headline."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for build, rows in frame.groupby("build", sort=False):
+        pts = rows.groupby("t_s")["value"].median().sort_index()
+        ax.plot(pts.index, pts.values, marker=".", label=str(build))
+    ax.set_xlabel("seconds since the window opened")
+    ax.set_ylabel("claim+complete cycles/s")
+    ax.set_title("Rate over the window")
+    ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend()
     return _save(fig, path, footer)
