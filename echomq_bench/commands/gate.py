@@ -261,7 +261,7 @@ def verdicts(m: Measurement, base: dict[str, Any] | None, tolerance: float, ab_t
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class GateResult:
     build: str
     version: str
@@ -271,6 +271,7 @@ class GateResult:
     verdicts: list[Verdict]
     changed_scripts: list[str] = field(default_factory=list)
     updated: bool = False
+    run_dir: Path | None = None       # the results folder the run was written to
 
     @property
     def regressions(self) -> list[str]:
@@ -346,7 +347,7 @@ def gate_one(server: Any, *, baseline: Path | str | None = None, settings: Setti
     result = GateResult(server.name, version, path, base, m, found, changed)
     if update:
         write_baseline(path, m, None, drift, lua_dir=_shown(m.lua_dir), passes=UPDATE_PASSES)
-        result.updated = True
+        result = replace(result, updated=True)
     client.close()
     return result
 
@@ -370,9 +371,7 @@ def run_gate(servers: Iterable[Any], *, out_dir: Path | str | None = None, **opt
     results.write_record(run_dir, results.Record(
         kind="gate", meta=info, tables={"microbench": rows},
         summary={"passed": not any(r.regressions for r in found), "builds": [r.summary() for r in found]}))
-    for r in found:
-        r.run_dir = run_dir  # type: ignore[attr-defined]
-    return found
+    return [replace(r, run_dir=run_dir) for r in found]
 
 
 # -- printing ------------------------------------------------------------------------------
@@ -499,7 +498,7 @@ def run(args: argparse.Namespace) -> int:
                          cases=args.verbs, confirm=not args.no_confirm)
     for r in found:
         print(format_result(r))
-    run_dir = getattr(found[0], "run_dir", None)
+    run_dir = found[0].run_dir
     if run_dir:
         print(f"results: {run_dir}")
     bad = [f"{r.build}:{c}" for r in found for c in r.regressions]

@@ -49,7 +49,7 @@ class RunnerError(RuntimeError):
     """A peer's run went wrong; the message says what and where its log is."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Phase:
     """One phase (enqueue or drain) of one peer run."""
 
@@ -126,7 +126,7 @@ class Phase:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class PeerRun:
     """Everything one peer did in one trial on one server."""
 

@@ -102,7 +102,7 @@ class Drain:
         return (self.calls - 1) * cadence_ms + self.calls * call_us / 1000
 
 
-@dataclass
+@dataclass(frozen=True)
 class Curve:
     server: str
     version: str
@@ -316,7 +316,9 @@ def measure_curve(client: redis.Redis, *, server: str = "?", version: str = "?",
     """The whole grid for each verb on one server; keys are removed after."""
     tag = f"rc{secrets.token_hex(3)}"
     bulk = BulkFill(client)
-    curve = Curve(server, version, settings)
+    points: list[Point] = []
+    drains: list[Drain] = []
+    ratio_pairs: dict[str, list[tuple[int, int]]] = {}
     s0, cpu0, t0 = sample(client), process_cpu_s(), time.perf_counter()
     try:
         for verb in settings.verbs:
@@ -342,7 +344,7 @@ def measure_curve(client: redis.Redis, *, server: str = "?", version: str = "?",
                         got[m][0].append(usec)
                         got[m][1].append(rtt)
                 for m in order:
-                    curve.points.append(Point(verb, m, cap, k, *got[m]))
+                    points.append(Point(verb, m, cap, k, *got[m]))
             # The check: one full call of ratio_cap at the smallest and the
             # largest M, side by side, many times (a median of five would let
             # one preempted call decide it).
@@ -355,23 +357,21 @@ def measure_curve(client: redis.Redis, *, server: str = "?", version: str = "?",
                 a = _one_call(first, settings.ratio_cap, settings.ratio_cap)[0]
                 b = _one_call(second, settings.ratio_cap, settings.ratio_cap)[0]
                 pairs.append((a, b) if rep % 2 == 0 else (b, a))
-            curve.ratio_pairs[verb] = pairs
+            ratio_pairs[verb] = pairs
             # The drain beside drain_size live entries (or the nearest measured M).
             near = min(settings.sizes, key=lambda m: abs(math.log(m) - math.log(settings.drain_size)))
             for cap in settings.caps:
                 if progress:
                     progress(f"{verb}: draining {settings.orphans:,} at cap {cap:,}")
-                curve.drains.append(_drain(queues[near], cap, settings.orphans, near))
+                drains.append(_drain(queues[near], cap, settings.orphans, near))
             for v in queues.values():
                 client.unlink(v.zkey, v.q.keys.pending)
     finally:
         for key in list(client.scan_iter(match=f"emq:{{{tag}-*", count=10_000)):
             client.unlink(key)
     use = usage(s0, sample(client))
-    curve.wall_s = time.perf_counter() - t0
-    curve.server_main_cpu_s = use.main_cpu_s
-    curve.client_cpu_s = process_cpu_s() - cpu0
-    return curve
+    return Curve(server, version, settings, points, drains, ratio_pairs, wall_s=time.perf_counter() - t0,
+                 server_main_cpu_s=use.main_cpu_s, client_cpu_s=process_cpu_s() - cpu0)
 
 
 # -- reporting -----------------------------------------------------------------------------

@@ -45,7 +45,7 @@ class Interval:
                 for k, v in (("value", self.value), ("lo", self.lo), ("hi", self.hi))}
 
 
-@dataclass
+@dataclass(frozen=True)
 class LeaseResult:
     lease_ms: float
     lease_real_ms: int
@@ -82,7 +82,7 @@ class LeaseResult:
         return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class MassResult:
     k: int
     cap: int
@@ -102,7 +102,7 @@ class MassResult:
             all(t == self.model_ticks for t in self.ticks)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepResult:
     data: SweepData
     leases: list[LeaseResult]
