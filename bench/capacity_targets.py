@@ -34,6 +34,7 @@ from echomq_bench.commands.compare import Build, run_compare, unique_builds
 from echomq.queue import Queue
 from echomq.scripts import lua_dir
 from echomq_bench.servers.embedded import parse_server_spec, start
+from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.measurement.stats import SAME, SLOWER
 from echomq_bench.capacity.workload import StderrProgress
 
@@ -66,8 +67,8 @@ def claim_costs(spec: str, folders: list[Path | None], rounds: int = 40, batch: 
                 for _ in range(batch):
                     pipe.evalsha(q.scripts.sha("claim"), 2, q.keys.pending, q.keys.active, q.keys.job_prefix, 60_000)
                 pipe.execute()
-        stats = [c.info("commandstats")["cmdstat_evalsha"] for c in clients]
-    return [s["usec"] / s["calls"] for s in stats]
+        stats = [command_stats(c, "evalsha") for c in clients]
+    return [usec / calls for calls, usec in stats]
 
 
 def slow_scripts(spec: str, tmp: Path) -> tuple[Path, float, float]:

@@ -18,17 +18,12 @@ import statistics
 import sys
 from pathlib import Path
 
-import redis
 
 from echomq import Queue, mint
+from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.servers.embedded import DEFAULT_SPECS, running
 
 HERE = Path(__file__).parent
-
-
-def evalsha_usec(client: redis.Redis) -> tuple[int, int]:
-    stats = client.info("commandstats").get("cmdstat_evalsha", {})
-    return int(stats.get("usec", 0)), int(stats.get("calls", 0))
 
 
 def fill(q: Queue, n: int) -> None:
@@ -53,7 +48,7 @@ def one_round(q: Queue, claim_sha: str, complete_sha: str, n: int) -> float:
         pipe.evalsha(complete_sha, 2, k.active, k.job(job_id.decode()), job_id, token)
     replies = pipe.execute()
     assert all(r == b"ok" for r in replies), "a complete was refused"
-    usec, calls = evalsha_usec(c)
+    calls, usec = command_stats(c)
     assert calls == 2 * n, f"expected {2 * n} EVALSHA calls, saw {calls}"
     return usec / n
 

@@ -36,7 +36,7 @@ import redis
 
 from echomq_bench.load.bulk import BulkFill, delete_keys, id_block, server_ms
 from echomq.queue import Queue
-from echomq_bench.measurement.serverstats import bound, process_cpu_s, sample, usage
+from echomq_bench.measurement.serverstats import bound, command_stats, process_cpu_s, sample, usage
 
 __all__ = ["CurveSettings", "FULL", "QUICK", "Point", "Drain", "Curve", "measure_curve", "run_reap_curve",
            "format_curve", "configure", "run"]
@@ -267,19 +267,14 @@ class _Verb:
         delete_keys(c, map(self.q.keys.job, ids))
 
 
-def _evalsha(client: redis.Redis) -> tuple[int, int]:
-    entry = client.info("commandstats").get("cmdstat_evalsha") or {}
-    return int(entry.get("calls", 0)), int(entry.get("usec", 0))
-
-
 def _one_call(v: _Verb, cap: int, k: int) -> tuple[int, float]:
     """Set k due entries, then one timed call; its server µs and round trip µs."""
     ids = v.due(k)
-    calls0, usec0 = _evalsha(v.q.client)
+    calls0, usec0 = command_stats(v.q.client)
     t0 = time.perf_counter()
     moved = v.call(cap)
     rtt = (time.perf_counter() - t0) * 1e6
-    calls1, usec1 = _evalsha(v.q.client)
+    calls1, usec1 = command_stats(v.q.client)
     v.clean(ids)
     if moved != min(k, cap):
         raise RuntimeError(f"{v.verb}({cap}) with {k} due moved {moved}, expected {min(k, cap)}")
@@ -292,20 +287,20 @@ def _one_call(v: _Verb, cap: int, k: int) -> tuple[int, float]:
 def _drain(v: _Verb, cap: int, orphans: int, size: int) -> Drain:
     """K orphans at once, reaped back to back until none is left."""
     ids = v.due(orphans)
-    calls0, usec0 = _evalsha(v.q.client)
+    calls0, usec0 = command_stats(v.q.client)
     worst, n, left = 0, 0, orphans
     t0 = time.perf_counter()
     while left > 0:
-        c0, u0 = _evalsha(v.q.client)
+        c0, u0 = command_stats(v.q.client)
         moved = v.call(cap)
-        c1, u1 = _evalsha(v.q.client)
+        c1, u1 = command_stats(v.q.client)
         worst = max(worst, u1 - u0)
         n += 1
         left -= moved
         if moved == 0:
             raise RuntimeError(f"{v.verb}({cap}) moved nothing with {left} still due")
     wall = (time.perf_counter() - t0) * 1000
-    calls1, usec1 = _evalsha(v.q.client)
+    calls1, usec1 = command_stats(v.q.client)
     v.clean(ids)
     return Drain(v.verb, cap, orphans, size, n, wall, (usec1 - usec0) / 1000, worst)
 

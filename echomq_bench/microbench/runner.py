@@ -44,7 +44,7 @@ import numpy as np
 import redis
 
 from echomq_bench.microbench.cases import CASES, KEEP, REFERENCES, SUB_US_KEEP, VERB_CASES, Case, Env, Sizes
-from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage
+from echomq_bench.measurement.serverstats import commandstats_entry, process_cpu_s, sample, usage
 
 __all__ = [
     "Settings", "FULL", "QUICK", "Sizes", "Batch", "Figure", "Comparison", "Measurement", "MicrobenchError",
@@ -123,11 +123,6 @@ class Batch:
         return self.ref_us if reference == "read_100" else self.noop_us
 
 
-def _usec(stats: dict[str, Any], command: str) -> tuple[int, int]:
-    entry = stats.get(f"cmdstat_{command}") or {}
-    return int(entry.get("calls", 0)), int(entry.get("usec", 0))
-
-
 def run_batch(cases: Sequence[Case], n: int) -> list[Batch]:
     """n iterations; each runs every case once (one case, or the same verb
     under two script folders, A B A B), each call followed by the no-op
@@ -159,7 +154,7 @@ def run_batch(cases: Sequence[Case], n: int) -> list[Batch]:
                 ping()
                 t3 = clock()
                 now = client.info("commandstats")
-                delta = {c: (_usec(now, c)[0] - _usec(stats, c)[0], _usec(now, c)[1] - _usec(stats, c)[1])
+                delta = {c: (commandstats_entry(now, c)[0] - commandstats_entry(stats, c)[0], commandstats_entry(now, c)[1] - commandstats_entry(stats, c)[1])
                          for c in (case.command, "eval", "ping")}
                 if [d[0] for d in delta.values()] != [1, 1, 1]:
                     raise MicrobenchError(
@@ -180,7 +175,7 @@ def run_batch(cases: Sequence[Case], n: int) -> list[Batch]:
                     env.read_100_eval()
                     t5 = clock()
                     now = client.info("commandstats")
-                    calls, usec = (a - b for a, b in zip(_usec(now, "eval"), _usec(stats, "eval")))
+                    calls, usec = (a - b for a, b in zip(commandstats_entry(now, "eval"), commandstats_entry(stats, "eval")))
                     if calls != 1:
                         raise MicrobenchError(f"{case.name}: the server counted {calls} EVAL for one reference "
                                               "call; another client is using the server")
