@@ -18,7 +18,6 @@ import statistics
 import sys
 from pathlib import Path
 
-
 from echomq import Queue, mint
 from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.servers.embedded import DEFAULT_SPECS, running
