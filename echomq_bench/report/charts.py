@@ -17,6 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from echomq_bench.measurement import latency  # noqa: E402
+
 __all__ = ["throughput_vs_consumers", "latency_quantiles", "ratio_cis", "reap_curves", "read_hgrm", "rate_timeline"]
 
 QUANTILE_TICKS = (50.0, 90.0, 99.0, 99.9, 99.99)
@@ -65,16 +67,7 @@ def rate_timeline(frame: pd.DataFrame, path: Path, footer: str = "") -> Path:
 
 def read_hgrm(path: Path) -> pd.DataFrame:
     """The percentile table of an .hgrm file: value (ms) against percentile."""
-    rows = []
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) == 4 and not line.lstrip().startswith("#"):
-            try:
-                value, pct = float(parts[0]), float(parts[1])
-            except ValueError:
-                continue
-            rows.append((value, pct))
-    return pd.DataFrame(rows, columns=["value_ms", "percentile"])
+    return pd.DataFrame([row[:2] for row in latency.read_hgrm(path)], columns=["value_ms", "percentile"])
 
 
 def latency_quantiles(curves: Mapping[str, pd.DataFrame], path: Path, footer: str = "") -> Path:
