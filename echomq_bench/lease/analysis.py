@@ -22,7 +22,8 @@ from echomq_bench.lease.model import (
     lease_expiry,
     recovery_samples,
 )
-from echomq_bench.lease.stats import bootstrap_ci, quantile, quantile_ci, rate_ci, wilson
+from echomq_bench.lease.stats import quantile, quantile_ci, rate_ci, wilson
+from echomq_bench.measurement.stats import bootstrap_ci
 from echomq_bench.lease.sweep import LeaseData, SweepData
 
 __all__ = ["Interval", "LeaseResult", "MassResult", "SweepResult", "analyse", "model_inputs", "pooled_inputs"]
@@ -202,9 +203,9 @@ def _lease_result(d: LeaseData, data: SweepData, dist: Distribution) -> LeaseRes
     wasted = float(w[refused_mask].sum()) / 1000 if n_live else 0.0
     total_work = float(w.sum()) / 1000 if n_live else 0.0
     share_value = wasted / total_work if total_work else math.nan
-    share_ci = bootstrap_ci([w, refused_mask.astype(float)],
-                            lambda ww, rr: float((ww * rr).sum() / ww.sum()) if ww.sum() else math.nan,
-                            seed=settings.seed) if n_live else (math.nan, math.nan)
+    share_ci = bootstrap_ci(w, refused_mask.astype(float),
+                            stat=lambda ww, rr: float((ww * rr).sum() / ww.sum()) if ww.sum() else math.nan,
+                            n_boot=400, seed=settings.seed)[1:] if n_live else (math.nan, math.nan)
     wasted_share = _interval(share_value, share_ci)
 
     got = ~np.isnan(crashed["reclaim"]) if n_crash else np.zeros(0, dtype=bool)
