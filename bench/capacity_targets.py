@@ -36,7 +36,7 @@ from echomq.scripts import lua_dir
 from echomq_bench.servers.embedded import parse_server_spec, start
 from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.measurement.stats import SAME, SLOWER
-from echomq_bench.capacity.workload import StderrProgress
+from echomq_bench.progress import Progress
 
 MARK = "local popped = rcall('ZPOPMIN', pendingKey)"
 BUSY_TARGET = 0.85
@@ -108,7 +108,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="slowed-build comparisons (default 3)")
     parser.add_argument("--build", default="redis", help="the build for targets 2 and 3 (default redis)")
     args = parser.parse_args()
-    progress = StderrProgress()
+    progress = Progress()
     ok = True
 
     print(f"1. capacity: server main thread busy >= {BUSY_TARGET:.0%}")

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
 from echomq_bench.commands.capacity import CapacitySettings
 
-__all__ = ["seconds", "milliseconds", "add_workload_options", "settings_from_args", "StderrProgress"]
+__all__ = ["seconds", "milliseconds", "add_workload_options", "settings_from_args"]
 
 
 def seconds(text: str) -> float:
@@ -86,28 +85,3 @@ def settings_from_args(args: argparse.Namespace, **extra: Any) -> CapacitySettin
     settings.check()
     return settings
 
-
-class StderrProgress:
-    """Progress on stderr: one line rewritten in place on a terminal; in a
-    log, one line per phase (a countdown shows once)."""
-
-    def __init__(self, stream: Any = None) -> None:
-        self.stream = stream or sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.last = ""
-
-    def __call__(self, text: str) -> None:
-        if self.tty:
-            self.stream.write("\r\033[K" + text)
-        else:
-            phase = " ".join(text.split()[:2])
-            if phase == self.last:
-                return
-            self.last = phase
-            self.stream.write(text + "\n")
-        self.stream.flush()
-
-    def done(self) -> None:
-        if self.tty:
-            self.stream.write("\r\033[K")
-            self.stream.flush()

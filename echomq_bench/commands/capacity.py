@@ -189,10 +189,11 @@ def _shown(progress: Any) -> Say:
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.capacity.cluster import ClusterCapacityResult, format_cluster
     from echomq_bench.records.files import new_run_dir
-    from echomq_bench.capacity.workload import StderrProgress, settings_from_args
+    from echomq_bench.capacity.workload import settings_from_args
+    from echomq_bench.progress import Progress
 
     settings = settings_from_args(args, ledger=args.audit)
-    progress = StderrProgress()
+    progress = Progress()
     results: list[CapacityResult | ClusterCapacityResult] = []
     from echomq_bench.commands.compare import unique_builds
 

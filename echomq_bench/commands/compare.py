@@ -44,7 +44,8 @@ from echomq_bench.measurement.latency import Latency
 from echomq.scripts import discover
 from echomq_bench.servers.embedded import ServerSpec, parse_server_spec
 from echomq_bench.measurement.stats import Comparison, compare_ratios, round_ratio
-from echomq_bench.capacity.workload import StderrProgress, add_workload_options, seconds, settings_from_args
+from echomq_bench.capacity.workload import add_workload_options, seconds, settings_from_args
+from echomq_bench.progress import Progress
 
 __all__ = ["Build", "Trial", "CompareResult", "run_compare", "write_compare", "METRICS", "configure", "run"]
 
@@ -379,7 +380,7 @@ def run(args: argparse.Namespace) -> int:
     for b in builds:
         if b.spec.kind == "url":
             print(f"note: {b.name} is a running server, not started fresh for each trial", file=sys.stderr)
-    progress = StderrProgress()
+    progress = Progress()
     result = run_compare(builds, settings, args.trials, interleave=args.interleave, slot_s=args.slot,
                          progress=progress, min_effect=args.min_effect)
     progress.done()

@@ -28,7 +28,6 @@ import argparse
 import random
 import resource
 import secrets
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,6 +39,7 @@ from echomq_bench.load.audit import audit
 from echomq_bench.measurement.workdist import DistError, parse_dist
 from echomq.errors import EchoMQError
 from echomq_bench.faults.load import Evidence, Fleet, LoadSettings, read_logs
+from echomq_bench.progress import Progress
 from echomq_bench.faults.scenarios import (FULL, QUICK, SCENARIOS, Check, Ctx, Injection, Plan, Scenario, active_tokens,
                              members)
 from echomq.keys import QueueKeys
@@ -253,9 +253,10 @@ def run(args: argparse.Namespace) -> int:
     names = args.scenario or list(SCENARIOS)
     seen: dict[str, Any] = {}
     outcomes: list[Outcome] = []
+    progress = Progress(label="faults")
     for spec in args.server:
         for name in names:
-            print(f"faults: {spec.name} {name} ...", file=sys.stderr, flush=True)
+            progress.end(f"{spec.name} {name} ...")
             outcome = run_scenario(spec, SCENARIOS[name], plan, base, out / "logs", args.seed,
                                    on_server=lambda s: seen.setdefault(s.name, meta.describe_server(s)))
             outcomes.append(outcome)

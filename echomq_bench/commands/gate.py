@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from echomq_bench.microbench.cases import CASES, VERB_CASES
 from echomq.scripts import discover, lua_dir
 from echomq_bench.measurement.serverstats import bound
+from echomq_bench.progress import Progress
 
 if TYPE_CHECKING:
     from echomq_bench.microbench.runner import Figure, Measurement, Settings
@@ -291,12 +292,6 @@ class GateResult:
 # -- running -------------------------------------------------------------------------------
 
 
-def _progress(label: str) -> Any:
-    def report(text: str) -> None:
-        print(f"\r{label}: {text:<24}", end="", file=sys.stderr, flush=True)
-    return report
-
-
 def _changed(current: dict[str, dict[str, Any]], base: dict[str, Any] | None) -> list[str]:
     if not base:
         return []
@@ -322,7 +317,7 @@ def gate_one(server: Any, *, baseline: Path | str | None = None, settings: Setti
     ab_cases = [] if update else [c for c in names if CASES[c].script in changed]
     client = server.client()
     version = server.version()
-    progress = None if quiet else _progress(f"gate {server.name}")
+    progress = None if quiet else Progress(label=f"gate {server.name}")
     with tempfile.TemporaryDirectory(prefix="echomq-gate-") as tmp:
         ab_dir = write_scripts(base["scripts"], Path(tmp)) if ab_cases and base else None
         if update:
@@ -343,7 +338,7 @@ def gate_one(server: Any, *, baseline: Path | str | None = None, settings: Setti
                 second = {v.case: v for v in verdicts(again, base, tolerance, ab_tolerance)}
                 found = [replace(v, confirmed=second[v.case].flagged) if v.case in second else v for v in found]
     if progress:
-        print("\r" + " " * 60 + "\r", end="", file=sys.stderr, flush=True)
+        progress.done()
     result = GateResult(server.name, version, path, base, m, found, changed)
     if update:
         write_baseline(path, m, None, drift, lua_dir=_shown(m.lua_dir), passes=UPDATE_PASSES)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 from urllib.parse import quote
 
+from echomq_bench.progress import Progress
 from echomq_bench.records import meta as meta_mod
 from echomq_bench.records import files as results
 from echomq_bench.measurement import serverstats
@@ -574,27 +575,6 @@ def _remove_tree(path: Path) -> None:
     for child in path.iterdir():
         child.unlink()
     path.rmdir()
-
-
-class Progress:
-    """One status line on stderr: redrawn on a terminal; into a log, a line every 10 s."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self.every = 0.2 if self.tty else 10.0
-        self.last = time.monotonic()
-
-    def show(self, text: str) -> None:
-        now = time.monotonic()
-        if now - self.last >= self.every:
-            self.last = now
-            sys.stderr.write("\r\033[K" + text if self.tty else text + "\n")
-            sys.stderr.flush()
-
-    def end(self, text: str) -> None:
-        self.last = time.monotonic()
-        sys.stderr.write(("\r\033[K" if self.tty else "") + text + "\n")
-        sys.stderr.flush()
 
 
 # -- summary, tidy rows, table ---------------------------------------------------

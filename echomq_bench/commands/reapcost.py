@@ -37,6 +37,7 @@ import redis
 from echomq_bench.load.bulk import BulkFill, delete_keys, id_block, server_ms
 from echomq.queue import Queue
 from echomq_bench.measurement.serverstats import bound, command_stats, process_cpu_s, sample, usage
+from echomq_bench.progress import Progress
 
 __all__ = ["CurveSettings", "FULL", "QUICK", "Point", "Drain", "Curve", "measure_curve", "run_reap_curve",
            "format_curve", "configure", "run"]
@@ -478,11 +479,6 @@ def chart(curves: Sequence[Curve], path: Path) -> Path:
     return path
 
 
-def _progress_line(name: str) -> Callable[[str], None]:
-    """One stderr line, rewritten in place, for one server's curve."""
-    return lambda text: print(f"\rreapcost {name}: {text:<48}", end="", file=sys.stderr, flush=True)
-
-
 def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path | str | None = None,
                    settings: CurveSettings | None = None, verbose: bool = True) -> dict[str, Any]:
     """Measure the curves on each server and write results/<run-id>/ with
@@ -493,12 +489,12 @@ def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path
     settings = settings or (QUICK if quick else FULL)
     curves = []
     for server in servers:
-        progress = _progress_line(server.name) if verbose else None
+        progress = Progress(label=f"reapcost {server.name}") if verbose else None
         with server.client() as client:
             curves.append(measure_curve(client, server=server.name, version=server.version(),
                                         settings=settings, progress=progress))
-        if verbose:
-            print("\r" + " " * 70 + "\r", end="", file=sys.stderr, flush=True)
+        if progress:
+            progress.done()
     run_dir = results.new_run_dir("reapcost", out_dir)
     info = meta.collect(servers, reapcost={
         "sizes": list(settings.sizes), "caps": list(settings.caps), "repeats": settings.repeats,

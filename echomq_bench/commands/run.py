@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
+from echomq_bench.progress import Progress
 from echomq_bench.records import meta, files as results
 from echomq_bench.commands.reapcost import QUICK, CurveSettings
 from echomq_bench.servers.embedded import ServerSpec
@@ -53,21 +54,22 @@ class Phases:
     def __init__(self, names: list[str]) -> None:
         self.names, self.i, self.t0 = names, 0, time.monotonic()
         self.started = self.t0
+        self.status = Progress()
 
     def next(self) -> None:
         now = time.monotonic()
         if self.i:
-            print(f"      done in {now - self.started:.0f} s", file=sys.stderr, flush=True)
+            self.status.end(f"      done in {now - self.started:.0f} s")
         self.started = now
         if self.i < len(self.names):
-            print(f"[{self.i + 1}/{len(self.names)}] {self.names[self.i]}", file=sys.stderr, flush=True)
+            self.status.end(f"[{self.i + 1}/{len(self.names)}] {self.names[self.i]}")
         self.i += 1
 
     def say(self, text: str) -> None:
-        print(f"\r      {text[:100]:<100}", end="", file=sys.stderr, flush=True)
+        self.status(f"      {text}")
 
     def end_line(self) -> None:
-        print("\r" + " " * 108 + "\r", end="", file=sys.stderr, flush=True)
+        self.status.done()
 
     @property
     def elapsed(self) -> float:
