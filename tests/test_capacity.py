@@ -13,6 +13,7 @@ import redis
 from echomq_bench.load.backlog import IdBlock, remove_queue
 from echomq_bench.commands.capacity import CapacityError, CapacitySettings, run_capacity
 from echomq_bench.cli import main
+from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.report import build_report
 from echomq.ids import Minter, parse_id
 from echomq.keys import QueueKeys
@@ -22,7 +23,7 @@ QUICK = CapacitySettings(duration_s=0.5, warmup_s=0.1, connections=3, pipeline=3
 
 
 def evalsha_calls(client: redis.Redis) -> int:
-    return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+    return command_stats(client, "evalsha")[0]
 
 
 def job_rows(client: redis.Redis, queue: str) -> int:
