@@ -150,6 +150,9 @@ def test_a_record_round_trips_frozen_with_kind_and_schema(tmp_path: Path) -> Non
         back.summary["builds"] = {}  # type: ignore[index]
     with pytest.raises(ValueError, match="kind"):
         Record(kind="capacity", summary={"kind": "compare"})
+    write_record(tmp_path / "newer", dataclasses.replace(record, schema=SCHEMA + 1))
+    with pytest.raises(ResultsError, match=f"schema {SCHEMA + 1}; this version reads schema {SCHEMA}"):
+        read_record(tmp_path / "newer")
 
 
 def test_report_renders_by_the_declared_kind_not_the_table_names(tmp_path: Path) -> None:

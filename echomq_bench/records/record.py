@@ -158,15 +158,19 @@ def _read_rows(path: Path) -> Rows:
 
 def read_record(run_dir: Path | str) -> Record:
     """The record `write_record` wrote. A folder whose summary.json has no
-    kind is refused with the kinds this version writes."""
+    kind is refused with the kinds this version writes, and one written by
+    a newer schema than this version knows is refused by number."""
     run_dir = Path(run_dir)
     if not (run_dir / "summary.json").is_file():
         raise ResultsError(f"{run_dir}: not a finished run (no summary.json)")
     data = read_json(run_dir / "summary.json")
     kind = data.pop("kind", None)
-    schema = data.pop("schema", None)
+    schema = data.pop("schema", 0)  # folders written before records declared a schema
     if not kind:
         raise ResultsError(f"{run_dir}: summary.json declares no kind; known kinds: {', '.join(KINDS)}")
+    if not isinstance(schema, int) or schema > SCHEMA:
+        raise ResultsError(f"{run_dir}: summary.json has schema {schema!r}; this version reads schema {SCHEMA} "
+                           "and older")
     meta = read_json(run_dir / "meta.json") if (run_dir / "meta.json").is_file() else {}
     tables = {p.stem: _read_rows(p) for p in sorted(run_dir.glob("*.csv"))}
-    return Record(kind=kind, summary=data, tables=tables, meta=meta, schema=int(schema or 0))
+    return Record(kind=kind, summary=data, tables=tables, meta=meta, schema=schema)
