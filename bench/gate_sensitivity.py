@@ -9,7 +9,7 @@
 3. Run it --runs times with ECHOMQ_LUA_DIR at a copy of lua/ whose claim
    carries the loop: each must fail, naming claim and nothing else.
 
-Every gate is a fresh `python -m echomq gate` process against the committed
+Every gate is a fresh `python -m echomq_bench gate` process against the committed
 baseline (results/baselines), exactly as CI would run it. Run under
 `flock /tmp/echomq-measure.lock` when the numbers are to be reported.
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from echomq_bench.commands.gate import slowed_copy
 from echomq_bench.measurement.serverstats import command_stats
-from echomq_bench.microbench.runner import FULL, measure, typical
+from echomq_bench.microbench.runner import FULL, MeasureOptions, measure, typical
 from echomq.scripts import lua_dir
 from echomq_bench.servers.embedded import DEFAULT_SPECS, running
 
@@ -51,7 +51,7 @@ def calibrate(server: object, slowdown: float, work: Path) -> tuple[Path, int, f
     the loop's iterations, claim's µs and the slowdown measured A/B (the
     full settings whatever the gate's mode: this figure is the one reported)."""
     client = server.client()  # type: ignore[attr-defined]
-    m = measure(client, settings=FULL, cases=["claim"])
+    m = measure(client, MeasureOptions(settings=FULL, cases=["claim"]))
     claim_us = typical([us for b in m.batches("claim") for us in b.server_us])
     per_iter_us = loop_ns_per_iteration(client) / 1000
     iterations = max(1, round(slowdown * claim_us / per_iter_us))
@@ -59,8 +59,8 @@ def calibrate(server: object, slowdown: float, work: Path) -> tuple[Path, int, f
     for _ in range(4):  # the loop inside claim costs a little more or less than alone: adjust
         # A fresh folder each try: scripts are cached by folder.
         folder = slowed_copy(work / f"lua-slow-claim-{iterations}", "claim", iterations)
-        ab = measure(client, settings=FULL, cases=["claim"], ab_lua_dir=str(lua_dir()), lua_dir=folder,
-                     ab_cases=["claim"])
+        ab = measure(client, MeasureOptions(settings=FULL, cases=["claim"], ab_lua_dir=str(lua_dir()),
+                                            lua_dir=folder, ab_cases=["claim"]))
         measured = ab.comparisons()["claim"].ratio - 1
         tries.append((abs(measured - slowdown), iterations, folder, measured))
         if abs(measured - slowdown) <= 0.02:
@@ -72,7 +72,7 @@ def calibrate(server: object, slowdown: float, work: Path) -> tuple[Path, int, f
 
 
 def one_gate(specs: list[str], baseline: str | None, quick: bool, out: Path, lua: Path | None) -> dict[str, object]:
-    cmd = [sys.executable, "-m", "echomq", "gate", "--out", str(out)]
+    cmd = [sys.executable, "-m", "echomq_bench", "gate", "--out", str(out)]
     for spec in specs:
         cmd += ["--server", spec]
     if baseline:

@@ -125,7 +125,7 @@ class Launch:
         self.out = out
         self.reference = name.startswith("redis-py")
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        common = ["-f", str(ROOT / "scenarios" / "claim_complete.py"), "--server", url, "--lease-ms", str(LEASE_MS),
+        common = ["-f", str(ROOT / "scenarios" / "claim_complete.py"), "--server", url, "--lease", f"{LEASE_MS}ms",
                   "--producers", str(PRODUCERS), "--batch", str(BATCH), "--backlog", str(BACKLOG),
                   "--only-summary", "--loglevel", "WARNING"]
         log = open(out / "client.log", "wb")

@@ -1,9 +1,12 @@
 """`echomq-bench`: one console script, one module per command.
 
-Every command takes `--server SPEC` (repeatable) with the same meaning; the
-default is both embedded builds. A command module provides
-`configure(parser)` and `run(args) -> exit code`, and is imported only when
-it runs, so `echomq-bench check` does not pay for pandas.
+Every command that talks to a server takes `--server SPEC` (repeatable) with
+the same meaning; the default is both embedded builds. A command module
+provides `configure(parser)` and `run(args) -> exit code`. The parser is
+built from the table below without importing any command module: only the
+command being run (or asked for its --help) is imported and configured, so
+`echomq-bench check` never pays for pandas. Option types and shared flags
+live in `echomq_bench.options`.
 """
 
 from __future__ import annotations
@@ -11,65 +14,90 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["main", "COMMANDS"]
+from echomq_bench.options import add_server_option
 
-# command name -> module; the module's docstring first line is the help text.
-COMMANDS: dict[str, str] = {
-    "check": "echomq_bench.commands.check",
-    "run": "echomq_bench.commands.run",
-    "gate": "echomq_bench.commands.gate",
-    "reapcost": "echomq_bench.commands.reapcost",
-    "faults": "echomq_bench.commands.faults",
-    "peers": "echomq_bench.commands.peers",
-    "lease": "echomq_bench.commands.lease",
-    "report": "echomq_bench.commands.report",
-    "capacity": "echomq_bench.commands.capacity",
-    "compare": "echomq_bench.commands.compare",
-    "failover": "echomq_bench.commands.failover",
+__all__ = ["main", "build_parser", "COMMANDS", "Command"]
+
+
+@dataclass(frozen=True)
+class Command:
+    summary: str          # one whole sentence, shown in `echomq-bench --help`
+    server: bool = True   # takes --server: it talks to a server
+
+
+COMMANDS: dict[str, Command] = {
+    "check": Command("Play the conformance stories (J1-J5, L1-L6) on each server and say which pass."),
+    "run": Command("The main job: check, capacity, compare, consumers, reap cost and a lease sweep, then the "
+                   "report."),
+    "gate": Command("Fail when a verb got slower than the committed baseline, naming it."),
+    "reapcost": Command("Measure what one reap or promote call costs the server against the set size and the "
+                        "cap."),
+    "faults": Command("Inject seven faults under a steady load and audit where every job went."),
+    "peers": Command("Run the same no-op jobs through echomq, BullMQ, RQ and arq on the same server."),
+    "lease": Command("Sweep leases on a real server, model them and recommend one."),
+    "report": Command("Turn results folders into report.md, a self-contained report.html and PNG charts.",
+                      server=False),
+    "capacity": Command("Measure how many claim/complete cycles per second a server sustains, and what bound it."),
+    "compare": Command("Judge whether build B is faster than build A, over interleaved trials with confidence "
+                       "intervals."),
+    "failover": Command("Kill a cluster master under load and audit where every job went."),
 }
 
 
-def server_spec(text: str) -> object:
-    from echomq_bench.servers.embedded import ServerSpecError, parse_server_spec
-
-    try:
-        return parse_server_spec(text)
-    except ServerSpecError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+DESCRIPTION = "Benchmarks and checks of the echomq job queue on Redis and Valkey; one command per question."
+CONVENTIONS = ("Every command: durations carry their unit (500ms, 10s, 1.5s, 2m); a list repeats its flag or takes "
+               "a comma list; --rate is jobs/s offered over the whole run; --quick is the short form of a long "
+               "command. `echomq-bench COMMAND --help` shows a command's flags.")
 
 
-def add_server_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--server",
-        action="append",
-        type=server_spec,
-        metavar="SPEC",
-        help="redis | valkey | NAME=BINARY [ARGS...] | redis://... | rediss://... "
-        "| redis-cluster | valkey-cluster | redis+cluster://... "
-        "(repeatable; default: redis and valkey, embedded)",
-    )
+class _NoServer(argparse.Action):
+    """--server on a command that talks to no server: say so instead of 'unrecognized arguments'."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        parser.error("it reads results folders and talks to no server: drop --server")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="echomq-bench", description=__doc__.splitlines()[0])
+def module_of(name: str) -> object:
+    return importlib.import_module(f"echomq_bench.commands.{name}")
+
+
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The command named in argv: the first word that is one (the top level has no options with values)."""
+    return next((word for word in argv if word in COMMANDS), None)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line; only the command argv names is imported and configured.
+    With argv None every command is configured (a full parser, for tools and tests)."""
+    parser = argparse.ArgumentParser(prog="echomq-bench", description=DESCRIPTION, epilog=CONVENTIONS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, module_name in COMMANDS.items():
-        module = importlib.import_module(module_name)
-        command = sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0])
-        add_server_option(command)
-        module.configure(command)
-        command.set_defaults(_module=module)
+    wanted = None if argv is None else chosen_command(argv)
+    for name, command in COMMANDS.items():
+        cmd = sub.add_parser(name, help=command.summary, description=command.summary)
+        if argv is not None and name != wanted:
+            continue
+        if command.server:
+            add_server_option(cmd)
+        else:
+            cmd.add_argument("--server", action=_NoServer, nargs="?", help=argparse.SUPPRESS)
+        module = module_of(name)
+        module.configure(cmd)  # type: ignore[attr-defined]
+        cmd.set_defaults(_module=module)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from echomq.errors import EchoMQError
-    from echomq_bench.servers.embedded import DEFAULT_SPECS, parse_server_spec
 
-    args = build_parser().parse_args(argv)
-    if not args.server:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
+    if COMMANDS[args.command].server and not args.server:
+        from echomq_bench.servers.embedded import DEFAULT_SPECS, parse_server_spec
+
         args.server = [parse_server_spec(s) for s in DEFAULT_SPECS]
     try:
         return int(args._module.run(args))

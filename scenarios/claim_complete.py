@@ -13,7 +13,7 @@ every job ends the run (audit.json beside the --csv prefix).
 
 from echomq_bench.locust import Consumer, ConsumerSteps, install
 
-install("claim_complete", lease_ms=30_000, work="const:0", reap_every="1s", promote_every="1s")
+install("claim_complete", lease="30s", work="const:0", reap_every="1s", promote_every="1s")
 
 
 class ClaimComplete(Consumer):

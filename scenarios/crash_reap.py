@@ -13,7 +13,7 @@ lease deadline to the next claim of the job, and from the crash to it.
 
 from echomq_bench.locust import Consumer, ConsumerSteps, install
 
-install("crash_reap", lease_ms=500, work="exp:mean=10ms", crash_rate=0.05, zombie_share=0.5,
+install("crash_reap", lease="500ms", work="exp:mean=10ms", crash_rate=0.05, zombie_share=0.5,
         reap_every="100ms", promote_every="1s", max_attempts=3)
 
 

@@ -10,7 +10,7 @@ share p^m of jobs ends dead; the audit at the end accounts for every one.
 
 from echomq_bench.locust import Consumer, ConsumerSteps, install
 
-install("retry_dead", lease_ms=30_000, work="exp:mean=2ms", fail_rate=0.3, max_attempts=3,
+install("retry_dead", lease="30s", work="exp:mean=2ms", fail_rate=0.3, max_attempts=3,
         backoff_base="20ms", backoff_cap="500ms", promote_every="50ms", reap_every="1s")
 
 

@@ -100,7 +100,7 @@ def test_work_time_holds_each_job_before_its_complete(server: object, client: re
 
 def test_result_files_carry_the_headline_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cap"
-    code = main(["capacity", "--server", "valkey", "--duration", "0.4", "--warmup", "0.1",
+    code = main(["capacity", "--server", "valkey", "--duration", "0.4s", "--warmup", "100ms",
                  "--ceiling-requests", "3000", "--no-pin", "--audit", "--out", str(out)])
     assert code == 0
     printed = capsys.readouterr().out

@@ -9,8 +9,12 @@ server that runs, `{wrong}` that server with a wrong password.
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -21,7 +25,7 @@ from redis.retry import Retry
 
 from conftest import snapshot
 from echomq import EchoMQError, InvalidArgumentError, Queue, ServerUnavailableError, mint
-from echomq_bench.cli import main
+from echomq_bench.cli import COMMANDS, build_parser, main
 from echomq_bench.records.files import ResultsError, load
 from echomq_bench.servers.embedded import start
 
@@ -52,8 +56,8 @@ CLI_CASES: list[tuple[list[str], str]] = [
     # faults: its own options
     (["faults", "--scenario", "meteor"], "invalid choice: 'meteor'"),
     (["faults", "--server", "redis-cluster"], "for a cluster's faults use: echomq-bench failover"),
-    (["faults", "--rate", "0"], "rate must be from 1 to 10000"),
-    (["faults", "--rate", "1e9"], "rate must be from 1 to 10000"),
+    (["faults", "--rate", "0"], "rate must be from 1 to 20000"),
+    (["faults", "--rate", "1e9"], "rate must be from 1 to 20000"),
     (["faults", "--rate", "fast"], "rate must be a number"),
     (["faults", "--seed", "x"], "invalid int value: 'x'"),
     (["faults", "--work", "gauss:mu=1"], "unknown distribution kind 'gauss'"),
@@ -62,6 +66,36 @@ CLI_CASES: list[tuple[list[str], str]] = [
     (["faults", "--work", "uniform:lo=30ms,hi=10ms"], "want 0 <= lo < hi"),
     (["faults", "--work", "empirical:/no/such/file.csv"], "no such file"),
     (["faults", "--server", "{live}", "--out", "/proc/no/such/dir"], "/proc/no/such/dir"),
+    # durations carry their unit on every command: a bare number is refused with the accepted forms
+    *[(argv, "has no unit") for argv in (
+        ["capacity", "--duration", "10"], ["capacity", "--warmup", "1"], ["capacity", "--lease", "60000"],
+        ["compare", "--duration", "5"], ["compare", "--slot", "0.25"], ["lease", "--duration", "60"],
+        ["lease", "--reap-every", "250"], ["lease", "--recovery-tolerance", "3000"], ["lease", "--leases", "1s,2"],
+        ["failover", "--before", "2"], ["failover", "--after", "2"], ["peers", "--timeout", "600"],
+        ["reapcost", "--cadence", "100"],
+    )],
+    (["capacity", "--duration", "10"], "10s, 1.5s, 2m"),
+    (["capacity", "--duration", "soon"], "argument --duration: bad duration 'soon'"),
+    (["capacity", "--duration", "10h"], "bad duration '10h'"),
+    (["capacity", "--warmup=-1s"], "argument --warmup: duration '-1s' is negative"),
+    (["capacity", "--lease", "100us"], "under 1ms"),
+    # lists: repeated or comma-separated, every item checked
+    (["gate", "--verbs", "claim,nope"], "unknown verb"),
+    (["gate", "--verbs", "claim", "--verbs", "nope"], "unknown verb"),
+    (["faults", "--scenario", "crash,meteor"], "invalid choice: 'meteor'"),
+    (["peers", "--queue", "echomq,celery"], "argument --queue: invalid choice: 'celery'"),
+    (["reapcost", "--caps", "10,0"], "argument --caps"),
+    (["reapcost", "--verbs", ","], "empty list"),
+    (["check", "--server", "redis,valkey"], "give --server once per server"),
+    # --rate is jobs/s; other counts have their own ranges
+    (["capacity", "--rate", "0"], "argument --rate: '0' must be from"),
+    (["capacity", "--rate", "fast"], "argument --rate: 'fast' is not a number"),
+    (["capacity", "--connections", "0"], "argument --connections: '0' must be at least 1"),
+    (["compare", "--trials", "1"], "argument --trials: '1' must be at least 2"),
+    (["capacity", "--ceiling-requests", "0"], "argument --ceiling-requests"),
+    # report reads folders: it takes no --server
+    (["report", "--server", "redis", "results"], "talks to no server: drop --server"),
+    (["report"], "the following arguments are required: DIR"),
 ]
 
 
@@ -104,6 +138,117 @@ def test_cli_refuses_bad_input(argv: list[str], fragment: str, locked: object, t
     assert PASSWORD not in err and WRONG not in err
     assert snapshot(admin) == before
     assert list(tmp_path.iterdir()) == [], "a refused command wrote files"
+
+
+# --------------------------------------------------------------------------
+# The command line's shared rules (echomq_bench.options), read from the parser
+
+
+LONG_COMMANDS = ("capacity", "compare", "faults", "failover", "gate", "lease", "peers", "reapcost", "run")
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    return build_parser(argv).parse_args(argv)
+
+
+def help_of(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, dest, value", [
+    (["capacity", "--duration", "1.5s"], "duration", 1.5),
+    (["capacity", "--duration", "500ms"], "duration", 0.5),
+    (["capacity", "--duration", "2m"], "duration", 120.0),
+    (["capacity", "--warmup", "0"], "warmup", 0.0),
+    (["capacity", "--lease", "2m"], "lease", 120_000),
+    (["compare", "--slot", "250ms"], "slot", 0.25),
+    (["lease", "--duration", "1.5s"], "duration", 1.5),
+    (["lease", "--reap-every", "1.5s"], "reap_every", 1500.0),
+    (["lease", "--recovery-tolerance", "250us"], "recovery_tolerance", 0.25),
+    (["failover", "--before", "500ms", "--after", "1s"], "after", 1.0),
+    (["peers", "--timeout", "10m"], "timeout", 600.0),
+    (["reapcost", "--cadence", "100ms,1s"], "cadence_ms", [100, 1000]),
+    (["reapcost", "--cadence-ms", "100,1000"], "cadence_ms", [100, 1000]),  # the old spelling, ms by its name
+])
+def test_durations_take_their_unit_the_same_way_everywhere(argv: list[str], dest: str, value: object) -> None:
+    assert getattr(parse(argv), dest) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("repeated, comma, dest, value", [
+    (["gate", "--verbs", "claim", "--verbs", "reap_0"], ["gate", "--verbs", "claim,reap_0"], "verbs",
+     ["claim", "reap_0"]),
+    (["reapcost", "--caps", "10", "--caps", "100"], ["reapcost", "--caps", "10,100"], "caps", [10, 100]),
+    (["faults", "--scenario", "crash", "--scenario", "oom"], ["faults", "--scenario", "crash,oom"], "scenario",
+     ["crash", "oom"]),
+    (["peers", "--queue", "echomq", "--queue", "rq"], ["peers", "--queue", "echomq,rq"], "queue", ["echomq", "rq"]),
+    (["lease", "--leases", "1s", "--leases", "2s"], ["lease", "--leases", "1s,2s"], "leases", [1000.0, 2000.0]),
+])
+def test_a_list_is_the_same_repeated_or_comma_separated(repeated: list[str], comma: list[str], dest: str,
+                                                        value: list[object]) -> None:
+    assert getattr(parse(repeated), dest) == getattr(parse(comma), dest) == value
+
+
+@pytest.mark.parametrize("command", LONG_COMMANDS)
+def test_every_long_command_has_quick(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    text = " ".join(help_of([command], capsys).split())
+    assert "--quick the short form" in text or "--quick the 60-second form" in text, text
+    assert parse([command, "--quick"]).quick is True and parse([command]).quick is False
+
+
+def test_quick_shortens_capacity_unless_a_flag_says_otherwise() -> None:
+    from echomq_bench.capacity.workload import settings_from_args
+
+    quick = settings_from_args(parse(["capacity", "--quick"]))
+    assert (quick.duration_s, quick.warmup_s, quick.ceiling_requests) == (2.0, 0.5, 20_000)
+    assert settings_from_args(parse(["capacity", "--quick", "--duration", "3s"])).duration_s == 3.0
+    full = settings_from_args(parse(["capacity"]))
+    assert (full.duration_s, full.warmup_s, full.ceiling_requests) == (10.0, 1.0, 100_000)
+
+
+@pytest.mark.parametrize("command", ["capacity", "compare"])
+def test_ceiling_is_one_flag_pair_on_by_default(command: str) -> None:
+    assert parse([command]).ceiling is True
+    assert parse([command, "--no-ceiling"]).ceiling is False
+    assert parse([command, "--no-ceiling", "--ceiling"]).ceiling is True
+
+
+def test_rate_is_jobs_per_second_over_the_whole_run(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("capacity", "compare", "faults", "failover"):
+        text = " ".join(help_of([command], capsys).split())
+        assert "--rate JOBS_PER_S jobs/s offered over" in text, text
+    assert parse(["faults", "--rate", "300"]).rate == 300.0
+
+
+def test_report_takes_no_server(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--server" not in help_of(["report"], capsys)
+    assert "--server SPEC" in help_of(["check"], capsys)
+    assert not hasattr(parse(["report", "some-dir"]), "server") or parse(["report", "some-dir"]).server is None
+
+
+def test_top_level_help_shows_a_whole_sentence_per_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name, command in COMMANDS.items():
+        summary = command.summary
+        assert summary[0].isupper() and summary.endswith(".") and summary.count(". ") == 0, summary
+        assert f"{name} {summary}" in text, f"{name}: {summary!r} not whole in the help"
+
+
+def test_check_help_imports_no_command_module_but_its_own() -> None:
+    code = ("import sys\n"
+            "from echomq_bench.cli import main\n"
+            "try:\n    main(['check', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'matplotlib') "
+            "or m.startswith('echomq_bench.commands.')), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert done.returncode == 0, done.stderr
+    assert "usage: echomq-bench check" in done.stdout
+    assert done.stderr.strip().splitlines()[-1] == "['echomq_bench.commands.check']", done.stderr
 
 
 # --------------------------------------------------------------------------

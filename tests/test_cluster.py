@@ -375,7 +375,7 @@ def test_capacity_cli_on_a_cluster_splits_the_rate_feeds_each_queue_and_writes_n
     import csv
 
     out = tmp_path / "cap"
-    code = main(["capacity", "--server", "redis-cluster", "--duration", "0.3", "--warmup", "0.1",
+    code = main(["capacity", "--server", "redis-cluster", "--duration", "300ms", "--warmup", "100ms",
                  "--rate", "6000", "--connections", "2", "--queues", "4", "--feed", "produce", "--out", str(out)])
     assert code == 0
     captured = capsys.readouterr()
@@ -417,6 +417,6 @@ def test_capacity_bad_input_on_a_cluster_starts_nothing(argv: list[str], fragmen
     monkeypatch.setattr(echomq_bench.servers.embedded, "start", lambda *a, **k: started.append(a))
     monkeypatch.setattr(echomq_bench.servers.embedded.EmbeddedServer, "__init__", lambda *a, **k: started.append(a))
     out = tmp_path / "cap"
-    assert main([*argv, "--duration", "0.3", "--out", str(out)]) == 2
+    assert main([*argv, "--duration", "300ms", "--out", str(out)]) == 2
     assert fragment in capsys.readouterr().err
     assert not out.exists() and started == []

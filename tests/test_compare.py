@@ -135,7 +135,8 @@ def test_scripts_folder_without_scripts_is_refused(tmp_path: Path, capsys: pytes
 def test_compare_by_whole_trials_runs_a_b_a_b_and_writes_its_summary(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
     code = main(["compare", "--server", "redis", "--server", "valkey", "--scripts", f"valkey={LUA}",
-                 "--interleave", "trial", "--trials", "2", "--duration", "0.4", "--warmup", "0.1", "--no-pin",
+                 "--interleave", "trial", "--trials", "2", "--duration", "0.4s", "--warmup", "100ms", "--no-pin",
+                 "--no-ceiling",
                  "--out", str(out)])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())

@@ -21,6 +21,7 @@ from echomq_bench.records import files as results
 from echomq_bench.cli import main
 from echomq_bench.commands.gate import (
     BaselineError,
+    GateOptions,
     baseline_path,
     format_result,
     gate_one,
@@ -69,7 +70,7 @@ def test_slowed_copy_changes_only_the_named_script(tmp_path: Path) -> None:
 def test_gate_passes_unchanged_code_and_names_a_slowed_claim(
         server: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base_dir = tmp_path / "baselines"
-    up = gate_one(server, baseline=base_dir, settings=SHORT, update=True, quiet=True)
+    up = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, update=True, quiet=True))
     assert up.updated and up.regressions == []
     data = load_baseline(baseline_path(base_dir, server.name))  # type: ignore[attr-defined]
     assert set(data["figures"]) == {"noop_script", "ping", "read_100", *ALL_VERBS}
@@ -79,15 +80,15 @@ def test_gate_passes_unchanged_code_and_names_a_slowed_claim(
     # Unchanged code: the mechanism must pass. With 4 rounds of 15 calls on a
     # busy machine a figure can swing by half, so the normalised allowance is
     # 100% here; the 20% claim is bench/gate_sensitivity.py's.
-    same = gate_one(server, baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE, quiet=True)
+    same = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE, quiet=True))
     assert same.regressions == [], format_result(same)
     assert same.changed_scripts == []
     assert all(v.ab_change is None for v in same.verdicts)
     assert "PASS on" in format_result(same)
 
     monkeypatch.setenv("ECHOMQ_LUA_DIR", str(slowed_copy(tmp_path / "slow", "claim", SLOW_ITERATIONS)))
-    slow = gate_one(server, baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE,
-                    cases=["claim", "complete", "reap_0"], quiet=True)
+    slow = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE,
+                                        cases=["claim", "complete", "reap_0"], quiet=True))
     assert slow.changed_scripts == ["claim"]
     assert slow.regressions == ["claim"], format_result(slow)
     claim = next(v for v in slow.verdicts if v.case == "claim")
@@ -100,8 +101,8 @@ def test_gate_passes_unchanged_code_and_names_a_slowed_claim(
 
 def test_run_gate_writes_a_results_folder(server: object, tmp_path: Path) -> None:
     base = tmp_path / "base.json"  # one file for every build
-    found = run_gate([server], out_dir=tmp_path / "run", baseline=base, settings=replace(QUICK, rounds=2),
-                     update=True, cases=["claim", "browse_5"], quiet=True)
+    found = run_gate([server], GateOptions(baseline=base, settings=replace(QUICK, rounds=2), update=True,
+                                           cases=["claim", "browse_5"], quiet=True), out_dir=tmp_path / "run")
     assert base.is_file() and found[0].updated
     run = results.load(tmp_path / "run")
     assert run.summary["passed"] is True

@@ -49,7 +49,7 @@ def test_capacity_with_an_acl_user_writes_no_password(acl_server: object, tmp_pa
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     url = f"redis://alice:{ACL_PASSWORD}@127.0.0.1:{acl_server.port}"  # type: ignore[attr-defined]
     out = tmp_path / "cap"
-    code = run_cli(monkeypatch, ["capacity", "--server", url, "--duration", "0.4", "--warmup", "0.1",
+    code = run_cli(monkeypatch, ["capacity", "--server", url, "--duration", "0.4s", "--warmup", "100ms",
                                  "--ceiling-requests", "3000", "--audit", "--out", str(out)])
     printed = capsys.readouterr()
     assert code == 0, printed.err
@@ -70,7 +70,7 @@ def test_compare_with_a_password_writes_no_password(pass_server: object, tmp_pat
     url = f"redis://:{PASSWORD}@127.0.0.1:{pass_server.port}/0"  # type: ignore[attr-defined]
     out = tmp_path / "cmp"
     code = run_cli(monkeypatch, ["compare", "--server", f"a={url}", "--server", f"b={url}", "--trials", "2",
-                                 "--duration", "0.3", "--warmup", "0.1", "--out", str(out)])
+                                 "--duration", "300ms", "--warmup", "100ms", "--no-ceiling", "--out", str(out)])
     printed = capsys.readouterr()
     assert code == 0, printed.err
     summary = json.loads((out / "summary.json").read_text())
@@ -90,7 +90,7 @@ def test_a_wrong_password_fails_cleanly_without_echoing_it(acl_server: object, t
     wrong = "wrongpass123"
     url = f"redis://alice:{wrong}@127.0.0.1:{acl_server.port}"  # type: ignore[attr-defined]
     out = tmp_path / "cap"
-    code = run_cli(monkeypatch, ["capacity", "--server", url, "--duration", "0.3", "--out", str(out)])
+    code = run_cli(monkeypatch, ["capacity", "--server", url, "--duration", "300ms", "--out", str(out)])
     printed = capsys.readouterr()
     assert code == 2
     assert wrong not in printed.out + printed.err

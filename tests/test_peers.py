@@ -137,9 +137,14 @@ def test_cli_writes_summary_csv_and_meta(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_bad_input_is_refused_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in (["--jobs", "0"], ["--consumers", "0"], ["--trials", "0"], ["--timeout", "-1"]):
+    for argv in (["--jobs", "0"], ["--consumers", "0"], ["--trials", "0"], ["--timeout", "0"], ["--timeout=-1s"],
+                 ["--timeout", "600"]):
         out = tmp_path / "never"
-        assert main(["peers", "--server", "redis", *argv, "--out", str(out)]) == 2
+        try:
+            code = main(["peers", "--server", "redis", *argv, "--out", str(out)])
+        except SystemExit as exc:  # argparse refuses a malformed value itself
+            code = exc.code
+        assert code == 2
         assert "error" in capsys.readouterr().err
         assert not out.exists()
     with pytest.raises(SystemExit) as exc:

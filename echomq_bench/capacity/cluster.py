@@ -38,18 +38,14 @@ from __future__ import annotations
 import os
 import secrets
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
-from functools import cached_property
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from echomq_bench.measurement import serverstats
-from echomq_bench.capacity.result import CapacityResult, _num, median_rate, write_hgrms
+from echomq.keys import QueueKeys
+from echomq_bench.capacity.cluster_result import ClusterCapacityResult, NodeResult, format_cluster
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings
 from echomq_bench.servers.cluster import Placement, format_placements, spread_queues
-from echomq_bench.load.driver import VERBS
-from echomq.keys import QueueKeys
-from echomq_bench.measurement.latency import Latency
 from echomq_bench.servers.embedded import server_version
 from echomq_bench.capacity.session import (Session, backlog_size, close_session, collect, drive, fill_sessions, open_session,
                       plans)
@@ -62,9 +58,6 @@ Say = Callable[[str], None]
 # sized for (session.BACKLOG_RATE). Masters sharing two cores each run at
 # well under one server's rate; one that runs dry says so.
 NODE_SHARE = 0.6
-FULL_MACHINE = 0.9   # machine_busy from which the table says the cores, not a node, set the total
-CEILING_NOTE = ("not taken on a cluster: redis-benchmark sends every request to one address, and one node's "
-                "ceiling taken while the other nodes sit idle says nothing of the nodes sharing the cores")
 
 
 class _Master:
@@ -91,245 +84,6 @@ class _Master:
         if options.get("ssl"):
             raise CapacityError("the capacity driver speaks plain TCP only; rediss+cluster:// is not supported")
         return Target(self.node.host, self.node.port, options.get("username"), options.get("password"))
-
-
-@dataclass(frozen=True)
-class NodeResult:
-    node: str                    # host:port of the master
-    queues: tuple[str, ...]
-    result: CapacityResult       # this master's figures, its own workers' counts
-
-
-@dataclass(frozen=True)
-class ClusterCapacityResult:
-    build: str
-    version: str
-    settings: CapacitySettings
-    nodes: list[NodeResult]
-    placements: list[Placement]
-    accounting: list[dict[str, Any]]
-    pinning: str
-    cores_note: str
-    machine_busy: float | None        # cores busy with our nodes and driver / cores (local clusters)
-    unloaded: list[str] = field(default_factory=list)   # masters that got no queue
-    warnings: list[str] = field(default_factory=list)
-    server: dict[str, Any] = field(default_factory=dict)
-    ceiling_note: str = CEILING_NOTE
-    ceiling = None
-    ceiling_claims_per_s = None
-    of_ceiling = None
-
-    # -- totals ----------------------------------------------------------------
-
-    @property
-    def window_s(self) -> float:
-        return self.settings.duration_s
-
-    @property
-    def cycles(self) -> int:
-        return sum(n.result.cycles for n in self.nodes)
-
-    @property
-    def cycles_per_s(self) -> float:
-        return sum(n.result.cycles_per_s for n in self.nodes)
-
-    @property
-    def busiest(self) -> NodeResult:
-        return max(self.nodes, key=lambda n: n.result.server_utilization)
-
-    @property
-    def server_utilization(self) -> float:
-        return self.busiest.result.server_utilization
-
-    @property
-    def server_wait(self) -> float | None:
-        return self.busiest.result.server_wait
-
-    def _per_cycle(self, name: str) -> float:
-        """A per-cycle cost over all nodes: each node's weighted by the cycles it finished."""
-        done = [(getattr(n.result, name), n.result.counts.get("a_completed", 0)) for n in self.nodes]
-        total = sum(d for _, d in done)
-        return sum(v * d for v, d in done if d) / total if total else float("nan")
-
-    @property
-    def server_us_per_cycle(self) -> float:
-        return self._per_cycle("server_us_per_cycle")
-
-    @property
-    def script_us_per_cycle(self) -> float:
-        return self._per_cycle("script_us_per_cycle")
-
-    @property
-    def client_cpu_s(self) -> float:
-        return sum(n.result.client_cpu_s for n in self.nodes)
-
-    @property
-    def client_cores(self) -> int:
-        return min(self.settings.processes * len(self.nodes), os.cpu_count() or 1)
-
-    @property
-    def client_utilization(self) -> float:
-        return self.client_cpu_s / self.window_s / self.client_cores
-
-    @property
-    def client_wait(self) -> float:
-        return sum(n.result.client_wait * n.result.client_cores for n in self.nodes) / self.client_cores
-
-    @property
-    def steal(self) -> float:
-        return self.nodes[0].result.steal
-
-    @property
-    def bound(self) -> str:
-        return serverstats.bound(self.server_utilization + (self.server_wait or 0.0),
-                                 self.client_utilization + self.client_wait)
-
-    @property
-    def bound_node(self) -> str | None:
-        return self.busiest.node if self.bound == "server" else None
-
-    @property
-    def counts(self) -> dict[str, int]:
-        total: Counter[str] = Counter()
-        for n in self.nodes:
-            total.update(n.result.counts)
-        return dict(total)
-
-    @property
-    def backlog(self) -> int:
-        return sum(n.result.backlog for n in self.nodes)
-
-    @property
-    def scripts(self) -> str:
-        return self.nodes[0].result.scripts
-
-    @cached_property
-    def latency(self) -> dict[str, Latency]:
-        merged = {verb: Latency() for verb in VERBS}
-        for n in self.nodes:
-            for verb, hist in n.result.latency.items():
-                merged[verb].merge(hist)
-        return merged
-
-    @cached_property
-    def _summaries(self) -> dict[str, dict[str, float]]:
-        return {verb: hist.summary_ms() if hist.count else {} for verb, hist in self.latency.items()}
-
-    def latency_ms(self, verb: str) -> dict[str, float]:
-        return self._summaries.get(verb, {})
-
-    @property
-    def timeline(self) -> list[tuple[float, float]]:
-        per_t: dict[float, float] = {}
-        for n in self.nodes:
-            for t, rate in n.result.timeline:
-                per_t[t] = per_t.get(t, 0.0) + rate
-        return sorted(per_t.items())
-
-    @property
-    def median_bin_rate(self) -> float:
-        return median_rate(self.timeline, self.cycles_per_s)
-
-    @property
-    def audit(self) -> dict[str, Any] | None:
-        audits = {n.node: n.result.audit for n in self.nodes if n.result.audit is not None}
-        if not audits:
-            return None
-        return {"passed": all(a["passed"] for a in audits.values()), "nodes": audits}
-
-    @property
-    def accounting_passed(self) -> bool:
-        return all(row["ok"] for row in self.accounting)
-
-    # -- records -------------------------------------------------------------
-
-    def node_entry(self, n: NodeResult) -> dict[str, Any]:
-        r = n.result
-        return {"node": n.node, "queues": list(n.queues), "version": r.version, "cycles_per_s": r.cycles_per_s,
-                "cycles": r.cycles, "server_utilization": r.server_utilization,
-                "server_cpu_utilization": r.server_cpu_utilization, "server_wait": r.server_wait,
-                "server_us_per_cycle": r.server_us_per_cycle, "script_us_per_cycle": r.script_us_per_cycle,
-                "scripts_per_cycle": r.scripts_per_cycle, "client_utilization": r.client_utilization,
-                "client_wait": r.client_wait, "backlog": r.backlog, "counts": r.counts,
-                "latency_ms": {v: r.latency_ms(v) for v in VERBS if r.latency_ms(v)}}
-
-    def headline(self) -> dict[str, Any]:
-        """The summary.json entry: one server's headline keys over the whole cluster, then the nodes."""
-        return {
-            "cycles_per_s": self.cycles_per_s,
-            "server_us_per_cycle": self.server_us_per_cycle,
-            "server_utilization": self.server_utilization,
-            "client_utilization": self.client_utilization,
-            "bound": self.bound,
-            "bound_node": self.bound_node,
-            "busiest_node": self.busiest.node,
-            "ceiling_claims_per_s": None,
-            "ceiling_note": self.ceiling_note,
-            "of_ceiling": None,
-            "script_us_per_cycle": self.script_us_per_cycle,
-            "median_bin_cycles_per_s": self.median_bin_rate,
-            "mode": "open loop" if self.settings.rate else "closed loop",
-            "target_cycles_per_s": self.settings.rate,
-            "feed": self.settings.feed,
-            "server_wait": self.server_wait,
-            "client_wait": self.client_wait,
-            "steal": self.steal,
-            "version": self.version,
-            "pinning": self.pinning,
-            "cores_note": self.cores_note,
-            "machine_busy": self.machine_busy,
-            "cluster": True,
-            "queues": len(self.placements),
-            "placements": [asdict(p) for p in self.placements],
-            "nodes": [self.node_entry(n) for n in self.nodes],
-            "unloaded_masters": self.unloaded,
-            "accounting_passed": self.accounting_passed,
-            "accounting": self.accounting,
-            "latency_ms": {v: self.latency_ms(v) for v in VERBS if self.latency_ms(v)},
-            "counts": self.counts,
-            "backlog": self.backlog,
-            "scripts": self.scripts,
-            "warnings": self.warnings,
-            **({"audit": self.audit} if self.audit is not None else {}),
-        }
-
-    def rows(self, **condition: Any) -> list[dict[str, Any]]:
-        """Tidy rows with a `node` column: every metric of every master, then the totals as node `all`."""
-        out = []
-        for n in self.nodes:
-            for row in n.result.rows(**condition):
-                rest = {k: v for k, v in row.items() if k not in ("build", "version", "bound")}
-                out.append({"build": self.build, "version": self.version, "node": n.node, **rest,
-                            "bound": self.bound})
-        base = {"build": self.build, "version": self.version, "node": "all", **condition, "bound": self.bound}
-        totals: list[tuple[str, Any, str]] = [
-            ("cycles_per_s", self.cycles_per_s, "1/s"),
-            ("cycles", self.cycles, "1"),
-            ("server_us_per_cycle", self.server_us_per_cycle, "us"),
-            ("script_us_per_cycle", self.script_us_per_cycle, "us"),
-            ("server_utilization", self.server_utilization, "fraction"),   # the busiest node's
-            ("client_utilization", self.client_utilization, "fraction"),
-            ("client_wait", self.client_wait, "fraction"),
-            ("median_bin_cycles_per_s", self.median_bin_rate, "1/s"),
-            ("accounting_passed", int(self.accounting_passed), "1"),
-            *([("machine_busy", self.machine_busy, "fraction")] if self.machine_busy is not None else []),
-        ]
-        for verb in VERBS:
-            for name, value in self.latency_ms(verb).items():
-                totals.append((f"{verb}_{name}_ms", value, "ms"))
-        out += [{**base, "metric": m, "value": v, "unit": u} for m, v, u in totals]
-        return out
-
-    def timeline_rows(self, **condition: Any) -> list[dict[str, Any]]:
-        out = []
-        for n in self.nodes:
-            out += [{**row, "build": self.build, "node": n.node} for row in n.result.timeline_rows(**condition)]
-        base = {"build": self.build, "version": self.version, "node": "all", **condition}
-        out += [{**base, "t_s": t, "metric": "cycles_per_s", "value": rate, "unit": "1/s"} for t, rate in self.timeline]
-        return out
-
-    def write_hgrm(self, folder: Path, prefix: str = "") -> list[Path]:
-        return write_hgrms(folder, f"{prefix}{self.build}", self.latency)
 
 
 # --------------------------------------------------------------------------
@@ -360,24 +114,13 @@ def run_cluster_capacity(cluster: Any, settings: CapacitySettings = CapacitySett
     loaded = [name for name in masters if any(p.node == name for p in placements)]
     local = all(masters[name].pid is not None for name in loaded)
     cores = os.cpu_count() or 1
-    workers = settings.processes * len(loaded)
-    if local:
-        pinning = f"off: {len(loaded)} nodes and the driver's {workers} processes share this machine's {cores} cores"
-        cores_note = (f"all {len(loaded)} nodes and the driver ({workers} processes) shared this machine's {cores} "
-                      f"cores, unpinned: per-node figures are a floor for {len(loaded)} machines, not a forecast")
-    else:
-        pinning = "off (cluster given by URL: its pids are not ours)"
-        cores_note = (f"the nodes ran where the cluster runs; the driver ({workers} processes) on this machine's "
-                      f"{cores} cores")
+    pinning, cores_note = _cores_notes(len(loaded), settings.processes * len(loaded), cores, local)
     sessions: list[Session] = []
     node_settings: list[CapacitySettings] = []
     try:
         for name in loaded:
             names = tuple(p.queue for p in placements if p.node == name)
-            share = len(names) / len(placements)
-            ns = replace(settings, queues=len(names), pin=False, ceiling=False,
-                         rate=settings.rate * share if settings.rate else None,
-                         backlog=_split(settings.backlog, placements, names))
+            ns = _node_settings(settings, placements, names)
             master = _Master(masters[name])
             sessions.append(open_session(master, ns, lua_dir, say, names=names, target=master.target(),
                                          pinning=pinning))
@@ -402,6 +145,27 @@ def run_cluster_capacity(cluster: Any, settings: CapacitySettings = CapacitySett
     finally:
         for s in sessions:
             close_session(s, settings, cleanup)
+
+
+def _cores_notes(nodes: int, workers: int, cores: int, local: bool) -> tuple[str, str]:
+    """What the pinning was, and whose cores the nodes and the driver ran on."""
+    if local:
+        pinning = f"off: {nodes} nodes and the driver's {workers} processes share this machine's {cores} cores"
+        cores_note = (f"all {nodes} nodes and the driver ({workers} processes) shared this machine's {cores} "
+                      f"cores, unpinned: per-node figures are a floor for {nodes} machines, not a forecast")
+    else:
+        pinning = "off (cluster given by URL: its pids are not ours)"
+        cores_note = (f"the nodes ran where the cluster runs; the driver ({workers} processes) on this machine's "
+                      f"{cores} cores")
+    return pinning, cores_note
+
+
+def _node_settings(settings: CapacitySettings, placements: list[Placement], names: tuple[str, ...]) -> CapacitySettings:
+    """One master's settings: its queues, its share of an open loop's rate and of a given backlog."""
+    share = len(names) / len(placements)
+    return replace(settings, queues=len(names), pin=False, ceiling=False,
+                   rate=settings.rate * share if settings.rate else None,
+                   backlog=_split(settings.backlog, placements, names))
 
 
 def _split(total: int | None, placements: list[Placement], names: tuple[str, ...]) -> int | None:
@@ -466,48 +230,3 @@ def _warnings(r: ClusterCapacityResult, local: bool) -> list[str]:
         bad = [row["queue"] for row in r.accounting if not row["ok"]]
         out.append(f"accounting FAILED on {', '.join(bad)}: the driver's completes differ from the server's")
     return out
-
-
-# --------------------------------------------------------------------------
-# For people
-
-
-def format_cluster(r: ClusterCapacityResult) -> str:
-    """The placement, then a row per master and a total row, then what limited the run."""
-    lines = [f"{r.build} ({r.version}): {len(r.placements)} queues over {len(r.nodes)} masters",
-             format_placements(r.placements), ""]
-    head = (f"{'node':<21} {'queues':>6} {'cycles/s':>9} {'srv µs/cyc':>10} {'srv busy':>8} {'srv wait':>8} "
-            f"{'client busy':>11}  claim ms p50 / p99 / max")
-    lines.append(head)
-
-    def pct(value: float | None) -> str:
-        return _num(value * 100, ".1f") + "%" if value is not None else "-"
-
-    def lat(d: dict[str, float]) -> str:
-        return " / ".join(_num(d.get(k), ".2f") for k in ("p50", "p99", "max")) if d else "-"
-
-    for n in r.nodes:
-        x = n.result
-        lines.append(f"{n.node:<21} {len(n.queues):>6} {_num(x.cycles_per_s, ',.0f'):>9} "
-                     f"{_num(x.server_us_per_cycle, '.2f'):>10} {pct(x.server_utilization):>8} "
-                     f"{pct(x.server_wait):>8} {pct(x.client_utilization):>11}  {lat(x.latency_ms('claim'))}")
-    lines.append(f"{'total':<21} {len(r.placements):>6} {_num(r.cycles_per_s, ',.0f'):>9} "
-                 f"{_num(r.server_us_per_cycle, '.2f'):>10} {pct(r.server_utilization):>8} "
-                 f"{pct(r.server_wait):>8} {pct(r.client_utilization):>11}  {lat(r.latency_ms('claim'))}")
-    lines.append("(total row: srv busy and srv wait are the busiest node's; srv µs/cyc is over all nodes)")
-    if r.bound == "server":
-        lines.append(f"bound: server, the main thread of {r.bound_node} "
-                     f"({r.server_utilization:.0%} busy + {(r.server_wait or 0):.0%} waiting for a core)")
-    else:
-        lines.append(f"bound: client (driver {r.client_utilization:.0%} busy over {r.client_cores} cores; "
-                     f"busiest node {r.busiest.node} at {r.server_utilization:.0%})")
-    lines.append(f"cores: {r.cores_note}"
-                 + (f"; machine {r.machine_busy:.0%} busy with them" if r.machine_busy is not None else ""))
-    if r.machine_busy is not None and r.machine_busy >= FULL_MACHINE:
-        lines.append(f"       the {os.cpu_count()} cores were full: the nodes' main threads were runnable but shared "
-                     "them (srv busy + srv wait), so the machine, not any one node, set the total")
-    lines.append(f"ceiling: {r.ceiling_note}")
-    done = sum(row["driver_completed"] for row in r.accounting)
-    lines.append(f"accounting: {'PASS' if r.accounting_passed else 'FAIL'} (per queue, driver completes == server "
-                 f"completes; {done:,} in all)")
-    return "\n".join(lines)

@@ -21,7 +21,7 @@ from echomq_bench.load.audit import Ledger, audit
 from echomq_bench.load.backlog import fill_in_turn, remove_queue
 from echomq_bench.capacity.result import CapacityResult, Measured, RunSetup, build_result
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings
-from echomq_bench.measurement.ceiling import Ceiling, run_ceiling
+from echomq_bench.measurement.ceiling import Ceiling, CeilingOptions, run_ceiling
 from echomq_bench.load.driver import BIN_S, Window, WorkerPlan, slot_owner, worker_main
 from echomq.queue import Queue
 from echomq_bench.load.wire import Target
@@ -125,8 +125,8 @@ def prepare(sessions: list[Session], settings: CapacitySettings, share: float = 
     for s in sessions:
         if settings.ceiling:
             s.ceiling = run_ceiling(s.client, s.target, s.shas["claim"], s.version,
-                                    requests=settings.ceiling_requests, payload=payload,
-                                    lease_ms=settings.lease_ms, cpus=s.client_cpus, say=s.say)
+                                    CeilingOptions(requests=settings.ceiling_requests, payload=payload,
+                                                   lease_ms=settings.lease_ms, cpus=s.client_cpus, say=s.say))
         s.backlog = backlog_size(settings, share)
         s.say(f"filling {s.backlog:,} jobs")
     fill_sessions(sessions, payload, keep_ids=settings.ledger)

@@ -1,44 +1,21 @@
 """How many claim/complete cycles per second does this server sustain?
 
-`run_capacity(server, settings)` drives a running server at its limit with
-`echomq_bench.load.driver` workers (processes of pipelined connections sending raw
-EVALSHA of the project's scripts), and returns a `CapacityResult` that says
-not only the rate but whether the server was the bottleneck: its main
-thread's CPU over wall time (INFO cpu), its CPU per cycle, the commandstats
-beside it, the driver's own CPU, and the ceiling that redis-benchmark gets
-from the same claim script (`echomq_bench.measurement.ceiling`).
-
-On a machine with two or more cores the server's main thread is pinned to
-the first core this process may use and the driver (and the C benchmark
-client) to the others, so the server never shares its core with its load,
-and the result says so. A server given by URL is never pinned: its pid is
-not ours. Beside its CPU, each side's schedstat wait (runnable, but another
-process held the core) and the hypervisor's steal are recorded: on a shared
-machine they say how much of a low busy % was the machine, not the load.
-
-`run_alternating(servers, ...)` drives several servers through one window,
-all at once on the server core or in turns; `echomq_bench.commands.compare` uses it.
-The machinery is in `echomq_bench.capacity.session`, the result in `echomq_bench.capacity.result`.
-A cluster is driven master by master through one window, with a row per
-node: `echomq_bench.capacity.cluster`.
-
-Feeds: `backlog` pre-fills enough pending jobs for the whole run and lets
-the consumers drain it (a cycle is claim + complete); `produce` keeps a
-small backlog topped up by producer connections (a cycle then also carries
-its enqueue, and the server cost per cycle includes it).
+The runs are `echomq_bench.capacity.runner` (`run_capacity`, `run_alternating`,
+`measure`: what is measured and how, pinning and feeds); this module holds the
+command's arguments, its files and its table.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from echomq_bench.capacity.result import CapacityResult, format_table
+from echomq_bench.capacity.runner import SLOT_S, measure, run_alternating, run_capacity
+from echomq_bench.capacity.session import target_of
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings
-from echomq_bench.capacity.session import Session, close_session, collect, drive, open_session, plans, prepare, target_of
 
 if TYPE_CHECKING:
     from echomq_bench.capacity.cluster import ClusterCapacityResult
@@ -47,94 +24,6 @@ __all__ = ["CapacitySettings", "CapacityResult", "CapacityError", "run_capacity"
            "write_capacity", "target_of", "configure", "run", "SLOT_S"]
 
 Say = Callable[[str], None]
-SLOT_S = 0.25                  # alternating runs: each server's turn
-
-
-def run_capacity(server: Any, settings: CapacitySettings = CapacitySettings(), *,
-                 lua_dir: Path | str | None = None, progress: Say | None = None,
-                 cleanup: bool = True, show: Say | None = None) -> CapacityResult:
-    """Measure one running server. It is left running; the run's keys are removed
-    unless settings.keep_keys (or cleanup=False: the caller throws the server away).
-    A cluster (echomq_bench.servers.cluster) is measured per master (`echomq_bench.capacity.cluster`), and
-    `show` gets its queues' placement before the run."""
-    from echomq_bench.servers.cluster import is_cluster
-
-    if is_cluster(server):
-        from echomq_bench.capacity.cluster import run_cluster_capacity
-
-        return run_cluster_capacity(server, settings, lua_dir=lua_dir, progress=progress,  # type: ignore[return-value]
-                                    cleanup=cleanup, show=show)
-    settings.check()
-    settings = replace(settings, queues=settings.queues or 1)
-    s = open_session(server, settings, lua_dir, progress)
-    try:
-        prepare([s], settings)
-        ((results, measured),) = drive([(plans(settings, s), s)], settings, s.say)
-        return collect(s, settings, results, measured)
-    finally:
-        close_session(s, settings, cleanup)
-
-
-def run_alternating(servers: Sequence[Any], settings: CapacitySettings = CapacitySettings(), *,
-                    lua_dirs: Sequence[Path | str | None] | None = None, slot_s: float | None = SLOT_S,
-                    progress: Say | None = None,
-                    cleanup: bool = True, seed: int = 0) -> list[CapacityResult]:
-    """Load several running servers in turn, `slot_s` seconds each, through
-    one window; results in the order given.
-
-    The warm-up and the window are rounded to whole rounds. Time goes in
-    rounds of one slot per server, in an order drawn per round
-    from `seed` (`driver.slot_owner`). The servers share one core (each main
-    thread is pinned to it) and only one is loaded at a time, so a machine
-    that speeds up or slows down (other processes, a neighbour on the host)
-    does so for all of them alike. Rates are over each server's own slots,
-    with a timeline entry per slot; its CPU per cycle is over all its cycles
-    in the window, the few that finish just after its slot included.
-    """
-    settings.check()
-    settings = replace(settings, queues=settings.queues or 1)
-    if settings.rate is not None and slot_s is not None:
-        raise CapacityError("turns in slots need a closed loop: leave out --rate, or run the builds together")
-    if slot_s is not None and not slot_s > 0:
-        raise CapacityError(f"slot must be > 0 s, got {slot_s}")
-    dirs = list(lua_dirs) if lua_dirs is not None else [None] * len(servers)
-    # Whole rounds only, so every server gets the same share of the window.
-    if slot_s is not None:
-        turn = slot_s * len(servers)
-        settings = replace(settings, warmup_s=math.ceil(settings.warmup_s / turn - 1e-9) * turn,
-                           duration_s=max(1, round(settings.duration_s / turn)) * turn)
-    sessions: list[Session] = []
-    try:
-        for server, folder in zip(servers, dirs):
-            sessions.append(open_session(server, settings, folder, progress))
-        prepare(sessions, settings, share=1.0 / len(sessions) if slot_s else 1.0)
-        groups = [(plans(settings, s, slot=(slot_s, i, len(sessions), seed) if slot_s else None), s)
-                  for i, s in enumerate(sessions)]
-        driven = drive(groups, settings, sessions[0].say if len(sessions) == 1 else _joint_say(progress, slot_s),
-                        sharing=1 if slot_s else len(sessions))
-        return [collect(s, settings, results, measured) for s, (results, measured) in zip(sessions, driven)]
-    finally:
-        for s in sessions:
-            close_session(s, settings, cleanup)
-
-
-def _joint_say(progress: Say | None, slot_s: float | None) -> Say:
-    label = "in turns" if slot_s else "together"
-    return (lambda text: progress(f"{label}: {text}")) if progress else (lambda _: None)
-
-
-def measure(spec: Any, settings: CapacitySettings = CapacitySettings(), *, lua_dir: Path | str | None = None,
-            progress: Say | None = None, show: Say | None = None) -> CapacityResult:
-    """Start a fresh server (or cluster) from `spec`, measure it, stop it."""
-    from echomq_bench.servers.embedded import start
-
-    server = start(spec)
-    try:
-        # Keys stay only on what this process started and throws away.
-        return run_capacity(server, settings, lua_dir=lua_dir, progress=progress, show=show,
-                            cleanup=server.spec.kind == "url" or server.spec.url is not None)
-    finally:
-        server.stop()
 
 
 # --------------------------------------------------------------------------
@@ -142,10 +31,11 @@ def measure(spec: Any, settings: CapacitySettings = CapacitySettings(), *, lua_d
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from echomq_bench.capacity.workload import add_workload_options
+    from echomq_bench.options import add_quick, add_workload_options
 
     parser.description = __doc__.split("\n\n")[0]
-    add_workload_options(parser)
+    add_workload_options(parser, duration_default="10s")
+    add_quick(parser, "a 2s window after 0.5s of warm-up, a 20,000-claim ceiling (flags given still win)")
     parser.add_argument("--audit", action="store_true",
                         help="keep every job id and check the server's sets against them after the run")
 

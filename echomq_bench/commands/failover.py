@@ -48,6 +48,8 @@ __all__ = ["FailoverResult", "failover_spec", "run_failover", "failover_record",
 DEFAULT_NODE_TIMEOUT_MS = 1000
 LEASE_MS = 2000
 PAUSE_AFTER_ERROR_S = 0.02
+LOAD_S = 2.0  # load before the kill and after recovery
+QUICK_LOAD_S = 0.5
 
 
 @dataclass
@@ -355,17 +357,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "Kill a master of a local cluster (one replica per master) under a small load; "
         "report the failover time and the audit of every job. --server redis|valkey means their cluster."
     )
+    from echomq_bench.options import add_out, add_quick, duration_s
+
     parser.add_argument("--queues", type=int, default=3, help="queues spread over the masters (default 3)")
-    parser.add_argument("--rate", type=float, default=300.0, help="enqueues per second (default 300)")
-    parser.add_argument("--before", type=float, default=2.0, help="seconds of load before the kill (default 2)")
-    parser.add_argument("--after", type=float, default=2.0, help="seconds of load after recovery (default 2)")
-    parser.add_argument("--out", help="results folder (default results/<time>-failover)")
+    parser.add_argument("--rate", type=float, default=300.0, metavar="JOBS_PER_S",
+                        help="jobs/s offered over all queues, by one producer (default 300)")
+    parser.add_argument("--before", type=duration_s, default=None, metavar="DURATION",
+                        help=f"load before the kill, e.g. 2s (default {LOAD_S:g}s; {QUICK_LOAD_S:g}s with --quick)")
+    parser.add_argument("--after", type=duration_s, default=None, metavar="DURATION",
+                        help=f"load after recovery, e.g. 2s (default {LOAD_S:g}s; {QUICK_LOAD_S:g}s with --quick)")
+    add_quick(parser, f"{QUICK_LOAD_S:g}s of load before the kill and after recovery (the failover itself "
+                      "takes what it takes)")
+    add_out(parser, "results/<time>-failover")
 
 
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.records import meta
     from echomq_bench.records.files import new_run_dir
 
+    load_s = QUICK_LOAD_S if args.quick else LOAD_S
+    args.before = load_s if args.before is None else args.before
+    args.after = load_s if args.after is None else args.after
     if not 1 <= args.queues <= 1000 or not 1 <= args.rate <= 100_000 or args.before < 0 or args.after < 0:
         print("echomq-bench failover: error: --queues 1..1000, --rate 1..100000, --before/--after >= 0",
               file=sys.stderr)

@@ -21,7 +21,8 @@ import textwrap
 from dataclasses import asdict, replace
 from typing import Any
 
-from echomq_bench.measurement.workdist import DistError, parse_dist, parse_duration_ms
+from echomq_bench.measurement.workdist import DistError, parse_dist
+from echomq_bench.options import DurationError, add_list, add_out, add_quick, duration_ms, duration_s, parse_duration_ms
 from echomq_bench.lease.sweep import DEFAULT_WORK, SettingsError, SweepSettings
 from echomq_bench.progress import Progress
 
@@ -41,26 +42,17 @@ def _budget(text: str) -> float:
     return value
 
 
-def _duration(text: str) -> float:
+def _lease(text: str) -> float | None:
+    """One lease in ms, or None for 'auto'."""
+    if text == "auto":
+        return None
     try:
-        return parse_duration_ms(text)
-    except DistError as exc:
+        ms = parse_duration_ms(text)
+    except DurationError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _leases(text: str) -> tuple[float, ...]:
-    if text.strip() == "auto":
-        return ()
-    parts = [p for p in text.split(",") if p.strip()]
-    if not parts:
-        raise argparse.ArgumentTypeError("--leases: give durations like 250ms,500ms,1s or 'auto'")
-    out = []
-    for p in parts:
-        ms = _duration(p)
-        if ms <= 0:
-            raise argparse.ArgumentTypeError(f"--leases: {p!r} is not a positive duration")
-        out.append(ms)
-    return tuple(sorted(out))
+    if ms <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration")
+    return ms
 
 
 def _work(text: str) -> str:
@@ -84,27 +76,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      help=f"work-time distribution, nominal (default {DEFAULT_WORK})")
     src.add_argument("--work-from", type=_work_from, metavar="FILE",
                      help="measured work times: a CSV, an .hdr/.hgrm histogram, or an earlier run's folder")
-    parser.add_argument("--leases", type=_leases, default=(), metavar="LIST",
-                        help="leases to sweep, e.g. 250ms,500ms,1s,2s,4s (default: auto, at the work's quantiles)")
+    add_list(parser, "--leases", _lease, metavar="DURATION",
+             help="leases to sweep, e.g. 250ms,500ms,1s,2s,4s (default: auto, at the work's quantiles)")
     parser.add_argument("--crash-rate", type=float, default=0.02, help="share of executions that crash (0.02)")
-    parser.add_argument("--reap-every", type=_duration, default=250.0, metavar="DURATION",
+    parser.add_argument("--reap-every", type=duration_ms, default=250.0, metavar="DURATION",
                         help="reap interval, nominal (250ms)")
     parser.add_argument("--reap-cap", type=int, default=100, help="jobs per reap call (the product's 100)")
     parser.add_argument("--consumers", type=int, default=32, help="consumers per lease (32)")
-    parser.add_argument("--time-scale", type=float, default=1.0, metavar="S",
-                        help="run every nominal duration S times faster (1)")
+    parser.add_argument("--time-scale", type=float, default=1.0, metavar="FACTOR",
+                        help="run every nominal duration FACTOR times faster (1)")
     parser.add_argument("--budget", type=_budget, default=0.001, help="false-expiry budget (0.1%%)")
-    parser.add_argument("--recovery-tolerance", type=_duration, default=3000.0, metavar="DURATION",
+    parser.add_argument("--recovery-tolerance", type=duration_ms, default=3000.0, metavar="DURATION",
                         help="the longest p99 wait of a crashed job you accept, nominal (3s)")
-    parser.add_argument("--duration", type=float, default=None, metavar="SECONDS",
-                        help="real seconds of the counted window per server (60; 12 with --quick)")
+    parser.add_argument("--duration", type=duration_s, default=None, metavar="DURATION",
+                        help="real time of the counted window per server, e.g. 60s, 2m (60s; 12s with --quick)")
     parser.add_argument("--mass-crash", type=int, default=1000, metavar="K",
                         help="jobs in the mass-crash drain test (1000; 0 skips it)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--quick", action="store_true", help="a short sweep (~35 s per server)")
+    add_quick(parser, "a 12s window, one mass-crash drain (~35 s per server)")
     parser.add_argument("--check", action="store_true",
                         help="then run the recommended lease again, separately, and say whether it holds")
-    parser.add_argument("--out", metavar="DIR", help="results folder (default results/<run-id>)")
+    add_out(parser)
 
 
 def settings_from_args(args: argparse.Namespace) -> SweepSettings:
@@ -112,8 +104,9 @@ def settings_from_args(args: argparse.Namespace) -> SweepSettings:
     extra: dict[str, Any] = dict(QUICK) if args.quick else {}
     if args.duration is not None:
         extra["duration_s"] = args.duration
+    leases = tuple(sorted(ms for ms in args.leases or () if ms is not None))  # none given, or auto: auto
     settings = SweepSettings(
-        work=work, leases_ms=args.leases, crash_rate=args.crash_rate, reap_every_ms=args.reap_every,
+        work=work, leases_ms=leases, crash_rate=args.crash_rate, reap_every_ms=args.reap_every,
         reap_cap=args.reap_cap, consumers=args.consumers, time_scale=args.time_scale, budget=args.budget,
         recovery_tolerance_ms=args.recovery_tolerance, mass_crash=args.mass_crash, seed=args.seed, **extra)
     settings.check()

@@ -78,8 +78,10 @@ class Phases:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n\n")[0].replace("\n", " ")
-    parser.add_argument("--quick", action="store_true", help="the 60-second form: shorter windows, fewer points")
-    parser.add_argument("--out", type=Path, default=None, help="run folder (default results/<utc-time>-run)")
+    from echomq_bench.options import add_out, add_quick
+
+    add_quick(parser, "the 60-second form: shorter windows, fewer points")
+    add_out(parser, "results/<utc-time>-run")
 
 
 def _check(specs: list[ServerSpec], out: Path) -> bool:

@@ -4,169 +4,24 @@ into a running load and what must then hold.
 A scenario is a pair of functions: `inject(ctx) -> Injection` acts on the
 server or the worker processes while the load runs; `check(...)` reads the
 workers' evidence, the merged ledger and the audit afterwards and returns
-its own checks and the recovery time. The runner (echomq_bench.commands.faults) adds the
+its own checks and the recovery time. The runner (echomq_bench.faults.runner) adds the
 audit's checks common to all.
 """
 
 from __future__ import annotations
 
 import os
-import random
 import signal
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
 
-import redis
-
+from echomq_bench.faults.base import (FULL, QUICK, Check, Ctx, Injection, Lease, Plan, Scenario, active_tokens,
+                                      errorstat, freeze, hold_lease, members, since)
+from echomq_bench.faults.load import Evidence, Worker, read_logs
 from echomq_bench.load.audit import AuditReport, Ledger
-from echomq_bench.faults.load import Evidence, Fleet, Worker, last_event, read_logs
-from echomq.keys import QueueKeys
 
 __all__ = ["Plan", "QUICK", "FULL", "Ctx", "Injection", "Lease", "Check", "Scenario", "SCENARIOS",
            "members", "active_tokens"]
-
-
-@dataclass(frozen=True)
-class Plan:
-    warmup_s: float
-    after_s: float
-    drain_s: float
-    kills: int
-    zombies: int          # half complete when resumed, half retry
-    flushes: int
-    flush_gap_s: float
-    pause_s: float
-    oom_headroom: int     # bytes of maxmemory above the memory in use
-    oom_refusals: int     # refused enqueues to see before memory is freed
-
-
-QUICK = Plan(warmup_s=0.8, after_s=1.0, drain_s=5.0, kills=2, zombies=2, flushes=3, flush_gap_s=0.3,
-             pause_s=2.0, oom_headroom=1 << 20, oom_refusals=20)
-FULL = Plan(warmup_s=3.0, after_s=5.0, drain_s=15.0, kills=4, zombies=4, flushes=10, flush_gap_s=0.5,
-            pause_s=2.0, oom_headroom=4 << 20, oom_refusals=200)
-
-
-@dataclass
-class Ctx:
-    server: Any
-    admin: redis.Redis
-    keys: QueueKeys
-    fleet: Fleet
-    plan: Plan
-    rng: random.Random
-
-
-@dataclass
-class Injection:
-    count: int
-    text: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Lease:
-    """A lease a stopped consumer holds: its worker, job, token, whether the
-    attempt will end in retry, and when it was stopped."""
-    worker: str
-    jid: str
-    token: int
-    fail: bool
-    t: float
-
-
-@dataclass(frozen=True)
-class Check:
-    ok: bool
-    text: str
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    fault: str
-    recovery: str  # what the recovery time measures
-    inject: Callable[[Ctx], Injection]
-    check: Callable[[Ctx, Injection, Evidence, Ledger, AuditReport], tuple[list[Check], float | None]]
-    server_args: tuple[str, ...] = ()
-    load: dict[str, Any] = field(default_factory=dict)
-    embedded_only: bool = False
-    expects_loss: bool = False
-
-
-# --------------------------------------------------------------------------
-# Helpers the scenarios share
-
-
-def _stopped(pid: int, timeout: float = 0.5) -> bool:
-    """Wait until the kernel shows pid stopped, so its log can be read as final."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return False
-        if state in ("T", "t"):
-            return True
-        time.sleep(0.001)
-    return False
-
-
-def _hold_lease(ctx: Ctx, fail: bool | None = None, exclude: tuple[int, ...] = (),
-                timeout: float = 10.0) -> tuple[Worker, Lease] | None:
-    """Stop a consumer that holds a lease and has not yet sent its answer.
-
-    SIGSTOP, then read its last event: `C` (claimed, nothing in flight)
-    means it is mid-lease and stays stopped; anything else gets SIGCONT and
-    another consumer is tried. `fail` asks for an attempt that will retry
-    (True) or complete (False). The attempt must not be the job's last, so
-    that the reaper hands the job on instead of burying it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        candidates = [w for w in ctx.fleet.alive("consumer") if w.pid not in exclude]
-        if not candidates:
-            return None
-        worker = ctx.rng.choice(candidates)
-        os.kill(worker.pid, signal.SIGSTOP)
-        if _stopped(worker.pid):
-            last = last_event(worker.path)
-            if (last and last[0] == "C" and int(last[2]) < ctx.fleet.settings.max_attempts
-                    and (fail is None or (last[3] == "1") == fail)):
-                return worker, Lease(worker.label, last[1], int(last[2]), last[3] == "1", time.monotonic())
-        os.kill(worker.pid, signal.SIGCONT)
-        time.sleep(0.003)
-    return None
-
-
-def members(client: redis.Redis, keys: QueueKeys) -> set[str]:
-    out: set[str] = set()
-    for key in (keys.pending, keys.active, keys.schedule, keys.dead):
-        out |= {m.decode() for m in client.zrange(key, 0, -1)}
-    return out
-
-
-def _errorstat(client: redis.Redis, code: str) -> int:
-    stats = client.info("errorstats")
-    return int(stats.get(f"errorstat_{code}", {}).get("count", 0))
-
-
-def active_tokens(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
-    ids = [m.decode() for m in client.zrange(keys.active, 0, -1)]
-    pipe = client.pipeline(transaction=False)
-    for jid in ids:
-        pipe.hget(keys.job(jid), "attempts")
-    return {jid: int(a) for jid, a in zip(ids, pipe.execute()) if a is not None}
-
-
-def _freeze(ctx: Ctx, workers: list[Worker]) -> None:
-    ctx.fleet.signal(workers, signal.SIGSTOP)
-    for w in workers:
-        _stopped(w.pid)
-
-
-def _since(t0: float, t: float | None) -> float | None:
-    return None if t is None else t - t0
 
 
 # --------------------------------------------------------------------------
@@ -176,7 +31,7 @@ def _since(t0: float, t: float | None) -> float | None:
 def crash(ctx: Ctx) -> Injection:
     killed: list[Lease] = []
     for _ in range(ctx.plan.kills):
-        held = _hold_lease(ctx)
+        held = hold_lease(ctx)
         if held is None:
             break
         worker, lease = held
@@ -206,7 +61,7 @@ def zombie(ctx: Ctx) -> Injection:
     superseded: dict[str, float] = {}  # job -> when a new holder had it
     try:
         for i in range(ctx.plan.zombies):
-            got = _hold_lease(ctx, fail=bool(i % 2), exclude=tuple(w.pid for w, _ in held), timeout=15.0)
+            got = hold_lease(ctx, fail=bool(i % 2), exclude=tuple(w.pid for w, _ in held), timeout=15.0)
             if got is not None:
                 held.append(got)
         # Past the lease: wait until each job was reaped and leased again (or done).
@@ -280,7 +135,7 @@ def check_pause(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
     return [
         Check(ev.unanswered > 0, f"{ev.unanswered} client calls timed out during the pause"),
         Check(len(after) > 0, f"{len(after)} completes accepted after the server resumed"),
-    ], _since(t, ev.first_after("A", t))
+    ], since(t, ev.first_after("A", t))
 
 
 def restart_aof(ctx: Ctx) -> Injection:
@@ -294,12 +149,12 @@ def check_restart(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
                   report: AuditReport) -> tuple[list[Check], float | None]:
     t_up = inj.data["t_up"]
     after = [a for a in ev.accepted if a.sent >= t_up]
-    noscript = _errorstat(ctx.admin, "NOSCRIPT")
+    noscript = errorstat(ctx.admin, "NOSCRIPT")
     return [
         Check(noscript > 0 and not ev.errors, f"{noscript} NOSCRIPT replies after the restart, all reloaded"
               " by the client without an error"),
         Check(len(after) > 0, f"{len(after)} completes accepted by the restarted server"),
-    ], _since(inj.data["t_kill"], ev.first_sent_after(t_up))
+    ], since(inj.data["t_kill"], ev.first_sent_after(t_up))
 
 
 def restart_nopersist(ctx: Ctx) -> Injection:
@@ -307,10 +162,10 @@ def restart_nopersist(ctx: Ctx) -> Injection:
     # exactly: consumers first, so some pending work builds up to be lost.
     consumers = ctx.fleet.alive("consumer")
     others = ctx.fleet.alive("producer") + ctx.fleet.alive("pump")
-    _freeze(ctx, consumers)
+    freeze(ctx, consumers)
     try:
         time.sleep(0.3)
-        _freeze(ctx, others)
+        freeze(ctx, others)
         held = _settledmembers(ctx)
         t = time.monotonic()
         os.kill(ctx.server.pid, signal.SIGKILL)
@@ -360,8 +215,8 @@ def script_flush(ctx: Ctx) -> Injection:
 
 def check_flush(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
                 report: AuditReport) -> tuple[list[Check], float | None]:
-    noscript = _errorstat(ctx.admin, "NOSCRIPT")
-    gaps = [_since(t, ev.first_sent_after(t)) for t in inj.data["times"]]
+    noscript = errorstat(ctx.admin, "NOSCRIPT")
+    gaps = [since(t, ev.first_sent_after(t)) for t in inj.data["times"]]
     return [
         Check(noscript >= len(inj.data["times"]) and not ev.errors,
               f"{noscript} NOSCRIPT replies, all reloaded by the client without an error"),
@@ -373,7 +228,7 @@ def oom(ctx: Ctx) -> Injection:
     saved = admin.config_get("maxmemory")["maxmemory"], admin.config_get("maxmemory-policy")["maxmemory-policy"]
     consumers = ctx.fleet.alive("consumer")
     producers = ctx.fleet.alive("producer")
-    _freeze(ctx, consumers)  # hold the consumers back so pending work fills the memory
+    freeze(ctx, consumers)  # hold the consumers back so pending work fills the memory
     try:
         admin.config_set("maxmemory-policy", "noeviction")
         admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) + plan.oom_headroom)
@@ -417,7 +272,7 @@ def check_oom(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
               f"{refused} enqueues refused with OutOfMemoryError (OOM) while memory was full"),
         Check(not inj.data["half"], f"{len(inj.data['half'])} half-written rows or pending entries of refused ids"),
         Check(ev.first_after("E", t) is not None, "enqueue accepted again once consumers freed memory"),
-    ], _since(t, ev.first_after("E", t))
+    ], since(t, ev.first_after("E", t))
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (

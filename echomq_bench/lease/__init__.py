@@ -11,7 +11,7 @@ beside it, and a recommendation a team can act on.
 Modules: `settings` (what a sweep depends on), `sweep` (the runner, with
 `worker`: one lease's process, and `calibrate`: reap cost and mass crash),
 `records` (raw data), `model` (the formulas), `stats` (intervals),
-`analysis` (measured vs model), `report` (recommendation, table, files),
+`analysis` (measured vs model), `recommend` (the recommendation), `report` (tables, files),
 `chart`, `command` (the `echomq-bench lease` CLI).
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from echomq_bench.lease.analysis import LeaseResult, SweepResult, analyse
-from echomq_bench.lease.report import Candidate, Recommendation, recommend, recommend_for
+from echomq_bench.lease.recommend import Candidate, Recommendation, recommend, recommend_for
 from echomq_bench.lease.sweep import DEFAULT_WORK, SettingsError, SweepError, SweepSettings, auto_leases, collect
 
 __all__ = [

@@ -182,7 +182,6 @@ def model_inputs(d: LeaseData, settings: Any) -> ModelInputs:
 
 def _lease_result(d: LeaseData, data: SweepData, dist: Distribution) -> LeaseResult:
     settings = data.settings
-    s = settings.time_scale
     live, crashed = d.live, d.crashed
     n_live = int(live["t0"].size)
     n_crash = int(crashed["t0"].size)
@@ -198,32 +197,69 @@ def _lease_result(d: LeaseData, data: SweepData, dist: Distribution) -> LeaseRes
     dups = dup_live + dup_crash
     executions = n_live + n_crash
     dup_rate = _interval(dups / executions if executions else math.nan, wilson(dups, executions))
+    wasted, wasted_share = _wasted(live, refused_mask, n_live, settings.seed)
+    rec, to_claim = _recovery_samples(d, settings.time_scale)
+    recovery = _quantiles(rec)
+    recovery["censored"] = d.censored_crashed
+    overhead, model = _model(d, settings, dist)
+    # None, not True, where the sample cannot bound the interval: an
+    # agreement that no data could have refuted is not one.
+    med_iv = recovery["median"]
+    agree = {
+        "false_expiry": fe.contains(model["false_expiry"]) if n_live else None,
+        "recovery_median": (med_iv.contains(model["recovery_median"])
+                            if math.isfinite(med_iv.lo) and math.isfinite(med_iv.hi) else None),
+    }
+    return LeaseResult(
+        lease_ms=d.lease_ms, lease_real_ms=d.lease_real_ms, executions=executions, live=n_live,
+        crashes=n_crash, refused=refused, false_expiry=fe, duplicates=dups, duplicate_rate=dup_rate,
+        wasted_work_s=wasted, wasted_share=wasted_share, recovery=recovery,
+        deadline_to_claim=_quantiles(to_claim), throughput=_throughput(d, settings.time_scale),
+        reap=_reap_figures(d, data), overhead_ms=overhead, model=model, agree=agree,
+        recovery_samples_ms=rec, deadline_samples_ms=to_claim,
+    )
 
+
+def _wasted(live: Any, refused_mask: np.ndarray, n_live: int, seed: int) -> tuple[float, Interval]:
+    """Nominal work seconds whose complete was refused, and their share of all live work."""
     w = live["w_ms"] if n_live else np.zeros(0)
     wasted = float(w[refused_mask].sum()) / 1000 if n_live else 0.0
     total_work = float(w.sum()) / 1000 if n_live else 0.0
     share_value = wasted / total_work if total_work else math.nan
     share_ci = bootstrap_ci(w, refused_mask.astype(float),
                             stat=lambda ww, rr: float((ww * rr).sum() / ww.sum()) if ww.sum() else math.nan,
-                            n_boot=400, seed=settings.seed)[1:] if n_live else (math.nan, math.nan)
-    wasted_share = _interval(share_value, share_ci)
+                            n_boot=400, seed=seed)[1:] if n_live else (math.nan, math.nan)
+    return wasted, _interval(share_value, share_ci)
 
-    got = ~np.isnan(crashed["reclaim"]) if n_crash else np.zeros(0, dtype=bool)
-    rec = np.maximum(0.0, crashed["reclaim"][got] - crashed["tx"][got]) * 1000 * s if n_crash else np.zeros(0)
-    deadline = ((crashed["t0"][got] + crashed["t1"][got]) / 2 + d.lease_real_ms / 1000) if n_crash else np.zeros(0)
-    to_claim = (crashed["reclaim"][got] - deadline) * 1000 * s if n_crash else np.zeros(0)
-    recovery = _quantiles(rec)
-    recovery["censored"] = d.censored_crashed
-    deadline_q = _quantiles(to_claim)
 
+def _recovery_samples(d: LeaseData, s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per reclaimed crash, nominal ms: crash to reclaim, and lease deadline to reclaim."""
+    crashed = d.crashed
+    if not crashed["t0"].size:
+        return np.zeros(0), np.zeros(0)
+    got = ~np.isnan(crashed["reclaim"])
+    rec = np.maximum(0.0, crashed["reclaim"][got] - crashed["tx"][got]) * 1000 * s
+    deadline = (crashed["t0"][got] + crashed["t1"][got]) / 2 + d.lease_real_ms / 1000
+    return rec, (crashed["reclaim"][got] - deadline) * 1000 * s
+
+
+def _throughput(d: LeaseData, s: float) -> Interval:
+    """Completed jobs per nominal second, with an interval from THROUGHPUT_BATCHES slices of the window."""
+    live = d.live
+    start, end = d.window
+    edges = np.linspace(start, end, THROUGHPUT_BATCHES + 1)
+    done_t = live["t3"][live["ok"]] if live["t0"].size else np.zeros(0)
+    counts, _ = np.histogram(done_t, bins=edges)
+    mean, lo, hi = rate_ci(counts.tolist(), (end - start) / THROUGHPUT_BATCHES)
+    return Interval(mean / s, lo / s, hi / s)
+
+
+def _reap_figures(d: LeaseData, data: SweepData) -> dict[str, Any]:
+    """The reaper's calls inside the window: rate, jobs moved, round trips, and their server cost."""
+    settings = data.settings
+    s = settings.time_scale
     start, end = d.window
     window = end - start
-    edges = np.linspace(start, end, THROUGHPUT_BATCHES + 1)
-    done_t = live["t3"][live["ok"]] if n_live else np.zeros(0)
-    counts, _ = np.histogram(done_t, bins=edges)
-    mean, lo, hi = rate_ci(counts.tolist(), window / THROUGHPUT_BATCHES)
-    throughput = Interval(mean / s, lo / s, hi / s)
-
     reaps = d.reaps
     rw = reaps[(reaps[:, 0] >= start) & (reaps[:, 0] < end)] if reaps.size else np.zeros((0, 3))
     calls = int(rw.shape[0])
@@ -245,17 +281,21 @@ def _lease_result(d: LeaseData, data: SweepData, dist: Distribution) -> LeaseRes
         reap["server_usec_per_call"] = usec / calls
         # At the nominal rate of calls: what the pump costs the server's main thread.
         reap["server_share_nominal"] = usec / (window * s) / 1e6
+    return reap
 
+
+def _model(d: LeaseData, settings: Any, dist: Distribution) -> tuple[dict[str, float], dict[str, float]]:
+    """The measured overheads, and the model's figures for this lease fed with them."""
+    s = settings.time_scale
     inputs = model_inputs(d, settings)
     o = np.asarray(inputs.overheads_ms)
     overhead = {"median": float(np.median(o)), "p99": float(np.quantile(o, 0.99)),
                 "p999": float(np.quantile(o, 0.999)), "max": float(o.max()),
                 "mean": float(o.mean()), "median_real": float(np.median(o)) / s, "crash_gap": inputs.crash_gap_ms}
-    m_fe = false_expiry(dist, d.lease_ms, inputs)
     m_rec = recovery_samples(dist, d.lease_ms, inputs, seed=settings.seed)
     m_dl = deadline_samples(inputs, seed=settings.seed)
     model = {
-        "false_expiry": m_fe,
+        "false_expiry": false_expiry(dist, d.lease_ms, inputs),
         "lease_expiry": lease_expiry(dist, d.lease_ms, float(o.mean())),
         "recovery_median": float(np.median(m_rec)),
         "recovery_p99": float(np.quantile(m_rec, 0.99)),
@@ -264,21 +304,7 @@ def _lease_result(d: LeaseData, data: SweepData, dist: Distribution) -> LeaseRes
         "claim_wait_mean": float(np.mean(m_dl)) - settings.reap_every_ms / 2,
         "claim_rate_per_s": inputs.claim_rate_per_ms * 1000,
     }
-    # None, not True, where the sample cannot bound the interval: an
-    # agreement that no data could have refuted is not one.
-    med_iv = recovery["median"]
-    agree = {
-        "false_expiry": fe.contains(m_fe) if n_live else None,
-        "recovery_median": (med_iv.contains(model["recovery_median"])
-                            if math.isfinite(med_iv.lo) and math.isfinite(med_iv.hi) else None),
-    }
-    return LeaseResult(
-        lease_ms=d.lease_ms, lease_real_ms=d.lease_real_ms, executions=executions, live=n_live,
-        crashes=n_crash, refused=refused, false_expiry=fe, duplicates=dups, duplicate_rate=dup_rate,
-        wasted_work_s=wasted, wasted_share=wasted_share, recovery=recovery, deadline_to_claim=deadline_q,
-        throughput=throughput, reap=reap, overhead_ms=overhead, model=model, agree=agree,
-        recovery_samples_ms=rec, deadline_samples_ms=to_claim,
-    )
+    return overhead, model
 
 
 def _bottleneck(data: SweepData) -> str:

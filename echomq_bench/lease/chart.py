@@ -4,13 +4,13 @@ measured (with 95% intervals) and modelled, the limits and the pick marked."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from echomq_bench.lease.analysis import SweepResult, pooled_inputs
 from echomq_bench.lease.model import ModelInputs, false_expiry, recovery_samples
-from echomq_bench.lease.report import Recommendation, fmt_ms, fmt_pct
+from echomq_bench.lease.recommend import Recommendation, fmt_ms, fmt_pct
 
 __all__ = ["draw"]
 
@@ -33,40 +33,7 @@ def draw(path: Path, results: Sequence[SweepResult], recs: Sequence[Recommendati
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple"]
     lows: list[float] = []
     for k, (res, rec) in enumerate(zip(results, recs)):
-        col = colours[k % len(colours)]
-        name = f"{res.data.server_name}"
-        leases = np.array([r.lease_ms for r in res.leases]) / 1000
-        dist = res.settings.dist()
-        inputs: ModelInputs = pooled_inputs(res)
-        grid = np.geomspace(leases.min() / 1.5, leases.max() * 1.5, 32)
-        fe = np.array([r.false_expiry.value for r in res.leases])
-        lo = np.array([r.false_expiry.lo for r in res.leases])
-        hi = np.array([r.false_expiry.hi for r in res.leases])
-        seen = fe > 0
-        ax1.errorbar(leases[seen], fe[seen], yerr=_err(fe[seen], lo[seen], hi[seen]),
-                     fmt="o", color=col, capsize=3, label=f"{name} measured (95% CI)")
-        if (~seen).any():
-            # No false expiry seen: only the interval's upper end is a number.
-            ax1.plot(leases[~seen], hi[~seen], "v", color=col, markerfacecolor="none", markersize=8,
-                     label=f"{name} none seen: 95% upper bound")
-        model_fe = np.array([false_expiry(dist, g * 1000, inputs) for g in grid])
-        ax1.plot(grid, model_fe, "-", color=col, alpha=0.6, label=f"{name} model")
-        lows.extend([*model_fe[model_fe > 0], *lo[lo > 0], *hi])
-        for q, marker in (("median", "o"), ("p99", "^")):
-            val = np.array([r.recovery[q].value for r in res.leases]) / 1000
-            qlo = np.array([r.recovery[q].lo for r in res.leases]) / 1000
-            qhi = np.array([r.recovery[q].hi for r in res.leases]) / 1000
-            ax2.errorbar(leases, val, yerr=_err(val, qlo, qhi), fmt=marker, color=col, capsize=3,
-                         label=f"{name} {q} measured")
-        mrec = [recovery_samples(dist, g * 1000, inputs, n=6000) for g in grid]
-        ax2.plot(grid, [np.median(x) / 1000 for x in mrec], "-", color=col, alpha=0.6, label=f"{name} model median")
-        ax2.plot(grid, [np.quantile(x, 0.99) / 1000 for x in mrec], "--", color=col, alpha=0.6,
-                 label=f"{name} model p99")
-        if rec.lease_ms is not None:
-            for ax in (ax1, ax2):
-                ax.axvline(rec.lease_ms / 1000, color=col, linestyle=":", linewidth=2)
-            ax1.annotate(f"recommended {fmt_ms(rec.lease_ms)}", (rec.lease_ms / 1000, s.budget),
-                         xytext=(6, 12), textcoords="offset points", color=col)
+        lows.extend(_draw_server(ax1, ax2, res, rec, colours[k % len(colours)], s.budget))
     ax1.axhline(s.budget, color="red", linewidth=1, label=f"budget {fmt_pct(s.budget)}")
     ax1.set_xscale("log")
     ax1.set_yscale("log")
@@ -92,3 +59,43 @@ def draw(path: Path, results: Sequence[SweepResult], recs: Sequence[Recommendati
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _draw_server(ax1: Any, ax2: Any, res: SweepResult, rec: Recommendation, col: str, budget: float) -> list[float]:
+    """One server's measured points and model curves on both panels; returns the
+    false-expiry values the upper panel's y range must show."""
+    lows: list[float] = []
+    name = f"{res.data.server_name}"
+    leases = np.array([r.lease_ms for r in res.leases]) / 1000
+    dist = res.settings.dist()
+    inputs: ModelInputs = pooled_inputs(res)
+    grid = np.geomspace(leases.min() / 1.5, leases.max() * 1.5, 32)
+    fe = np.array([r.false_expiry.value for r in res.leases])
+    lo = np.array([r.false_expiry.lo for r in res.leases])
+    hi = np.array([r.false_expiry.hi for r in res.leases])
+    seen = fe > 0
+    ax1.errorbar(leases[seen], fe[seen], yerr=_err(fe[seen], lo[seen], hi[seen]),
+                 fmt="o", color=col, capsize=3, label=f"{name} measured (95% CI)")
+    if (~seen).any():
+        # No false expiry seen: only the interval's upper end is a number.
+        ax1.plot(leases[~seen], hi[~seen], "v", color=col, markerfacecolor="none", markersize=8,
+                 label=f"{name} none seen: 95% upper bound")
+    model_fe = np.array([false_expiry(dist, g * 1000, inputs) for g in grid])
+    ax1.plot(grid, model_fe, "-", color=col, alpha=0.6, label=f"{name} model")
+    lows.extend([*model_fe[model_fe > 0], *lo[lo > 0], *hi])
+    for q, marker in (("median", "o"), ("p99", "^")):
+        val = np.array([r.recovery[q].value for r in res.leases]) / 1000
+        qlo = np.array([r.recovery[q].lo for r in res.leases]) / 1000
+        qhi = np.array([r.recovery[q].hi for r in res.leases]) / 1000
+        ax2.errorbar(leases, val, yerr=_err(val, qlo, qhi), fmt=marker, color=col, capsize=3,
+                     label=f"{name} {q} measured")
+    mrec = [recovery_samples(dist, g * 1000, inputs, n=6000) for g in grid]
+    ax2.plot(grid, [np.median(x) / 1000 for x in mrec], "-", color=col, alpha=0.6, label=f"{name} model median")
+    ax2.plot(grid, [np.quantile(x, 0.99) / 1000 for x in mrec], "--", color=col, alpha=0.6,
+             label=f"{name} model p99")
+    if rec.lease_ms is not None:
+        for ax in (ax1, ax2):
+            ax.axvline(rec.lease_ms / 1000, color=col, linestyle=":", linewidth=2)
+        ax1.annotate(f"recommended {fmt_ms(rec.lease_ms)}", (rec.lease_ms / 1000, budget),
+                     xytext=(6, 12), textcoords="offset points", color=col)
+    return lows

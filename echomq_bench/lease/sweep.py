@@ -105,54 +105,15 @@ def _collect(server: Any, settings: SweepSettings, progress: Callable[[str], Non
     version = server.version()
     say = progress or (lambda text: None)
     wall0 = time.perf_counter()
-    procs, pipes = [], []
+    procs: list[Any] = []
     say(f"starting {len(leases)} lease processes x {settings.consumers} consumers")
     try:
-        for i, lease in enumerate(leases):
-            parent, child = ctx.Pipe()
-            p = ctx.Process(target=lease_worker, args=(spec, i, settings, lease, child, counters, tag),
-                            daemon=True, name=f"lease-{lease:g}ms")
-            p.start()
-            child.close()
-            procs.append(p)
-            pipes.append(parent)
+        pipes = _start(ctx, procs, (spec, settings, counters, tag), leases)
+        window = _window(settings, leases)
         for conn in pipes:
-            if not conn.poll(READY_TIMEOUT_S):
-                raise SweepError("a lease process did not get ready in time")
-            kind, msg = _recv(conn)
-            if kind != "ready":
-                raise SweepError(msg)
-        dist = settings.dist()
-        start = time.perf_counter() + settings.warmup_s
-        end = start + settings.duration_s
-        scale = settings.time_scale
-        longest = max(settings.real_lease_ms(x) for x in leases) / 1000.0
-        cap = (longest + 2 * settings.reap_every_ms / scale / 1000.0
-               + min(dist.quantile_ms(0.9999) / scale / 1000.0, 10.0) + 1.0)
-        for conn in pipes:
-            conn.send((start, end, cap))
-        time.sleep(max(0.0, start - time.perf_counter()))
-        s0 = sample(client)
-        results: dict[int, LeaseData] = {}
-        sampled_end = None
-        while len(results) < len(leases):
-            now = time.perf_counter()
-            if sampled_end is None and now >= end:
-                sampled_end = sample(client)
-            for i, conn in enumerate(pipes):
-                if i in results or not conn.poll(0):
-                    continue
-                kind, payload = _recv(conn)
-                if kind == "error":
-                    raise SweepError(payload)
-                results[i] = payload
-            say(_progress_line(now, start, end, leases, counters, results))
-            if now > end + cap + 30:
-                raise SweepError("lease processes did not report back")
-            time.sleep(0.5 if now < end else 0.1)
-        if sampled_end is None:
-            sampled_end = sample(client)
-        use = usage(s0, sampled_end)
+            conn.send(window)
+        time.sleep(max(0.0, window[0] - time.perf_counter()))
+        results, use = _gather(pipes, client, leases, counters, window, say)
         for p in procs:
             p.join(timeout=10)
     finally:
@@ -185,6 +146,68 @@ def _collect(server: Any, settings: SweepSettings, progress: Callable[[str], Non
         evalsha_calls=use.calls("evalsha"),
         evalsha_usec=use.usec("evalsha"),
     )
+
+
+def _start(ctx: Any, procs: list[Any], shared: tuple[Any, SweepSettings, Any, str],
+           leases: tuple[float, ...]) -> list[Any]:
+    """One process per lease, appended to procs as it starts; returns their pipes once all are ready."""
+    spec, settings, counters, tag = shared
+    pipes = []
+    for i, lease in enumerate(leases):
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=lease_worker, args=(spec, i, settings, lease, child, counters, tag),
+                        daemon=True, name=f"lease-{lease:g}ms")
+        p.start()
+        child.close()
+        procs.append(p)
+        pipes.append(parent)
+    for conn in pipes:
+        if not conn.poll(READY_TIMEOUT_S):
+            raise SweepError("a lease process did not get ready in time")
+        kind, msg = _recv(conn)
+        if kind != "ready":
+            raise SweepError(msg)
+    return pipes
+
+
+def _window(settings: SweepSettings, leases: tuple[float, ...]) -> tuple[float, float, float]:
+    """The measured window's start and end (perf_counter seconds), and how long after its end
+    a process may still wait for its last jobs to settle."""
+    dist = settings.dist()
+    start = time.perf_counter() + settings.warmup_s
+    end = start + settings.duration_s
+    scale = settings.time_scale
+    longest = max(settings.real_lease_ms(x) for x in leases) / 1000.0
+    cap = (longest + 2 * settings.reap_every_ms / scale / 1000.0
+           + min(dist.quantile_ms(0.9999) / scale / 1000.0, 10.0) + 1.0)
+    return start, end, cap
+
+
+def _gather(pipes: list[Any], client: Any, leases: tuple[float, ...], counters: Any,
+            window: tuple[float, float, float], say: Callable[[str], None]) -> tuple[dict[int, LeaseData], Any]:
+    """Each process's data as it reports, and the server's usage over the window."""
+    start, end, cap = window
+    s0 = sample(client)
+    results: dict[int, LeaseData] = {}
+    sampled_end = None
+    while len(results) < len(leases):
+        now = time.perf_counter()
+        if sampled_end is None and now >= end:
+            sampled_end = sample(client)
+        for i, conn in enumerate(pipes):
+            if i in results or not conn.poll(0):
+                continue
+            kind, payload = _recv(conn)
+            if kind == "error":
+                raise SweepError(payload)
+            results[i] = payload
+        say(_progress_line(now, start, end, leases, counters, results))
+        if now > end + cap + 30:
+            raise SweepError("lease processes did not report back")
+        time.sleep(0.5 if now < end else 0.1)
+    if sampled_end is None:
+        sampled_end = sample(client)
+    return results, usage(s0, sampled_end)
 
 
 def _recv(conn: Any) -> tuple[str, Any]:

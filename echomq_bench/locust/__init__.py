@@ -4,7 +4,7 @@ A scenario file is a few lines:
 
     from echomq_bench.locust import Consumer, ConsumerSteps, install
 
-    install("claim_complete", lease_ms=30_000, work="const:0")
+    install("claim_complete", lease="30s", work="const:0")
 
     class Worker(Consumer):
         pass

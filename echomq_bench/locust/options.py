@@ -6,6 +6,10 @@ default's type. Each option is checked twice: by argparse when it comes from
 the command line, a config file or a LOCUST_* variable (a bad value exits 2
 naming the option), and by `Settings.from_options` when a run starts, which
 also covers values typed into the web UI.
+
+The rules are the command line's (echomq_bench.options): durations carry
+their unit (500ms, 10s, 2m; a bare number is refused, 0 excepted), and
+--rate is jobs/s offered over the whole run.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import argparse
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from echomq_bench.measurement.workdist import DistError, parse_dist, parse_duration_ms
+from echomq_bench.measurement.workdist import DistError, parse_dist
+from echomq_bench.options import DurationError, legacy_ms, parse_duration_ms
 from echomq.errors import InvalidArgumentError
 from echomq.keys import check_queue_name
 from echomq_bench.servers.embedded import ServerSpec, ServerSpecError, parse_server_spec
@@ -33,7 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "server": None,
     "queue": None,
     "queues": 1,
-    "lease_ms": 30_000,
+    "lease": "30s",
     "max_attempts": 3,
     "payload_bytes": 64,
     "work": "const:0",
@@ -75,7 +80,7 @@ def _checked(check: Callable[[str], object]) -> Callable[[str], str]:
     def typed(text: str) -> str:
         try:
             check(text)
-        except (SettingsError, DistError, ServerSpecError, InvalidArgumentError) as exc:
+        except (SettingsError, DistError, DurationError, ServerSpecError, InvalidArgumentError) as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
         return text
 
@@ -98,18 +103,35 @@ def _ranged(kind: type, lo: float, hi: float) -> Callable[[str], Any]:
 
 
 def _duration(text: str) -> float:
+    return parse_duration_ms(text)
+
+
+def _lease_ms(text: str) -> int:
     ms = parse_duration_ms(text)
-    if ms < 0:
-        raise SettingsError(f"duration {text!r} is negative")
-    return ms
+    if not 1 <= ms <= INT31:
+        raise SettingsError(f"lease {text!r} must be from 1ms to {INT31}ms")
+    return int(round(ms))
+
+
+def _legacy_lease(text: str) -> str:
+    """--lease-ms N, the old spelling: N whole milliseconds, kept as the text --lease takes."""
+    try:
+        ms = legacy_ms(text)
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    text = f"{ms:g}ms"
+    _checked(_lease_ms)(text)
+    return text
 
 
 def add_options(parser: Any, defaults: dict[str, Any]) -> None:
     """Add the echomq options to Locust's parser (shown in the web UI too).
-    Durations take us, ms, s or m; a bare number is milliseconds."""
+    Durations carry their unit (us, ms, s or m); a bare number is refused, 0 excepted."""
     # Not in an argument group: only Locust's parser itself knows include_in_web_ui.
-    def add(flag: str, dest: str, help: str, type: Any = str, web: bool = True, metavar: str | None = None) -> None:
-        parser.add_argument(flag, dest=dest, type=type, default=defaults[dest], help=f"echomq: {help}",
+    def add(flag: str | tuple[str, ...], dest: str, help: str, type: Any = str, web: bool = True,
+            metavar: str | None = None) -> None:
+        flags = (flag,) if isinstance(flag, str) else flag
+        parser.add_argument(*flags, dest=dest, type=type, default=defaults[dest], help=f"echomq: {help}",
                             metavar=metavar, include_in_web_ui=web)
 
     add("--server", "server", "redis | valkey | NAME=BINARY [ARGS...] (embedded, local runs only) | redis://HOST:PORT "
@@ -118,7 +140,10 @@ def add_options(parser: Any, defaults: dict[str, Any]) -> None:
     add("--queue", "queue", "queue name (default: a fresh name per run, so runs never mix)",
         type=_checked(check_queue_name), metavar="NAME")
     add("--queues", "queues", "number of queues; consumers are spread over them", type=_ranged(int, 1, 1000))
-    add("--lease-ms", "lease_ms", "lease of each claim, ms", type=_ranged(int, 1, INT31))
+    add("--lease", "lease", "lease of each claim, e.g. 30s, 500ms", type=_checked(_lease_ms), metavar="DURATION")
+    # The old spelling: its name carries the unit, so a bare number stays milliseconds.
+    parser.add_argument("--lease-ms", dest="lease", type=_legacy_lease, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS, include_in_web_ui=False)
     add("--max-attempts", "max_attempts", "claims a job gets before the dead set", type=_ranged(int, 1, INT31))
     add("--payload-bytes", "payload_bytes", "payload size of each job", type=_ranged(int, 0, 1 << 20))
     add("--work", "work", "work-time distribution: const:0, exp:mean=20ms, lognormal:median=50ms,p99=400ms, "
@@ -140,10 +165,10 @@ def add_options(parser: Any, defaults: dict[str, Any]) -> None:
         metavar="DURATION")
     add("--producers", "producers", "producer greenlets per load process", type=_ranged(int, 0, 10_000))
     add("--batch", "batch", "jobs per enqueue round trip (one pipelined request)", type=_ranged(int, 1, 10_000))
-    add("--backlog", "backlog", "with --enqueue-rate 0, producers keep this many jobs pending per queue",
+    add("--backlog", "backlog", "with --rate 0, producers keep this many jobs pending per queue",
         type=_ranged(int, 1, 10_000_000))
-    add("--enqueue-rate", "enqueue_rate", "jobs/s enqueued by the whole run, open loop (0 = keep the backlog)",
-        type=_ranged(float, 0, 1e7))
+    add(("--rate", "--enqueue-rate"), "enqueue_rate", "jobs/s offered over all queues by the whole run, open loop "
+        "(0 = keep the backlog instead)", type=_ranged(float, 0, 1e7), metavar="JOBS_PER_S")
     add("--idle-wait", "idle_wait", "a consumer's pause after an empty claim", type=_checked(_duration),
         metavar="DURATION")
     add("--steps", "steps", "step the number of consumers, e.g. 1,2,4,8,16,32,64 (a LoadTestShape; command line only)",
@@ -186,20 +211,23 @@ class Settings:
             value = getattr(options, name, DEFAULTS[name])
             return DEFAULTS[name] if value is None and DEFAULTS[name] is not None else value
 
+        def flag(name: str) -> str:
+            return "--rate" if name == "enqueue_rate" else f"--{name.replace('_', '-')}"
+
         def number(name: str, kind: type, lo: float, hi: float) -> Any:
             try:
                 value = kind(get(name))
             except (TypeError, ValueError):
-                raise SettingsError(f"--{name.replace('_', '-')} {get(name)!r} is not a number") from None
+                raise SettingsError(f"{flag(name)} {get(name)!r} is not a number") from None
             if not lo <= value <= hi:
-                raise SettingsError(f"--{name.replace('_', '-')} {value!r} must be from {lo:g} to {hi:g}")
+                raise SettingsError(f"{flag(name)} {value!r} must be from {lo:g} to {hi:g}")
             return value
 
-        def duration(name: str) -> float:
+        def duration(name: str, convert: Callable[[str], Any] = _duration) -> Any:
             try:
-                return _duration(str(get(name)))
-            except (DistError, SettingsError) as exc:
-                raise SettingsError(f"--{name.replace('_', '-')}: {exc}") from None
+                return convert(str(get(name)))
+            except (DurationError, SettingsError) as exc:
+                raise SettingsError(f"{flag(name)}: {exc}") from None
 
         server_text = (get("server") or "").strip()
         queue = (get("queue") or "").strip() or None
@@ -213,7 +241,7 @@ class Settings:
         settings = cls(
             server=server, queue=queue,
             queues=number("queues", int, 1, 1000),
-            lease_ms=number("lease_ms", int, 1, INT31),
+            lease_ms=duration("lease", _lease_ms),
             max_attempts=number("max_attempts", int, 1, INT31),
             payload_bytes=number("payload_bytes", int, 0, 1 << 20),
             work=work,

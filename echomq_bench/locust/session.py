@@ -4,7 +4,7 @@ Locust users are the consumers. Around them each process runs what a real
 deployment has beside its workers:
 
 - producers (every load process): enqueue in pipelined batches, either
-  keeping `--backlog` jobs pending per queue or at `--enqueue-rate` jobs/s
+  keeping `--backlog` jobs pending per queue or at `--rate` jobs/s
   for the whole run, open loop;
 - the pump (one per run: on the local runner or the master): reap and
   promote on their cadence;

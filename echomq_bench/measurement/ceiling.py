@@ -23,7 +23,7 @@ from echomq_bench.load.backlog import fill, remove_queue
 from echomq.keys import QueueKeys
 from echomq_bench.load.wire import Target
 
-__all__ = ["Ceiling", "run_ceiling", "benchmark_binary"]
+__all__ = ["Ceiling", "CeilingOptions", "run_ceiling", "benchmark_binary"]
 
 PIPELINE = 32
 CLIENTS = 4
@@ -54,10 +54,22 @@ def benchmark_binary(version: str) -> str | None:
     return None
 
 
-def run_ceiling(client: Any, target: Target, claim_sha: str, version: str, *, requests: int = 100_000,
-                payload: bytes = b"x" * 64, lease_ms: int = 60_000, cpus: tuple[int, ...] | None = None,
-                say: Callable[[str], None] = lambda _: None) -> Ceiling | None:
+@dataclass(frozen=True)
+class CeilingOptions:
+    """How big the ceiling run is, and where its client runs."""
+
+    requests: int = 100_000
+    payload: bytes = b"x" * 64
+    lease_ms: int = 60_000
+    cpus: tuple[int, ...] | None = None          # pin the C client to these cores
+    say: Callable[[str], None] = lambda _: None
+
+
+def run_ceiling(client: Any, target: Target, claim_sha: str, version: str,
+                options: CeilingOptions = CeilingOptions()) -> Ceiling | None:
     """Run the C client on its own throwaway queue; None when no benchmark client is installed."""
+    requests, payload, lease_ms, cpus, say = (options.requests, options.payload, options.lease_ms, options.cpus,
+                                              options.say)
     tool = benchmark_binary(version)
     if tool is None:
         say("no redis-benchmark or valkey-benchmark on PATH: no ceiling")

@@ -1,0 +1,145 @@
+"""The regression gate's baselines: where they live, reading and writing them, the
+scripts they keep, and a deliberately slowed copy of the scripts to test the gate with."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from echomq.scripts import discover, lua_dir
+
+if TYPE_CHECKING:
+    from echomq_bench.microbench.figures import Measurement
+
+__all__ = ["SCHEMA", "UPDATE_PASSES", "BaselineError", "baseline_path", "load_baseline", "write_baseline",
+           "script_texts", "write_scripts", "slowed_copy", "shown", "pass_drift"]
+
+SCHEMA = "echomq-gate-baseline/1"
+UPDATE_PASSES = 3
+# The checkout's committed baselines: <checkout>/results/baselines, two folders above this package.
+CHECKOUT_BASELINES = Path(__file__).resolve().parents[2] / "results" / "baselines"
+
+
+class BaselineError(ValueError):
+    """A baseline that is missing or unreadable; the message says which and why."""
+
+
+# -- baselines -----------------------------------------------------------------------------
+
+
+def default_baseline_dir() -> Path:
+    from echomq_bench.records.files import RESULTS_DIR
+
+    return CHECKOUT_BASELINES if CHECKOUT_BASELINES.is_dir() else RESULTS_DIR / "baselines"
+
+
+def baseline_path(base: Path | str | None, build: str) -> Path:
+    """A .json file is used for every build; a folder holds gate-<build>.json."""
+    path = Path(base) if base is not None else default_baseline_dir()
+    if path.suffix == ".json":
+        return path
+    return path / f"gate-{re.sub(r'[^A-Za-z0-9_.-]+', '-', build)}.json"
+
+
+def load_baseline(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise BaselineError(f"no baseline at {path}; write one with: echomq-bench gate --update "
+                            f"--baseline {path.parent if path.name.startswith('gate-') else path}")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BaselineError(f"{path}: not a readable baseline ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("figures"), dict):
+        raise BaselineError(f"{path}: not a gate baseline (want schema {SCHEMA!r} with figures)")
+    return data
+
+
+def script_texts(folder: Path | str | None = None) -> dict[str, dict[str, Any]]:
+    """Every verb's script as the server sees it (includes expanded)."""
+    return {verb: {"file": src.path.name, "numkeys": src.numkeys, "text": src.text}
+            for verb, src in discover(folder).items()}
+
+
+
+def pass_drift(passes: list[Measurement]) -> dict[str, float]:
+    """Each figure's drift: the relative standard deviation of its ratio between
+    passes, which the within-run standard error does not see."""
+    per_pass = [p.figures() for p in passes]
+    drift = {}
+    for case in per_pass[0]:
+        ratios = [f[case].server_ratio for f in per_pass]
+        mean = sum(ratios) / len(ratios)
+        drift[case] = (math.sqrt(sum((r - mean) ** 2 for r in ratios) / (len(ratios) - 1)) / mean
+                       if len(ratios) > 1 and mean > 0 else 0.0)
+    return drift
+
+
+def write_baseline(path: Path, m: Measurement, folder: Path | str | None, drift: dict[str, float] | None = None,
+                   **extra: Any) -> dict[str, Any]:
+    from echomq_bench.records import meta, files as results
+
+    figures = m.figures()
+    drift = drift or {}
+    data = {
+        "schema": SCHEMA,
+        "build": m.server,
+        "version": m.version,
+        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "git": meta.git_commit(),
+        "machine": {"cpu_model": meta.cpu_model()},
+        "settings": {"rounds": m.settings.rounds, "calls": m.settings.calls,
+                     "heavy_calls": m.settings.heavy_calls, "sizes": vars(m.settings.sizes)},
+        "load": {"server_main_thread_busy": round(m.server_utilization, 3),
+                 "client_busy": round(m.client_utilization, 3)},
+        **extra,
+        "figures": {name: {**f.to_dict(), "drift": round(drift.get(name, 0.0), 4)}
+                    for name, f in figures.items()},
+        "scripts": script_texts(folder),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    results.write_json(path, data)
+    return data
+
+
+def shown(path: str | Path) -> str:
+    """A path inside the checkout as a relative one: baselines are committed."""
+    p = Path(path).resolve()
+    root = CHECKOUT_BASELINES.parent.parent
+    try:
+        return str(p.relative_to(root))
+    except ValueError:
+        return str(p)
+
+
+def write_scripts(texts: dict[str, dict[str, Any]], folder: Path) -> Path:
+    for verb, s in texts.items():
+        (folder / f"{verb}-{s['numkeys']}.lua").write_text(s["text"])
+    return folder
+
+
+def slowed_copy(dest: Path | str, verb: str = "claim", iterations: int = 2000,
+                source: Path | str | None = None) -> Path:
+    """A copy of lua/ (or `source`) in dest whose `verb` script first spins
+    a busy loop of `iterations` additions: a regression of known size, for
+    checking that the gate sees it (point ECHOMQ_LUA_DIR at dest)."""
+    import shutil
+
+    src = Path(source) if source is not None else lua_dir()
+    dest = Path(dest)
+    shutil.copytree(src, dest, dirs_exist_ok=True)
+    matches = list(dest.glob(f"{verb}-*.lua"))
+    if len(matches) != 1:
+        raise FileNotFoundError(f"no single {verb}-<numkeys>.lua in {src}")
+    text = matches[0].read_text()
+    marker = "local rcall = redis.call"
+    if marker not in text:
+        raise ValueError(f"{matches[0]}: no line {marker!r} to put the busy loop before")
+    loop = (f"local burn = 0\nfor i = 1, {int(iterations)} do burn = burn + i end  "
+            f"-- slowed_copy: a deliberate regression\n")
+    matches[0].write_text(text.replace(marker, loop + marker, 1))
+    return dest
+

@@ -1,0 +1,199 @@
+"""The reap/promote curve's data: settings, one call's points, the mass-crash drains, and
+the curve that reads ratios, a fit and tidy rows from them."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+__all__ = ["CurveSettings", "FULL", "QUICK", "VERBS", "Point", "Drain", "Curve"]
+
+VERBS = ("reap", "promote")
+
+
+@dataclass(frozen=True)
+class CurveSettings:
+    sizes: tuple[int, ...] = (1_000, 10_000, 100_000, 1_000_000)   # M, live entries
+    caps: tuple[int, ...] = (10, 100, 1_000, 10_000)
+    repeats: int = 5
+    orphans: int = 10_000                      # K, the mass crash to drain
+    cadences_ms: tuple[int, ...] = (100, 1_000)
+    drain_size: int = 100_000                  # M beside the orphans while draining
+    verbs: tuple[str, ...] = VERBS
+    ratio_cap: int = 100                       # the check: one call of this cap, k = cap
+    ratio_repeats: int = 21                    # ... at the smallest and largest M, A B A B
+
+    def ks(self, cap: int) -> list[int]:
+        """k from 0 to the cap: none, one, a tenth of the cap, the cap."""
+        return sorted({0, 1, max(1, cap // 10), cap})
+
+
+FULL = CurveSettings()
+QUICK = CurveSettings(sizes=(1_000, 100_000, 1_000_000), caps=(10, 100, 1_000), repeats=3)
+
+
+@dataclass(frozen=True)
+class Point:
+    verb: str
+    size: int      # M
+    cap: int
+    k: int         # expired (reap) or due (promote) entries before the call
+    server_us: list[int]
+    client_us: list[float]
+
+    @property
+    def moved(self) -> int:
+        return min(self.k, self.cap)
+
+    @property
+    def median_us(self) -> float:
+        return float(statistics.median(self.server_us))
+
+
+@dataclass(frozen=True)
+class Drain:
+    verb: str
+    cap: int
+    orphans: int
+    size: int
+    calls: int
+    wall_ms: float            # back to back, measured
+    server_ms: float          # sum of the calls' server time
+    max_call_us: int
+
+    def at_cadence_ms(self, cadence_ms: float, call_us: float) -> float:
+        """One call per tick: the last of ceil(K/cap) calls starts (calls-1)
+        ticks after the first."""
+        return (self.calls - 1) * cadence_ms + self.calls * call_us / 1000
+
+
+@dataclass(frozen=True)
+class Curve:
+    server: str
+    version: str
+    settings: CurveSettings
+    points: list[Point] = field(default_factory=list)
+    drains: list[Drain] = field(default_factory=list)
+    # verb -> (µs at the smallest M, µs at the largest M) of the ratio check's pairs
+    ratio_pairs: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    wall_s: float = 0.0
+    server_main_cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
+
+    def point(self, verb: str, size: int, cap: int, k: int) -> Point | None:
+        for p in self.points:
+            if (p.verb, p.size, p.cap, p.k) == (verb, size, cap, k):
+                return p
+        return None
+
+    def ratio(self, verb: str, k: int | None = None) -> float | None:
+        """One call of ratio_cap with k (default: the cap) at the largest M
+        over the same at the smallest: from the ratio check's pairs when
+        k is the cap, else from the grid's medians."""
+        s = self.settings
+        pairs = self.ratio_pairs.get(verb)
+        if k is None and pairs:
+            lo = statistics.median(p[0] for p in pairs)
+            return statistics.median(p[1] for p in pairs) / lo if lo > 0 else None
+        k = s.ratio_cap if k is None else k
+        lo_p = self.point(verb, min(s.sizes), s.ratio_cap, k)
+        hi_p = self.point(verb, max(s.sizes), s.ratio_cap, k)
+        if not lo_p or not hi_p or lo_p.median_us <= 0:
+            return None
+        return hi_p.median_us / lo_p.median_us
+
+    def paired_ratio(self, verb: str) -> tuple[float, float, float] | None:
+        """The per-pair ratios of the check (median, and the interquartile
+        range): each pair is two calls taken side by side."""
+        r = sorted(hi / lo for lo, hi in self.ratio_pairs.get(verb, []) if lo > 0)
+        if not r:
+            return None
+        if len(r) < 4:
+            return float(statistics.median(r)), r[0], r[-1]
+        q1, q2, q3 = statistics.quantiles(r, n=4)
+        return float(q2), q1, q3
+
+    def fit(self, verb: str) -> dict[str, float]:
+        """Least squares of server µs = a + b*moved + c*log2(M): b is the
+        cost per job moved, c the cost per doubling of the set."""
+        import numpy as np
+
+        pts = [p for p in self.points if p.verb == verb]
+        if len({p.size for p in pts}) < 2:
+            return {}
+        X = np.array([[1.0, p.moved, math.log2(p.size)] for p in pts])
+        y = np.array([p.median_us for p in pts])
+        # Weighted by 1/y: the points span 10 µs to 50 ms, and their noise is
+        # relative; an unweighted fit would let the 10,000-job calls' noise
+        # decide the log M term.
+        w = 1 / np.maximum(y, 1.0)
+        (a, b, c), *_ = np.linalg.lstsq(X * w[:, None], y * w, rcond=None)
+        return {"base_us": float(a), "us_per_job": float(b), "us_per_doubling_of_M": float(c)}
+
+    def tidy_rows(self) -> Iterable[dict[str, Any]]:
+        for p in self.points:
+            for rep, (srv, cli) in enumerate(zip(p.server_us, p.client_us)):
+                base = {"build": self.server, "verb": p.verb, "M": p.size, "cap": p.cap, "k": p.k,
+                        "moved": p.moved, "repeat": rep}
+                yield {**base, "metric": "server_us", "value": srv, "unit": "us"}
+                yield {**base, "metric": "client_us", "value": round(cli, 2), "unit": "us"}
+
+    def ratio_rows(self) -> Iterable[dict[str, Any]]:
+        s = self.settings
+        for verb, pairs in self.ratio_pairs.items():
+            for rep, (lo, hi) in enumerate(pairs):
+                for m, us in ((min(s.sizes), lo), (max(s.sizes), hi)):
+                    yield {"build": self.server, "verb": verb, "M": m, "cap": s.ratio_cap, "k": s.ratio_cap,
+                           "moved": s.ratio_cap, "repeat": rep, "metric": "ratio_check_server_us", "value": us,
+                           "unit": "us"}
+
+    def drain_rows(self) -> Iterable[dict[str, Any]]:
+        for d in self.drains:
+            base = {"build": self.server, "verb": d.verb, "cap": d.cap, "K": d.orphans, "M": d.size}
+            yield {**base, "metric": "calls", "value": d.calls, "unit": "calls"}
+            yield {**base, "metric": "drain_back_to_back_ms", "value": round(d.wall_ms, 3), "unit": "ms"}
+            yield {**base, "metric": "drain_server_ms", "value": round(d.server_ms, 3), "unit": "ms"}
+            yield {**base, "metric": "max_call_us", "value": d.max_call_us, "unit": "us"}
+            for cadence in self.settings.cadences_ms:
+                yield {**base, "cadence_ms": cadence, "metric": "drain_at_cadence_ms",
+                       "value": round(d.at_cadence_ms(cadence, self.call_us(d.verb, d.cap)), 1), "unit": "ms"}
+
+    def call_us(self, verb: str, cap: int) -> float:
+        """One full call (k = cap) at the drain's M, or the nearest M measured."""
+        s = self.settings
+        near = min(s.sizes, key=lambda m: abs(math.log(m) - math.log(s.drain_size)))
+        p = self.point(verb, near, cap, cap)
+        return p.median_us if p else float("nan")
+
+    def summary(self) -> dict[str, Any]:
+        s = self.settings
+        out: dict[str, Any] = {"build": self.server, "version": self.version, "verbs": {},
+                               "server_main_thread_busy": round(self.server_main_cpu_s / self.wall_s, 3)
+                               if self.wall_s else None,
+                               "client_busy": round(self.client_cpu_s / self.wall_s, 3) if self.wall_s else None}
+        for verb in s.verbs:
+            table = {f"M={p.size},cap={p.cap},k={p.k}": round(p.median_us, 1) for p in self.points if p.verb == verb}
+            paired = self.paired_ratio(verb)
+            out["verbs"][verb] = {
+                "median_server_us": table,
+                "ratio_largest_to_smallest_M": _round(self.ratio(verb)),
+                "ratio_pairs": len(self.ratio_pairs.get(verb, [])),
+                "ratio_per_pair_median_q1_q3": [round(x, 3) for x in paired] if paired else None,
+                "ratio_k0": _round(self.ratio(verb, 0)),
+                "ratio_target": 2.0,
+                "fit": {k: round(v, 3) for k, v in self.fit(verb).items()},
+                "drain": [{"cap": d.cap, "K": d.orphans, "M": d.size, "calls": d.calls,
+                           "back_to_back_ms": round(d.wall_ms, 2), "server_ms": round(d.server_ms, 2),
+                           "max_call_us": d.max_call_us,
+                           **{f"at_{c}ms_cadence_s": round(d.at_cadence_ms(c, self.call_us(verb, d.cap)) / 1000, 2)
+                              for c in s.cadences_ms}}
+                          for d in self.drains if d.verb == verb],
+            }
+        return out
+
+
+def _round(x: float | None, d: int = 3) -> float | None:
+    return None if x is None else round(x, d)
+
