@@ -110,7 +110,6 @@ def test_result_files_carry_the_headline_keys(tmp_path: Path, capsys: pytest.Cap
     for key in ("cycles_per_s", "server_us_per_cycle", "server_utilization", "client_utilization", "bound",
                 "ceiling_claims_per_s"):
         assert key in entry
-    assert entry["bound"] in ("server", "client")
     assert entry["ceiling_claims_per_s"] > 0
     assert entry["cycles_per_s"] > 0
     text = (out / "valkey-claim.hgrm").read_text()

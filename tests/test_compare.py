@@ -4,6 +4,7 @@ command line's refusals, and one short real comparison end to end."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +14,30 @@ from echomq_bench.commands.capacity import CapacitySettings
 from echomq_bench.cli import main
 from echomq_bench.commands.compare import Build, run_compare, unique_builds
 from echomq_bench.servers.embedded import parse_server_spec
+from echomq_bench.measurement.serverstats import bound
 from echomq_bench.measurement.stats import FASTER, SAME, SLOWER, bootstrap_ci, compare_metric, paired_ratios, verdict
 
 LUA = Path(__file__).resolve().parent.parent / "lua"
+
+
+@pytest.fixture(scope="module")
+def slowed_lua(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's scripts with claim slowed by a busy loop: an effect of
+    known sign (several times the cost of a cycle) that every verdict must find."""
+    folder = tmp_path_factory.mktemp("lua-slow")
+    shutil.copytree(LUA, folder, dirs_exist_ok=True)
+    claim = folder / "claim-2.lua"
+    text = claim.read_text()
+    marker = "local rcall = redis.call\n"
+    assert marker in text
+    claim.write_text(text.replace(marker, marker + "local spin = 0\nfor i = 1, 20000 do spin = spin + i end\n", 1))
+    return folder
+
+
+def test_bound_names_the_saturated_side() -> None:
+    assert bound(0.99, 0.40) == "server"      # the server's main thread had no time left
+    assert bound(0.40, 0.30) == "server"      # the server did more of the work than the client
+    assert bound(0.30, 0.95) == "client"      # the client could not keep the server busy
 
 
 def test_constant_ratio_gives_a_point_interval() -> None:
@@ -132,9 +154,9 @@ def test_scripts_folder_without_scripts_is_refused(tmp_path: Path, capsys: pytes
     assert "--scripts" in capsys.readouterr().err
 
 
-def test_compare_by_whole_trials_runs_a_b_a_b_and_writes_its_summary(tmp_path: Path) -> None:
+def test_compare_by_whole_trials_runs_a_b_a_b_and_writes_its_summary(tmp_path: Path, slowed_lua: Path) -> None:
     out = tmp_path / "cmp"
-    code = main(["compare", "--server", "redis", "--server", "valkey", "--scripts", f"valkey={LUA}",
+    code = main(["compare", "--server", "redis", "--server", "valkey", "--scripts", f"valkey={slowed_lua}",
                  "--interleave", "trial", "--trials", "2", "--duration", "0.4s", "--warmup", "100ms", "--no-pin",
                  "--no-ceiling",
                  "--out", str(out)])
@@ -144,11 +166,14 @@ def test_compare_by_whole_trials_runs_a_b_a_b_and_writes_its_summary(tmp_path: P
     for name in ("redis", "valkey"):
         entry = summary["builds"][name]
         assert {"throughput_ratio", "throughput_ci95", "verdict"} <= set(entry)
-        assert entry["verdict"] in (FASTER, SLOWER, SAME)
         assert entry["throughput_ci95"][0] <= entry["throughput_ratio"] <= entry["throughput_ci95"][1]
     assert summary["builds"]["redis"]["throughput_ratio"] == 1.0
+    assert summary["builds"]["redis"]["verdict"] == SAME  # the baseline against itself
+    # The planted slow claim costs several cycles' worth of server time: found, in the right direction.
+    assert summary["builds"]["valkey"]["verdict"] == SLOWER
+    assert summary["builds"]["valkey"]["throughput_ci95"][1] < 1.0
     assert summary["builds"]["valkey"]["version"].startswith("valkey")
-    assert summary["builds"]["valkey"]["scripts"] == str(LUA)
+    assert summary["builds"]["valkey"]["scripts"] == str(slowed_lua)
     import pandas as pd
 
     rows = pd.read_csv(out / "compare.csv")
@@ -159,8 +184,8 @@ def test_compare_by_whole_trials_runs_a_b_a_b_and_writes_its_summary(tmp_path: P
     assert (out / "meta.json").is_file() and (out / "redis-claim.hgrm").is_file()
 
 
-def test_compare_in_slots_rotates_who_goes_first(tmp_path: Path) -> None:
-    builds = [Build(parse_server_spec("redis")), Build(parse_server_spec("valkey"), LUA)]
+def test_compare_in_slots_rotates_who_goes_first(tmp_path: Path, slowed_lua: Path) -> None:
+    builds = [Build(parse_server_spec("redis")), Build(parse_server_spec("valkey"), slowed_lua)]
     settings = CapacitySettings(duration_s=0.6, warmup_s=0.1, ceiling=False, ledger=True)
     result = run_compare(builds, settings, 2, interleave="slot", slot_s=0.1)
     assert [(t.build, t.trial, t.order) for t in result.trials] == [
@@ -171,7 +196,7 @@ def test_compare_in_slots_rotates_who_goes_first(tmp_path: Path) -> None:
         # Each build had half the window, and counted only what finished in its own turns.
         assert r.window_s == pytest.approx(0.3, abs=1e-6)
         assert 0 < r.cycles <= r.counts["a_completed"] <= r.counts["completed"]
-    assert result.summary()["builds"]["valkey"]["verdict"] in (FASTER, SLOWER, SAME)
+    assert result.summary()["builds"]["valkey"]["verdict"] == SLOWER
 
 
 def test_compare_together_runs_every_build_at_once_on_fresh_servers() -> None:

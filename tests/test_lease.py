@@ -260,8 +260,15 @@ def test_short_sweep_orders_false_expiry_down_and_recovery_up(server: object, tm
         assert key in on_disk
     agreement = on_disk["servers"][0]["agreement"]
     assert len(agreement) == 3
-    for row in agreement:  # JSON booleans (or null where no interval), never the string "True"
-        assert row["false_expiry"] in (True, False, None) and row["recovery_median"] in (True, False, None)
+    for row in agreement:
+        # Each verdict is the model's figure inside the measured interval, as a
+        # JSON boolean (never the string "True"); null where no interval exists.
+        fe = row["measured_false_expiry"]
+        assert row["false_expiry"] is (fe["lo"] <= row["model_false_expiry"] <= fe["hi"])
+        med = row["measured_recovery_median_ms"]
+        bounded = med["lo"] is not None and med["hi"] is not None
+        expected = (med["lo"] <= row["model_recovery_median_ms"] <= med["hi"]) if bounded else None
+        assert row["recovery_median"] is expected
     assert on_disk["servers"][0]["agreement_count"] == sum(
         row["false_expiry"] is True and row["recovery_median"] is True for row in agreement)
     for name in ("lease.csv", "recovery.csv", "lease.png", "work.hdr", "meta.json"):

@@ -1,8 +1,8 @@
 """Kill a cluster master under load and audit where every job went.
 
-A local cluster with one replica per master runs a small steady load:
-one producer enqueues onto Q queues spread over the masters, consumers
-claim and complete, a pump reaps expired leases. Then the master that owns
+A local cluster with one replica per master runs a small steady load
+(`echomq_bench.load.engine`): one producer enqueues onto Q queues spread
+over the masters, consumers claim and complete, a pump reaps expired leases. Then the master that owns
 queue 0 gets SIGKILL, its replica is elected, the load goes on, and after a
 drain the client ledger is checked against the server's sets with
 `echomq_bench.load.audit`.
@@ -29,18 +29,21 @@ import signal
 import sys
 import threading
 import time
-from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import redis
 
-from echomq_bench.load.audit import AuditReport, Ledger, audit
+from echomq.errors import EchoMQError
+from echomq.keys import QueueKeys
+from echomq_bench.load.audit import AuditReport, audit
+from echomq_bench.load.calls import RedisCalls
+from echomq_bench.load.engine import (
+    ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop, now, start_thread,
+)
+from echomq_bench.load.recorders import LedgerRecorder
 from echomq_bench.records.record import Record, write_record
 from echomq_bench.servers.cluster import EmbeddedCluster, format_placements, spread_queues
-from echomq.errors import EchoMQError, StaleTokenError
-from echomq.ids import mint
-from echomq.queue import Queue
 from echomq_bench.servers.embedded import BUILTIN_BINARIES, ServerSpec, ServerSpecError
 
 __all__ = ["FailoverResult", "failover_spec", "run_failover", "failover_record", "configure", "run"]
@@ -50,30 +53,38 @@ LEASE_MS = 2000
 PAUSE_AFTER_ERROR_S = 0.02
 LOAD_S = 2.0  # load before the kill and after recovery
 QUICK_LOAD_S = 0.5
+REAP_EVERY_S = 0.2
 
 
-@dataclass
-class _Shared:
-    """What the load threads record; one lock guards it."""
+class _Progress:
+    """What failover adds to the ledger: calls made, and when enqueues on the
+    victim's queue were acknowledged again after the kill."""
 
-    ledger: Ledger = field(default_factory=Ledger)
-    doubt_enqueue: set[str] = field(default_factory=set)
-    doubt_complete: set[str] = field(default_factory=set)
-    errors: Counter[str] = field(default_factory=Counter)
-    first_error: float | None = None
-    last_error: float | None = None
-    ops: int = 0
-    victim_queue: str = ""
-    kill_at: float | None = None
-    resumed_at: float | None = None  # first acknowledged enqueue on the victim's queue sent after the kill
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(self, ledger: LedgerRecorder) -> None:
+        self.ledger = ledger
+        self.ops = 0
+        self.victim_queue = ""
+        self.kill_at: float | None = None
+        self.resumed_at: float | None = None  # first acknowledged enqueue on the victim's queue sent after the kill
+        self.lock = threading.Lock()
 
-    def error(self, exc: BaseException) -> None:
-        now = time.perf_counter()
+    def __call__(self, event: Event) -> None:
+        self.ledger(event)
         with self.lock:
-            self.errors[type(exc).__name__] += 1
-            self.first_error = self.first_error or now
-            self.last_error = now
+            if event.verb == "enqueue":
+                self.ops += 1
+                # A call sent before the kill may still have been answered by the old master.
+                if (event.outcome == "enqueued" and self.kill_at is not None and event.t0 > self.kill_at
+                        and self.resumed_at is None and event.queue == self.victim_queue):
+                    self.resumed_at = event.t1
+            elif event.verb == "complete" and event.outcome in ("accepted", "refused"):
+                self.ops += 2
+
+    def kill(self, queue: str) -> float:
+        with self.lock:
+            self.victim_queue = queue
+            self.kill_at = now()
+        return self.kill_at
 
 
 @dataclass(frozen=True)
@@ -141,80 +152,37 @@ def failover_spec(spec: ServerSpec, node_timeout_ms: int = DEFAULT_NODE_TIMEOUT_
     return replace(spec, args=tuple(args))
 
 
-def _producer(queues: list[Queue], rate: float, stop: threading.Event, shared: _Shared) -> None:
-    gap = 1.0 / rate
-    due = time.perf_counter()
-    n = 0
-    while not stop.is_set():
-        q = queues[n % len(queues)]
-        n += 1
-        job_id = mint()
-        started = time.perf_counter()
-        try:
-            reply = q.enqueue(job_id, b"work")
-            with shared.lock:
-                shared.ledger.record_enqueue(job_id, reply)
-                shared.ops += 1
-                # A call sent before the kill may still have been answered by the old master.
-                if (shared.kill_at is not None and started > shared.kill_at and shared.resumed_at is None
-                        and q.name == shared.victim_queue):
-                    shared.resumed_at = time.perf_counter()
-        except EchoMQError as exc:
-            shared.error(exc)
-            with shared.lock:
-                shared.doubt_enqueue.add(job_id)
-                shared.ops += 1
-            time.sleep(PAUSE_AFTER_ERROR_S)
-        due += gap
-        pause = due - time.perf_counter()
-        if pause > 0:
-            time.sleep(pause)
-        else:
-            due = time.perf_counter()  # fell behind during the outage: no burst after it
+class _Load:
+    """One producer, the consumers and a reaper, each on its own cluster client."""
 
+    def __init__(self, cluster: EmbeddedCluster, names: list[str], rate: float, consumers: int,
+                 hear: _Progress) -> None:
+        keys = [QueueKeys(n) for n in names]
+        self.producer_stop, self.consumers_stop = Stop(), Stop()
 
-def _consumer(queues: list[Queue], stop: threading.Event, shared: _Shared) -> None:
-    n = 0
-    idle = 0
-    while not stop.is_set():
-        q = queues[n % len(queues)]
-        n += 1
-        try:
-            job = q.claim(LEASE_MS)
-        except EchoMQError as exc:
-            shared.error(exc)
-            time.sleep(PAUSE_AFTER_ERROR_S)
-            continue
-        if job is None:
-            idle += 1
-            if idle >= len(queues):
-                time.sleep(0.005)
-                idle = 0
-            continue
-        idle = 0
-        try:
-            q.complete(job.id, job.token)
-            accepted = True
-        except StaleTokenError:
-            accepted = False
-        except EchoMQError as exc:
-            shared.error(exc)
-            with shared.lock:
-                shared.doubt_complete.add(job.id)
-            time.sleep(PAUSE_AFTER_ERROR_S)
-            continue
-        with shared.lock:
-            shared.ledger.record_complete(job.id, job.token, accepted)
-            shared.ops += 2
+        def calls() -> RedisCalls:
+            return RedisCalls(_cluster_client(cluster))
 
+        self.producer = Producer(calls(), keys, ProducerPolicy(rate=rate, payload=b"work",
+                                                               backoff_s=PAUSE_AFTER_ERROR_S), hear)
+        drain = ConsumerPolicy(lease_ms=LEASE_MS, idle_s=0.005, backoff_s=PAUSE_AFTER_ERROR_S)
+        self.others: list[Any] = [Consumer(calls(), keys, drain, hear) for _ in range(consumers)]
+        self.others.append(Pump(calls(), keys, PumpPolicy(interval_s=REAP_EVERY_S, promote=False), hear))
+        self.threads: list[threading.Thread] = []
 
-def _reaper(queues: list[Queue], stop: threading.Event, shared: _Shared) -> None:
-    while not stop.wait(0.2):
-        for q in queues:
-            try:
-                q.reap()
-            except EchoMQError as exc:
-                shared.error(exc)
+    def start(self) -> None:
+        self.threads = [start_thread(self.producer, self.producer_stop)]
+        self.threads += [start_thread(role, self.consumers_stop) for role in self.others]
+
+    def stop_producer(self) -> None:
+        self.producer_stop.set()
+        self.threads[0].join()
+
+    def stop(self) -> None:
+        self.producer_stop.set()
+        self.consumers_stop.set()
+        for t in self.threads:
+            t.join()
 
 
 def _cluster_client(cluster: EmbeddedCluster) -> redis.RedisCluster:
@@ -260,54 +228,57 @@ def run_failover(
         say(format_placements(placements))
         names = [p.queue for p in placements]
         victim = next(m for m in masters if m.name == placements[0].node)
-        shared = _Shared()
-        stop_producer, stop_consumers = threading.Event(), threading.Event()
-        producer_client = _cluster_client(cluster)
-        producer_queues = [Queue(producer_client, n) for n in names]
-        threads = [threading.Thread(target=_producer, args=(producer_queues, rate, stop_producer, shared),
-                                    daemon=True)]
-        for _ in range(consumers):
-            c = _cluster_client(cluster)
-            threads.append(threading.Thread(target=_consumer, args=([Queue(c, n) for n in names],
-                                                                   stop_consumers, shared), daemon=True))
-        reaper_client = _cluster_client(cluster)
-        threads.append(threading.Thread(target=_reaper, args=([Queue(reaper_client, n) for n in names],
-                                                             stop_consumers, shared), daemon=True))
-        t_load = time.perf_counter()
-        for t in threads:
-            t.start()
+        progress = _Progress(LedgerRecorder())
+        load = _Load(cluster, names, rate, consumers, progress)
+        t_load = now()
+        load.start()
         time.sleep(before_s)
         say(f"killing master {victim.name} (pid {victim.pid}), which owns {placements[0].queue}")
         assert victim.pid is not None
-        with shared.lock:
-            shared.victim_queue = names[0]
-            t_kill = shared.kill_at = time.perf_counter()
+        t_kill = progress.kill(names[0])
         os.kill(victim.pid, signal.SIGKILL)
-        new_master = None
-        while new_master is None:
-            new_master = _promoted(cluster, {m.name for m in masters})
-            if time.perf_counter() - t_kill > 60:
-                raise EchoMQError(f"no replica took over from {victim.name} within 60 s")
-            if new_master is None:
-                time.sleep(0.05)
-        t_promoted = time.perf_counter()
+        new_master = _wait_promoted(cluster, {m.name for m in masters}, victim.name, t_kill)
+        t_promoted = now()
         cluster.wait_ready(60, expect_masters=len(masters))
-        t_ready = time.perf_counter()
-        say(f"replica {new_master} promoted after {t_promoted - t_kill:.2f} s; cluster ok after {t_ready - t_kill:.2f} s")
+        times = _Times(t_kill, t_promoted, now(), 0.0)
+        say(f"replica {new_master} promoted after {times.promoted_s:.2f} s; cluster ok after {times.ready_s:.2f} s")
         time.sleep(after_s)
-        stop_producer.set()
-        threads[0].join()
-        load_s = time.perf_counter() - t_load
-        _drain(cluster, names, shared, drain_s)
-        stop_consumers.set()
-        for t in threads[1:]:
-            t.join()
-        return _result(cluster, names, victim.name, new_master, t_kill, t_promoted, t_ready, load_s, shared)
+        load.stop_producer()
+        times = replace(times, load_s=now() - t_load)
+        _drain(cluster, names, drain_s)
+        load.stop()
+        return _result(cluster, names, (victim.name, new_master), times, progress)
     finally:
         cluster.stop()
 
 
-def _drain(cluster: EmbeddedCluster, names: list[str], shared: _Shared, seconds: float) -> None:
+@dataclass(frozen=True)
+class _Times:
+    kill: float
+    promoted: float
+    ready: float
+    load_s: float
+
+    @property
+    def promoted_s(self) -> float:
+        return self.promoted - self.kill
+
+    @property
+    def ready_s(self) -> float:
+        return self.ready - self.kill
+
+
+def _wait_promoted(cluster: EmbeddedCluster, masters_before: set[str], victim: str, t_kill: float) -> str:
+    while True:
+        new_master = _promoted(cluster, masters_before)
+        if new_master is not None:
+            return new_master
+        if now() - t_kill > 60:
+            raise EchoMQError(f"no replica took over from {victim} within 60 s")
+        time.sleep(0.05)
+
+
+def _drain(cluster: EmbeddedCluster, names: list[str], seconds: float) -> None:
     """Let the consumers empty the queues: lost claims come back when their lease expires."""
     client = _cluster_client(cluster)
     deadline = time.monotonic() + seconds
@@ -321,30 +292,24 @@ def _drain(cluster: EmbeddedCluster, names: list[str], shared: _Shared, seconds:
         time.sleep(0.1)
 
 
-def _result(cluster: EmbeddedCluster, names: list[str], victim: str, new_master: str, t_kill: float,
-            t_promoted: float, t_ready: float, load_s: float, shared: _Shared) -> FailoverResult:
+def _result(cluster: EmbeddedCluster, names: list[str], nodes: tuple[str, str], times: _Times,
+            progress: _Progress) -> FailoverResult:
     client = _cluster_client(cluster)
-    ledger = shared.ledger
+    recorder = progress.ledger
     on_server: set[str] = set()
     for n in names:
         for kind in ("pending", "active", "schedule", "dead"):
             on_server |= {m.decode() for m in client.zrange(f"emq:{{{n}}}:{kind}", 0, -1)}
-    touched = on_server | set(ledger.accepted) | {i for i, _ in ledger.refused}
-    found = {i for i in shared.doubt_enqueue if i in touched}
-    ledger.enqueued |= found
-    gone = {i for i in shared.doubt_complete if i not in on_server and not ledger.accepted.get(i)}
-    for job_id in gone:
-        ledger.accepted[job_id] += 1
-    report = audit(client, names, ledger)
-    window = (shared.last_error - shared.first_error) if shared.first_error and shared.last_error else 0.0
+    doubts = recorder.resolve(on_server)
+    report = audit(client, names, recorder.ledger)
     return FailoverResult(
-        name=cluster.name, version=cluster.version(), queues=names, victim=victim, new_master=new_master,
-        kill_to_promoted_s=t_promoted - t_kill, kill_to_ready_s=t_ready - t_kill,
-        kill_to_resumed_s=shared.resumed_at - t_kill if shared.resumed_at is not None else None,
-        errors_window_s=window,
-        errors=dict(shared.errors), ops=shared.ops, load_s=load_s, doubt_enqueue=len(shared.doubt_enqueue),
-        doubt_enqueue_found=len(found), doubt_complete=len(shared.doubt_complete),
-        doubt_complete_gone=len(gone), report=report,
+        name=cluster.name, version=cluster.version(), queues=names, victim=nodes[0], new_master=nodes[1],
+        kill_to_promoted_s=times.promoted_s, kill_to_ready_s=times.ready_s,
+        kill_to_resumed_s=progress.resumed_at - times.kill if progress.resumed_at is not None else None,
+        errors_window_s=recorder.errors_window_s,
+        errors=dict(recorder.errors), ops=progress.ops, load_s=times.load_s, doubt_enqueue=doubts.enqueue,
+        doubt_enqueue_found=doubts.enqueue_found, doubt_complete=doubts.complete,
+        doubt_complete_gone=doubts.complete_gone, report=report,
     )
 
 

@@ -23,13 +23,13 @@ from typing import Any
 
 from echomq_bench.measurement.workdist import DistError, parse_dist
 from echomq_bench.options import DurationError, add_list, add_out, add_quick, duration_ms, duration_s, parse_duration_ms
+from echomq_bench.lease.settings import QUICK
 from echomq_bench.lease.sweep import DEFAULT_WORK, SettingsError, SweepSettings
 from echomq_bench.progress import Progress
 
 __all__ = ["configure", "run", "settings_from_args", "QUICK"]
 
 # The quick form the main job calls: ~35 s per server.
-QUICK = {"duration_s": 12.0, "warmup_s": 1.0, "mass_crash_reps": 1}
 
 
 def _budget(text: str) -> float:

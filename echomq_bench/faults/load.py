@@ -1,5 +1,6 @@
-"""The load under fire: producer, consumer and pump processes whose every
-step is written to an event log that survives SIGKILL.
+"""The load under fire: the load engine's producer, consumer and pump, one
+process each, whose every event is written to an event log that survives
+SIGKILL.
 
 A worker cannot hand its Ledger over when it is killed, so each one appends
 one line per event to its own file, with one `os.write` per line: the kernel
@@ -37,19 +38,22 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from echomq.errors import ServerUnavailableError
+from echomq.keys import QueueKeys
 from echomq_bench.load.audit import Ledger
+from echomq_bench.load.calls import RedisCalls
+from echomq_bench.load.engine import (
+    ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop,
+)
 from echomq_bench.measurement.workdist import parse_dist
-from echomq.errors import OutOfMemoryError, ServerUnavailableError, StaleTokenError
-from echomq.ids import mint
-from echomq.queue import Queue
 
-__all__ = ["LoadSettings", "Worker", "Fleet", "Answer", "Evidence", "read_logs", "last_event"]
+__all__ = ["LoadSettings", "FaultLog", "Worker", "Fleet", "Answer", "Evidence", "read_logs", "last_event"]
 
 PR_SET_PDEATHSIG = 1
 BACKOFF_S = 0.05
@@ -98,105 +102,78 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _connect(server: Any, settings: LoadSettings, name: str, stop: Any, log: _Log) -> Queue | None:
+def _connect(server: Any, settings: LoadSettings, stop: Stop, log: _Log) -> RedisCalls | None:
     while not stop.is_set():
         try:
-            return Queue(worker_client(server, settings), name, max_attempts=settings.max_attempts)
+            return RedisCalls(worker_client(server, settings))
         except ServerUnavailableError:
             log("T", _now())
             time.sleep(BACKOFF_S)
     return None
 
 
-def _produce(server: Any, settings: LoadSettings, name: str, log: _Log, stop: Any, parent: int, seed: int) -> None:
-    q = _connect(server, settings, name, stop, log)
-    payload = random.Random(seed).randbytes(settings.payload_bytes)
-    period = 1.0 / settings.rate
-    due = time.monotonic()
-    while q is not None and not stop.is_set() and os.getppid() == parent:
-        due += period
-        ahead = due - time.monotonic()
-        if ahead > 0:
-            time.sleep(ahead)
-        elif ahead < -0.5:
-            due = time.monotonic()  # after a stall, carry on at the rate rather than burst
-        jid = mint()
-        try:
-            reply = q.enqueue(jid, payload)
-        except OutOfMemoryError:
-            log("O", jid, _now())
-            continue
-        except ServerUnavailableError:
-            log("U", jid, _now())
-            time.sleep(BACKOFF_S)
-            continue
-        except Exception as exc:  # noqa: BLE001 - every surprise is evidence
-            log("X", _now(), f"enqueue {type(exc).__name__}: {exc}".replace("\n", " "))
-            continue
-        log("E" if reply == "enqueued" else "D", jid, _now())
+# event (verb, outcome) -> log word; claimed, work and pump lines carry more fields
+_WORDS = {
+    ("enqueue", "enqueued"): "E", ("enqueue", "duplicate"): "D", ("enqueue", "unanswered"): "U",
+    ("enqueue", "oom"): "O",
+    ("complete", "accepted"): "A", ("complete", "refused"): "R", ("complete", "unanswered"): "Q",
+    ("retry", "scheduled"): "Y", ("retry", "dead"): "Y", ("retry", "refused"): "N", ("retry", "unanswered"): "W",
+}
 
 
-def _consume(server: Any, settings: LoadSettings, name: str, log: _Log, stop: Any, parent: int, seed: int) -> None:
-    q = _connect(server, settings, name, stop, log)
+class FaultLog:
+    """The engine's events as event-log lines (see the module docstring)."""
+
+    def __init__(self, log: _Log) -> None:
+        self.log = log
+
+    def __call__(self, e: Event) -> None:
+        word = _WORDS.get((e.verb, e.outcome))
+        if word in ("E", "D", "U", "O"):
+            self.log(word, e.job_id, f"{e.t1:.6f}")
+        elif word is not None:
+            self.log(word, e.job_id, e.token, f"{e.t1:.6f}")
+        elif e.outcome == "claimed":
+            self.log("C", e.job_id, e.token, int(e.fate is not None and e.fate.action == "retry"), f"{e.t1:.6f}")
+        elif e.verb == "work":
+            self.log("S", e.job_id, e.token, f"{e.t0:.6f}")
+        elif e.outcome == "unanswered":
+            self.log("T", f"{e.t1:.6f}")
+        elif e.outcome == "ok" and e.count:
+            moved = (e.count, 0) if e.verb == "reap" else (0, e.count)
+            self.log("P", f"{e.t1:.6f}", *moved)
+        elif e.outcome == "error":
+            where = "pump" if e.verb in ("reap", "promote") else e.verb
+            self.log("X", f"{e.t1:.6f}", f"{where} {type(e.error).__name__}: {e.error}".replace("\n", " "))
+
+
+def _role(kind: str, calls: RedisCalls, settings: LoadSettings, name: str, log: _Log, seed: int) -> Any:
     rng = random.Random(seed)
-    work = parse_dist(settings.work)
-    while q is not None and not stop.is_set() and os.getppid() == parent:
-        try:
-            job = q.claim(settings.lease_ms)
-        except ServerUnavailableError:
-            log("T", _now())
-            time.sleep(BACKOFF_S)
-            continue
-        except Exception as exc:  # noqa: BLE001
-            log("X", _now(), f"claim {type(exc).__name__}: {exc}".replace("\n", " "))
-            time.sleep(BACKOFF_S)
-            continue
-        if job is None:
-            time.sleep(IDLE_S)
-            continue
-        fail = rng.random() < settings.fail_rate
-        log("C", job.id, job.token, int(fail), _now())
-        time.sleep(work.sample_ms(rng) / 1000.0)
-        log("S", job.id, job.token, _now())
-        ok, refused, unknown = ("Y", "N", "W") if fail else ("A", "R", "Q")
-        try:
-            if fail:
-                q.retry(job.id, job.token, "faults: simulated failure", settings.retry_delay_ms)
-            else:
-                q.complete(job.id, job.token)
-            log(ok, job.id, job.token, _now())
-        except StaleTokenError:
-            log(refused, job.id, job.token, _now())
-        except ServerUnavailableError:
-            log(unknown, job.id, job.token, _now())
-            time.sleep(BACKOFF_S)
-        except Exception as exc:  # noqa: BLE001
-            log("X", _now(), f"{'retry' if fail else 'complete'} {type(exc).__name__}: {exc}".replace("\n", " "))
-
-
-def _pump(server: Any, settings: LoadSettings, name: str, log: _Log, stop: Any, parent: int, seed: int) -> None:
-    q = _connect(server, settings, name, stop, log)
-    while q is not None and not stop.is_set() and os.getppid() == parent:
-        try:
-            reaped = q.reap(settings.reap_limit)
-            promoted = q.promote(settings.reap_limit)
-            if reaped or promoted:
-                log("P", _now(), reaped, promoted)
-        except ServerUnavailableError:
-            log("T", _now())
-        except Exception as exc:  # noqa: BLE001
-            log("X", _now(), f"pump {type(exc).__name__}: {exc}".replace("\n", " "))
-        time.sleep(settings.pump_interval_s)
-
-
-ROLES: dict[str, Callable[..., None]] = {"producer": _produce, "consumer": _consume, "pump": _pump}
+    keys, hear = [QueueKeys(name)], FaultLog(log)
+    if kind == "producer":
+        policy = ProducerPolicy(rate=settings.rate, payload=rng.randbytes(settings.payload_bytes),
+                                catch_up_s=0.5, backoff_s=BACKOFF_S)
+        return Producer(calls, keys, policy, hear)
+    if kind == "consumer":
+        consume = ConsumerPolicy(
+            lease_ms=settings.lease_ms, work=parse_dist(settings.work), fail_rate=settings.fail_rate,
+            retry_delay_ms=settings.retry_delay_ms, retry_error=b"faults: simulated failure",
+            max_attempts=settings.max_attempts, idle_s=IDLE_S, backoff_s=BACKOFF_S)
+        return Consumer(calls, keys, consume, hear, rng)
+    pump = PumpPolicy(interval_s=settings.pump_interval_s, reap_limit=settings.reap_limit,
+                      promote_limit=settings.reap_limit, max_attempts=settings.max_attempts)
+    return Pump(calls, keys, pump, hear, rng)
 
 
 def _main(role: str, server: Any, settings: LoadSettings, name: str, path: Path, stop: Any,
           parent: int, seed: int) -> None:
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    ROLES[role](server, settings, name, _Log(path), stop, parent, seed)
+    log = _Log(path)
+    until = Stop(stop, alive=lambda: os.getppid() == parent)
+    calls = _connect(server, settings, until, log)
+    if calls is not None:
+        _role(role, calls, settings, name, log, seed).run(until)
 
 
 @dataclass

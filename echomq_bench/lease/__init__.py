@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from echomq_bench.lease.analysis import LeaseResult, SweepResult, analyse
 from echomq_bench.lease.recommend import Candidate, Recommendation, recommend, recommend_for
+from echomq_bench.lease.settings import QUICK
 from echomq_bench.lease.sweep import DEFAULT_WORK, SettingsError, SweepError, SweepSettings, auto_leases, collect
 
 __all__ = [
@@ -43,8 +44,6 @@ __all__ = [
 def quick_settings(**overrides: Any) -> SweepSettings:
     """The short sweep the main job runs (~30 s per server): the defaults
     with a 12 s window and one mass crash."""
-    from echomq_bench.commands.lease import QUICK
-
     return SweepSettings(**{**QUICK, **overrides})
 
 

@@ -10,8 +10,11 @@ import time
 
 import redis
 
-from echomq.ids import mint
 from echomq.queue import Queue
+from echomq_bench.load.calls import RedisCalls
+from echomq_bench.load.engine import (
+    ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop,
+)
 from echomq_bench.lease.records import MassCrash, ReapCost
 from echomq_bench.lease.settings import SweepSettings
 from echomq_bench.measurement.serverstats import command_stats
@@ -34,7 +37,7 @@ def reap_cost(client: redis.Redis, settings: SweepSettings, tag: str) -> ReapCos
     empty = (u1 - u0) / max(1, c1 - c0)
     # Full calls: enough expired jobs for 30 calls at the cap.
     k = settings.reap_cap * 30
-    _fill_and_claim(q, k, 1)
+    _fill_and_crash(q, k, 1)
     time.sleep(0.01)
     c2, u2 = command_stats(client)
     reaped = 0
@@ -47,21 +50,20 @@ def reap_cost(client: redis.Redis, settings: SweepSettings, tag: str) -> ReapCos
     return ReapCost(empty, per_job, empty + per_job * settings.reap_cap, calls + c1 - c0)
 
 
-def _fill_and_claim(q: Queue, k: int, lease_real: int) -> tuple[float, float]:
-    keys = q.keys
-    pipe = q.client.pipeline(transaction=False)
-    sha = q.scripts.sha("enqueue")
-    for _ in range(k):
-        job_id = mint("JOB")
-        pipe.evalsha(sha, 2, keys.pending, keys.job(job_id), job_id, b"x")
-    pipe.execute()
-    claim = q.scripts.sha("claim")
-    pipe = q.client.pipeline(transaction=False)
-    for _ in range(k):
-        pipe.evalsha(claim, 2, keys.pending, keys.active, keys.job_prefix, lease_real)
-    t0 = time.perf_counter()
-    pipe.execute()
-    return t0, time.perf_counter()
+def _fill_and_crash(q: Queue, k: int, lease_real: int) -> tuple[float, float]:
+    """Enqueue k jobs, then claim all k in one round trip and abandon them: a
+    mass crash. The claim pipeline's send and reply times."""
+    calls = RedisCalls(q.client)
+    Producer(calls, [q.keys], ProducerPolicy(batch=k, total=k), strict=True).run()
+    sent: list[tuple[float, float]] = []
+
+    def heard(e: Event) -> None:
+        if e.outcome == "claimed" and not sent:
+            sent.append((e.t0, e.t1))
+
+    crash_all = ConsumerPolicy(lease_ms=lease_real, crash_rate=1.0, claim_batch=k)
+    Consumer(calls, [q.keys], crash_all, heard, strict=True).step()
+    return sent[0]
 
 
 def drop(q: Queue) -> None:
@@ -69,6 +71,22 @@ def drop(q: Queue) -> None:
     batch = list(q.client.scan_iter(match=pattern, count=1000))
     for i in range(0, len(batch), 1000):
         q.client.delete(*batch[i:i + 1000])
+
+
+class _Drain:
+    """Hears the pump draining a mass crash; stops it when all k came back."""
+
+    def __init__(self, k: int, stop: Stop) -> None:
+        self.k, self.stop = k, stop
+        self.reaped, self.ticks, self.end = 0, 0, math.nan
+
+    def __call__(self, e: Event) -> None:
+        if e.count:
+            self.reaped += e.count
+            self.ticks += 1
+            self.end = e.t1
+        if self.reaped >= self.k:
+            self.stop.set()
 
 
 def mass_crash(client: redis.Redis, settings: SweepSettings, lease_ms: float, tag: str,
@@ -79,21 +97,17 @@ def mass_crash(client: redis.Redis, settings: SweepSettings, lease_ms: float, ta
     out = MassCrash(settings.mass_crash, settings.reap_cap, [], [], [])
     for rep in range(settings.mass_crash_reps):
         q = Queue(client, f"lease-{tag}-mass{rep}", max_attempts=settings.max_attempts)
-        t_first, t_last = _fill_and_claim(q, settings.mass_crash, lease_real)
+        t_first, t_last = _fill_and_crash(q, settings.mass_crash, lease_real)
         deadline = t_last + lease_real / 1000.0
-        nxt = t_last + rng.random() * r_real
-        reaped, ticks, end = 0, 0, math.nan
         give_up = deadline + (settings.mass_crash / settings.reap_cap + 5) * r_real + 5
-        while reaped < settings.mass_crash and time.perf_counter() < give_up:
-            time.sleep(max(0.0, nxt - time.perf_counter()))
-            n = q.reap(settings.reap_cap)
-            if n:
-                reaped += n
-                ticks += 1
-                end = time.perf_counter()
-            nxt += r_real
-        out.drain_ms.append((end - deadline) * 1000 * scale)
-        out.ticks.append(ticks)
+        stop = Stop(deadline=give_up)
+        drain = _Drain(settings.mass_crash, stop)
+        pump = Pump(RedisCalls(client), [q.keys], PumpPolicy(interval_s=r_real, reap_limit=settings.reap_cap,
+                                                              promote=False, max_attempts=settings.max_attempts,
+                                                              random_phase=True), drain, rng, strict=True)
+        pump.run(stop)
+        out.drain_ms.append((drain.end - deadline) * 1000 * scale)
+        out.ticks.append(drain.ticks)
         out.spread_ms.append((t_last - t_first) * 1000 * scale)
         drop(q)
     return out

@@ -10,6 +10,8 @@ from echomq_bench.measurement.workdist import Distribution, parse_dist
 __all__ = ["DEFAULT_WORK", "SettingsError", "SweepSettings", "auto_leases"]
 
 DEFAULT_WORK = "lognormal:median=200ms,p99=1s"
+# The short sweep (`lease --quick`, the main job): a 12 s window and one mass crash.
+QUICK = {"duration_s": 12.0, "warmup_s": 1.0, "mass_crash_reps": 1}
 
 
 class SettingsError(ValueError):

@@ -1,5 +1,6 @@
-"""One lease in its own process: consumers, a producer and a pump on one
-queue (see echomq_bench.lease.sweep for the design)."""
+"""One lease in its own process: the load engine's consumers, producer and
+pump on one queue (see echomq_bench.lease.sweep for the design); what this
+module adds is the crash rule's policy and the rows the analysis reads."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from typing import Any
 import numpy as np
 import redis
 
-from echomq.errors import StaleTokenError
-from echomq.ids import mint
-from echomq.queue import Queue
+from echomq.keys import QueueKeys
+from echomq_bench.load.calls import RedisCalls
+from echomq_bench.load.engine import (
+    ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop, start_thread,
+)
 from echomq_bench.measurement.serverstats import process_cpu_s
 from echomq_bench.lease.records import LeaseData
 from echomq_bench.lease.settings import SweepSettings
@@ -49,6 +52,55 @@ def client(spec: dict[str, Any], **extra: Any) -> redis.Redis:
 # One lease, in its own process
 
 
+class _Attempts:
+    """One consumer's recorder: its claims, and the attempts claimed inside
+    the window (counted) as rows for the analysis."""
+
+    def __init__(self, run: _LeaseRun) -> None:
+        self.run = run
+        self.base = run.index * PROGRESS_FIELDS
+        self.live: list[tuple] = []
+        self.crashed: list[tuple] = []
+        self.claims: list[float] = []
+        self.holding: tuple[float, float, bool] = (0.0, 0.0, False)  # the job in hand: t0, t1, counted
+
+    def __call__(self, e: Event) -> None:
+        if e.error is not None and e.outcome != "refused":
+            return  # the role is strict: it raises this next, and the run stops and says why
+        run = self.run
+        if e.outcome == "empty":
+            run.empty += 1
+        elif e.outcome == "claimed":
+            self.claims.append(e.t1)
+            if e.token > 1:
+                run.reclaim[(e.job_id, e.token)] = e.t1
+            counted = run.window[0] <= e.t0 < run.window[1]
+            self.holding = (e.t0, e.t1, counted)
+            if counted:
+                with run.lock:
+                    run.open += 1
+        elif e.verb in ("crash", "complete"):
+            self._settled(e)
+
+    def _settled(self, e: Event) -> None:
+        t0, t1, counted = self.holding
+        if not counted:
+            return
+        assert e.fate is not None
+        run, counters = self.run, self.run.counters
+        if e.verb == "crash":
+            self.crashed.append((e.job_id, e.token, t0, t1, e.fate.work_ms, e.fate.crash_ms, e.t1))
+            counters[self.base + 2] += 1
+        else:
+            ok = e.outcome == "accepted"
+            self.live.append((e.job_id, e.token, t0, t1, e.fate.work_ms, e.t0, e.t1, ok))
+            if not ok:
+                counters[self.base + 1] += 1
+        counters[self.base] += 1
+        with run.lock:
+            run.open -= 1
+
+
 class _LeaseRun:
     def __init__(self, spec: dict[str, Any], index: int, settings: SweepSettings, lease_ms: float,
                  counters: Any, tag: str) -> None:
@@ -56,16 +108,13 @@ class _LeaseRun:
         self.index = index
         self.counters = counters
         self.lease_real = settings.real_lease_ms(lease_ms)
-        self.reap_real_s = settings.reap_every_ms / settings.time_scale / 1000.0
         self.scale = settings.time_scale
-        self.dist = settings.dist()
         self.client = client(spec, max_connections=settings.consumers + 8)
-        self.queue = Queue(self.client, f"lease-{tag}-{index}", max_attempts=settings.max_attempts)
+        self.calls = RedisCalls(self.client)
+        self.keys = QueueKeys(f"lease-{tag}-{index}")
         self.stop = threading.Event()
         self.lock = threading.Lock()
-        self.live: list[list[tuple]] = []
-        self.crashed: list[list[tuple]] = []
-        self.claims: list[list[float]] = []
+        self.books: list[_Attempts] = []
         self.reclaim: dict[tuple[str, int], float] = {}
         self.reaps: list[tuple[float, float, int]] = []
         self.open = 0  # counted attempts still sleeping: the tail waits for them
@@ -74,122 +123,54 @@ class _LeaseRun:
         self.window = (math.inf, math.inf)
         self.errors: list[str] = []
 
-    # -- threads ---------------------------------------------------------
+    # -- the roles ---------------------------------------------------------
 
-    def _enqueue(self, n: int) -> None:
-        k = self.queue.keys
-        sha = self.queue.scripts.sha("enqueue")
-        pipe = self.client.pipeline(transaction=False)
-        for _ in range(n):
-            job_id = mint("JOB")
-            pipe.evalsha(sha, 2, k.pending, k.job(job_id), job_id, b"x")
-        pipe.execute()
-
-    def _guarded(self, body: Any, *args: Any) -> None:
+    def _guard(self, exc: BaseException) -> None:
         # A thread that dies quietly would leave fewer consumers (or no pump)
         # and skew every rate: stop the run and report why instead.
-        try:
-            body(*args)
-        except Exception as exc:
-            self.errors.append(f"{type(exc).__name__}: {exc}")
-            self.stop.set()
+        self.errors.append(f"{type(exc).__name__}: {exc}")
+        self.stop.set()
 
-    def _producer(self) -> None:
-        while not self.stop.is_set():
-            short = self.target - self.queue.pending_size()
-            if short > 0:
-                self._enqueue(short + self.target // 2)
-            time.sleep(REFILL_S)
+    def _heard_reap(self, e: Event) -> None:
+        if e.error is None:
+            self.reaps.append((e.t0, e.t1, e.count))
 
-    def _pump(self, rng: random.Random) -> None:
-        nxt = time.perf_counter() + rng.random() * self.reap_real_s
-        while not self.stop.is_set():
-            wait = nxt - time.perf_counter()
-            if wait > 0:
-                time.sleep(wait)
-            ts = time.perf_counter()
-            n = self.queue.reap(self.s.reap_cap)
-            self.reaps.append((ts, time.perf_counter(), n))
-            nxt += self.reap_real_s
-
-    def _consumer(self, rng: random.Random) -> None:
-        live: list[tuple] = []
-        crashed: list[tuple] = []
-        claims: list[float] = []
-        with self.lock:
-            self.live.append(live)
-            self.crashed.append(crashed)
-            self.claims.append(claims)
-        q, lease, scale, dist = self.queue, self.lease_real, self.scale, self.dist
-        base = self.index * PROGRESS_FIELDS
-        counters = self.counters
-        while not self.stop.is_set():
-            t0 = time.perf_counter()
-            job = q.claim(lease)
-            t1 = time.perf_counter()
-            if job is None:
-                self.empty += 1
-                time.sleep(0.001)
-                continue
-            claims.append(t1)
-            if job.token > 1:
-                self.reclaim[(job.id, job.token)] = t1
-            counted = self.window[0] <= t0 < self.window[1]
-            if counted:
-                with self.lock:
-                    self.open += 1
-            w = dist.sample_ms(rng)
-            if rng.random() < self.s.crash_rate:
-                c = rng.random() * w
-                time.sleep(c / scale / 1000.0)
-                tx = time.perf_counter()
-                if counted:
-                    crashed.append((job.id, job.token, t0, t1, w, c, tx))
-                    with self.lock:
-                        self.open -= 1
-                    counters[base + 2] += 1
-                    counters[base] += 1
-                continue
-            time.sleep(w / scale / 1000.0)
-            t2 = time.perf_counter()
-            try:
-                q.complete(job.id, job.token)
-                ok = True
-            except StaleTokenError:
-                ok = False
-            t3 = time.perf_counter()
-            if counted:
-                live.append((job.id, job.token, t0, t1, w, t2, t3, ok))
-                with self.lock:
-                    self.open -= 1
-                counters[base] += 1
-                if not ok:
-                    counters[base + 1] += 1
+    def _roles(self, rng: random.Random) -> list[Any]:
+        s, keys = self.s, [self.keys]
+        roles: list[Any] = [
+            Producer(self.calls, keys, ProducerPolicy(backlog=self.target, refill_s=REFILL_S), strict=True),
+            Pump(self.calls, keys, PumpPolicy(interval_s=s.reap_every_ms / s.time_scale / 1000.0,
+                                              reap_limit=s.reap_cap, promote=False, max_attempts=s.max_attempts,
+                                              random_phase=True), self._heard_reap, random.Random(rng.random()),
+                 strict=True),
+        ]
+        policy = ConsumerPolicy(lease_ms=self.lease_real, work=s.dist(), time_scale=s.time_scale,
+                                crash_rate=s.crash_rate, max_attempts=s.max_attempts, idle_s=0.001)
+        for _ in range(s.consumers):
+            book = _Attempts(self)
+            self.books.append(book)
+            roles.append(Consumer(self.calls, keys, policy, book, random.Random(rng.random()), strict=True))
+        return roles
 
     # -- the run ---------------------------------------------------------
 
     def _unresolved_crashes(self) -> int:
         missing = 0
-        for rows in self.crashed:
-            for row in list(rows):
+        for book in self.books:
+            for row in list(book.crashed):
                 if (row[0], row[1] + 1) not in self.reclaim:
                     missing += 1
         return missing
 
     def run(self, conn: Any) -> LeaseData:
-        self._enqueue(self.target)
+        Producer(self.calls, [self.keys], ProducerPolicy(batch=self.target, total=self.target), strict=True).run()
         conn.send(("ready", None))
         start, end, cap = conn.recv()
         self.window = (start, end)
         rng = random.Random(self.s.seed * 7919 + self.index)
-        threads = [threading.Thread(target=self._guarded, args=(self._producer,), daemon=True),
-                   threading.Thread(target=self._guarded, args=(self._pump, random.Random(rng.random())),
-                                    daemon=True)]
-        threads += [threading.Thread(target=self._guarded, args=(self._consumer, random.Random(rng.random())),
-                                     daemon=True)
-                    for _ in range(self.s.consumers)]
-        for t in threads:
-            t.start()
+        stop = Stop(self.stop)
+        for role in self._roles(rng):
+            start_thread(role, stop, guard=self._guard)
         time.sleep(max(0.0, start - time.perf_counter()))
         cpu0 = process_cpu_s()
         self.stop.wait(max(0.0, end - time.perf_counter()))
@@ -208,8 +189,8 @@ class _LeaseRun:
 
     def _collect(self, cpu_s: float, tail_s: float) -> LeaseData:
         reclaim = dict(self.reclaim)
-        live_rows = [r for rows in self.live for r in list(rows)]
-        crash_rows = [r for rows in self.crashed for r in list(rows)]
+        live_rows = [r for book in self.books for r in list(book.live)]
+        crash_rows = [r for book in self.books for r in list(book.crashed)]
 
         def after(row: tuple) -> float:
             return reclaim.get((row[0], row[1] + 1), math.nan)
@@ -232,7 +213,7 @@ class _LeaseRun:
             window=self.window,
             live=live,
             crashed=crashed,
-            claim_t1=np.array(sorted(t for rows in self.claims for t in list(rows))),
+            claim_t1=np.array(sorted(t for book in self.books for t in list(book.claims))),
             reaps=np.array(self.reaps if self.reaps else np.zeros((0, 3))),
             censored_live=max(0, self.open),
             censored_crashed=censored_crashed,

@@ -1,12 +1,13 @@
-"""echomq as a peer: the six scripts of this repository, two ways of draining.
+"""echomq as a peer: the six scripts of this repository, two ways of draining,
+both on the load engine (echomq_bench.load.engine).
 
-`echomq` drains with the client's own verbs, `Queue.claim` then
-`Queue.complete`, one job at a time per consumer: what a plain worker loop
-does. `echomq-pipe` sends the same two scripts as raw EVALSHA in pipelines
-of `batch` claims then as many completes, the way a worker that wants
-throughput would (BullMQ and arq keep several jobs in flight per process
-too). Both enqueue with the enqueue script as raw EVALSHA, pipelined in
-batches, after `Queue` has loaded every script.
+`echomq` drains one job at a time per consumer: the claim script, then the
+complete script, one call each (the calls `Queue.claim` and `Queue.complete`
+send): what a plain worker loop does. `echomq-pipe` sends the same two
+scripts as raw EVALSHA in pipelines of `batch` claims then as many
+completes, the way a worker that wants throughput would (BullMQ and arq keep
+several jobs in flight per process too). Both enqueue with the enqueue
+script as raw EVALSHA, pipelined in batches, after every script is loaded.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import Any, Callable
 
 import redis
 
-from echomq.ids import Minter
 from echomq.keys import QueueKeys
-from echomq.queue import Queue
+from echomq_bench.load.calls import RedisCalls
+from echomq_bench.load.engine import Consumer, ConsumerPolicy, Producer, ProducerPolicy
 from echomq_bench.peers import jobs
 from echomq_bench.peers.base import PAYLOAD, Gate, Leftovers, count_keys
 
@@ -36,7 +37,8 @@ class EchoMQ:
     name = "echomq"
     distribution = "echomq-bench"
     enqueue_mode = f"enqueue script, raw EVALSHA pipelined {ENQUEUE_BATCH} per round trip"
-    drain_mode = "Queue.claim then Queue.complete, one job at a time per consumer"
+    drain_mode = "claim script then complete script (as Queue sends them), one job at a time per consumer"
+    claim_batch = 1
 
     def check(self) -> None:
         """echomq is this package: always there."""
@@ -47,37 +49,22 @@ class EchoMQ:
 
     def produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
         client = _client(url)
-        q = Queue(client, queue)
-        sha = q.scripts.sha("enqueue")
-        minter = Minter()
-        payload = PAYLOAD.encode("ascii")
-        k = q.keys
+        policy = ProducerPolicy(batch=ENQUEUE_BATCH, total=n, payload=PAYLOAD.encode("ascii"))
+        producer = Producer(RedisCalls(client), [QueueKeys(queue)], policy, strict=True)
         gate.ready()
-        accepted = 0
-        sent = 0
-        while sent < n:
-            size = min(ENQUEUE_BATCH, n - sent)
-            pipe = client.pipeline(transaction=False)
-            for _ in range(size):
-                job_id = minter.mint("JOB")
-                pipe.evalsha(sha, 2, k.pending, k.job(job_id), job_id, payload)
-            accepted += sum(1 for r in pipe.execute() if r == b"enqueued")
-            sent += size
-            progress(sent)
+        producer.run(on_step=lambda p: progress(p.sent))
         gate.done()
         client.close()
-        return accepted
+        return producer.tally["enqueue", "enqueued"]
 
     def consume(self, url: str, queue: str, gate: Gate) -> None:
         client = _client(url)
-        q = Queue(client, queue)
+        # Every job was enqueued before the drain: a round that finds the queue empty means done.
+        policy = ConsumerPolicy(lease_ms=LEASE_MS, handle=jobs.run_job, claim_batch=self.claim_batch,
+                                until_empty=True)
+        consumer = Consumer(RedisCalls(client), [QueueKeys(queue)], policy, strict=True)
         gate.ready()
-        while True:
-            job = q.claim(lease_ms=LEASE_MS)
-            if job is None:
-                break  # every job was enqueued before the drain: empty means done
-            jobs.run_job(job.payload)
-            q.complete(job.id, job.token)
+        consumer.run()
         gate.done()
         client.close()
 
@@ -96,6 +83,7 @@ class EchoMQ:
 
 class EchoMQPipelined(EchoMQ):
     name = "echomq-pipe"
+    claim_batch = CLAIM_BATCH
     drain_mode = (f"claim script x{CLAIM_BATCH} in one pipeline, then one complete per job claimed in a "
                   "second pipeline (raw EVALSHA)")
 
@@ -103,25 +91,3 @@ class EchoMQPipelined(EchoMQ):
         out = super().settings(consumers)
         out.update(claim_batch=CLAIM_BATCH, in_flight_per_consumer=CLAIM_BATCH)
         return out
-
-    def consume(self, url: str, queue: str, gate: Gate) -> None:
-        client = _client(url)
-        q = Queue(client, queue)
-        k = q.keys
-        claim, complete = q.scripts.sha("claim"), q.scripts.sha("complete")
-        gate.ready()
-        while True:
-            pipe = client.pipeline(transaction=False)
-            for _ in range(CLAIM_BATCH):
-                pipe.evalsha(claim, 2, k.pending, k.active, k.job_prefix, LEASE_MS)
-            claimed = [r for r in pipe.execute() if r]
-            if not claimed:
-                break
-            pipe = client.pipeline(transaction=False)
-            for job_id, payload, token in claimed:
-                jobs.run_job(payload)
-                text = job_id.decode("ascii")
-                pipe.evalsha(complete, 2, k.active, k.job(text), text, int(token))
-            pipe.execute()
-        gate.done()
-        client.close()

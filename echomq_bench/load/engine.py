@@ -1,0 +1,332 @@
+"""The load engine: producer, consumer and pump roles, and nothing else.
+
+Every command that loads a queue (faults, failover, the lease sweep, the
+peers' echomq adapters) runs these three loops; each keeps only its policy
+and what it records.
+
+    Producer(calls, queues, ProducerPolicy, on_event)
+        mints ids, enqueues at `rate` (None: as fast as the server answers)
+        in batches of `batch`; or keeps `backlog` jobs pending; or stops
+        after `total`.
+    Consumer(calls, queues, ConsumerPolicy, on_event, rng)
+        claims (`claim_batch` per round trip), draws each job's Fate from the
+        policy (work time, then complete, retry or crash), works (the
+        `handle` hook on the payload, then a sleep of work_ms / time_scale),
+        then completes or retries; a crash abandons the job after crash_ms.
+    Pump(calls, queues, PumpPolicy, on_event, rng)
+        reaps (and promotes) every queue on a fixed cadence.
+
+Each role's `run(stop)` loops until the `Stop` says so (an event, a
+deadline, a liveness check) or its own policy ends it; `step()` is one
+round. Callers put roles in threads (`start_thread`) or in processes of their
+own. The policies, Fate, Event and Stop live in `echomq_bench.load.policy`
+and are re-exported here.
+
+The roles talk to the server only through the calls protocol
+(`echomq_bench.load.calls`) and build every call with `echomq.verbs`:
+
+    call(ScriptCall) -> reply                 raises the echomq.errors tree
+    pipeline([ScriptCall, ...]) -> [reply | exception, ...]
+    command(*args) -> reply                   plain commands (ZCARD)
+
+`RedisCalls` implements it over a redis-py client or cluster client. The
+capacity driver's raw sockets and Locust's measured wire fit the same three
+methods (`ScriptCall.evalsha(sha)` is the whole command to write), so their
+loops can become these roles with their own Calls and recorders.
+
+What happened is told twice: `role.tally` counts (verb, outcome) pairs, and
+`on_event`, when given, receives one `Event` per job and call. Outcomes:
+
+    enqueue   enqueued duplicate oom unanswered error
+    claim     claimed empty unanswered error   (claimed carries the Fate)
+    work      done      (work finished; the settle call is sent next)
+    crash     abandoned (the job is left to its lease)
+    complete  accepted refused unanswered error
+    retry     scheduled dead refused unanswered error
+    reap, promote  ok (count) unanswered error
+
+`unanswered` is ServerUnavailableError: the call may have run. Nothing is
+ever resent. A role made `strict` raises the error of the first call that
+failed or went unanswered out of `run()` (a refused complete is an answer);
+so does any exception raised by `on_event`.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from typing import Any, Callable, Sequence
+
+from echomq import verbs
+from echomq.errors import OutOfMemoryError, ServerUnavailableError, StaleTokenError
+from echomq.ids import mint
+from echomq.keys import QueueKeys
+from echomq.verbs import ScriptCall
+from echomq_bench.load.calls import Calls, is_error
+from echomq_bench.load.policy import (
+    ConsumerPolicy, Event, Fate, OnEvent, ProducerPolicy, PumpPolicy, Stop, now,
+)
+
+__all__ = ["Event", "Fate", "Stop", "ProducerPolicy", "ConsumerPolicy", "PumpPolicy", "Producer", "Consumer",
+           "Pump", "start_thread", "now"]
+
+
+def _outcome(exc: BaseException) -> str:
+    if isinstance(exc, ServerUnavailableError):
+        return "unanswered"
+    if isinstance(exc, StaleTokenError):
+        return "refused"
+    if isinstance(exc, OutOfMemoryError):
+        return "oom"
+    return "error"
+
+
+def _text(value: Any) -> str:
+    return value.decode("ascii") if isinstance(value, bytes) else str(value)
+
+
+class _Role:
+    def __init__(self, calls: Calls, queues: Sequence[QueueKeys], on_event: OnEvent | None, strict: bool) -> None:
+        if not queues:
+            raise ValueError("a role needs at least one queue")
+        self.calls = calls
+        self.queues = list(queues)
+        self.on_event = on_event
+        self.strict = strict    # a call that failed or went unanswered ends the loop, raising its error
+        self.tally: Counter[tuple[str, str]] = Counter()
+        self.finished = False   # the policy ended the loop (total sent, queues empty)
+        self._turn = 0
+
+    def _next_queue(self) -> QueueKeys:
+        q = self.queues[self._turn % len(self.queues)]
+        self._turn += 1
+        return q
+
+    def _emit(self, verb: str, outcome: str, queue: QueueKeys, *fields: Any, **named: Any) -> None:
+        self.tally[verb, outcome] += 1
+        if self.on_event is not None:
+            self.on_event(Event(verb, outcome, queue.name, *fields, **named))
+
+    def _fail(self, verb: str, outcome: str, queue: QueueKeys, *fields: Any, error: BaseException,
+              **named: Any) -> None:
+        self._emit(verb, outcome, queue, *fields, error=error, **named)
+        if self.strict and outcome != "refused":  # a refusal is an answer, not a failure
+            raise error
+
+    def _send(self, calls: list[ScriptCall]) -> tuple[list[Any], float, float]:
+        """One call, or a pipeline of several; a failure of the whole round trip is each call's."""
+        t0 = now()
+        try:
+            replies = [self.calls.call(calls[0])] if len(calls) == 1 else self.calls.pipeline(calls)
+        except Exception as exc:  # noqa: BLE001 - each call's outcome is reported, none is lost
+            replies = [exc] * len(calls)
+        return replies, t0, now()
+
+    def step(self) -> int:
+        raise NotImplementedError
+
+    def pause(self) -> None:
+        """Wait before the next step, as the role's schedule says."""
+
+    def run(self, stop: Stop | None = None, on_step: Callable[[_Role], None] | None = None) -> None:
+        stop = stop or Stop()
+        while not self.finished and not stop.is_set():
+            self.pause()
+            if stop.is_set():
+                break
+            self.step()
+            if on_step is not None:
+                on_step(self)
+
+
+class Producer(_Role):
+    def __init__(self, calls: Calls, queues: Sequence[QueueKeys], policy: ProducerPolicy,
+                 on_event: OnEvent | None = None, strict: bool = False) -> None:
+        super().__init__(calls, queues, on_event, strict)
+        self.policy = policy
+        self.sent = 0
+        self._due = now()
+
+    def pause(self) -> None:
+        p = self.policy
+        if p.backlog is not None or p.rate is None:
+            return
+        self._due += p.batch / p.rate
+        ahead = self._due - now()
+        if ahead > 0:
+            time.sleep(ahead)
+        elif ahead < -p.catch_up_s:
+            self._due = now()  # after a stall, carry on at the rate rather than burst
+
+    def _size(self) -> int:
+        p = self.policy
+        if p.backlog is None:
+            size = p.batch
+        else:
+            short = p.backlog - int(self.calls.command("ZCARD", self.queues[self._turn % len(self.queues)].pending))
+            size = short + p.backlog // 2 if short > 0 else 0
+        if p.total is not None:
+            size = min(size, p.total - self.sent)
+        return size
+
+    def step(self) -> int:
+        p = self.policy
+        try:
+            size = self._size()
+        except ServerUnavailableError as exc:
+            self._fail("enqueue", "unanswered", self.queues[0], error=exc)
+            time.sleep(p.backoff_s)
+            return 0
+        if size <= 0:
+            self.finished = p.total is not None and self.sent >= p.total
+            if p.backlog is not None and not self.finished:
+                time.sleep(p.refill_s)
+            return 0
+        jobs = [(self._next_queue(), mint()) for _ in range(size)]
+        replies, t0, t1 = self._send([verbs.enqueue(q, jid, p.payload) for q, jid in jobs])
+        self.sent += size
+        trouble = False
+        for (q, jid), reply in zip(jobs, replies):
+            if is_error(reply):
+                trouble = True
+                self._fail("enqueue", _outcome(reply), q, jid, 0, t0, t1, error=reply)
+            else:
+                self._emit("enqueue", _text(reply), q, jid, 0, t0, t1)
+        self.finished = p.total is not None and self.sent >= p.total
+        if trouble and not all(isinstance(r, OutOfMemoryError) for r in replies if is_error(r)):
+            time.sleep(p.backoff_s)
+        if p.backlog is not None:
+            time.sleep(p.refill_s)
+        return size
+
+
+class Consumer(_Role):
+    def __init__(self, calls: Calls, queues: Sequence[QueueKeys], policy: ConsumerPolicy,
+                 on_event: OnEvent | None = None, rng: random.Random | None = None, strict: bool = False) -> None:
+        super().__init__(calls, queues, on_event, strict)
+        self.policy = policy
+        self.rng = rng or random.Random()
+        self._empty_in_a_row = 0
+
+    def step(self) -> int:
+        p = self.policy
+        q = self._next_queue()
+        replies, t0, t1 = self._send([verbs.claim(q, p.lease_ms)] * p.claim_batch)
+        jobs: list[tuple[str, int, Fate]] = []
+        trouble = False
+        for reply in replies:
+            if is_error(reply):
+                trouble = True
+                self._fail("claim", _outcome(reply), q, "", 0, t0, t1, error=reply)
+            elif not reply:
+                self._emit("claim", "empty", q, "", 0, t0, t1)
+            else:
+                jid, payload, token = _text(reply[0]), reply[1] or b"", int(reply[2])
+                fate = self.policy.fate(self.rng)
+                self._emit("claim", "claimed", q, jid, token, t0, t1, fate=fate)
+                if self._work(q, jid, token, payload, fate):
+                    jobs.append((jid, token, fate))
+        if trouble:
+            time.sleep(p.backoff_s)
+        self._idle(bool(jobs) or trouble or any(r for r in replies))
+        if jobs:
+            self._settle(q, jobs)
+        return len(jobs)
+
+    def _idle(self, found: bool) -> None:
+        if found:
+            self._empty_in_a_row = 0
+            return
+        self._empty_in_a_row += 1
+        if self._empty_in_a_row >= len(self.queues):
+            self._empty_in_a_row = 0
+            if self.policy.until_empty:
+                self.finished = True
+            else:
+                time.sleep(self.policy.idle_s)
+
+    def _work(self, q: QueueKeys, jid: str, token: int, payload: bytes, fate: Fate) -> bool:
+        """Do the job's work; False when the attempt crashed and the job is abandoned."""
+        p = self.policy
+        if p.handle is not None:
+            p.handle(payload)
+        if fate.action == "crash":
+            t0 = now()
+            if fate.crash_ms:
+                time.sleep(fate.crash_ms / p.time_scale / 1000.0)
+            self._emit("crash", "abandoned", q, jid, token, t0, now(), fate=fate)
+            return False
+        if fate.work_ms:
+            time.sleep(fate.work_ms / p.time_scale / 1000.0)
+        self._emit("work", "done", q, jid, token, now(), fate=fate)
+        return True
+
+    def _settle(self, q: QueueKeys, jobs: list[tuple[str, int, Fate]]) -> None:
+        p = self.policy
+        calls = [verbs.retry(q, jid, token, p.retry_error, p.retry_delay_ms, p.max_attempts)
+                 if fate.action == "retry" else verbs.complete(q, jid, token) for jid, token, fate in jobs]
+        replies, t0, t1 = self._send(calls)
+        trouble = False
+        for (jid, token, fate), call, reply in zip(jobs, calls, replies):
+            if is_error(reply):
+                outcome = _outcome(reply)
+                trouble = trouble or outcome != "refused"
+                self._fail(call.verb, outcome, q, jid, token, t0, t1, fate=fate, error=reply)
+            else:
+                outcome = "accepted" if call.verb == "complete" else _text(reply)
+                self._emit(call.verb, outcome, q, jid, token, t0, t1, fate=fate)
+        if trouble:
+            time.sleep(p.backoff_s)
+
+
+class Pump(_Role):
+    def __init__(self, calls: Calls, queues: Sequence[QueueKeys], policy: PumpPolicy,
+                 on_event: OnEvent | None = None, rng: random.Random | None = None, strict: bool = False) -> None:
+        super().__init__(calls, queues, on_event, strict)
+        self.policy = policy
+        phase = (rng or random.Random()).random() if policy.random_phase else 1.0
+        self._due = now() + phase * policy.interval_s
+
+    def pause(self) -> None:
+        wait = self._due - now()
+        if wait > 0:
+            time.sleep(wait)
+        self._due += self.policy.interval_s
+        if self._due < now():
+            self._due = now() + self.policy.interval_s  # fell behind: keep the cadence, skip the missed ticks
+
+    def step(self) -> int:
+        p = self.policy
+        moved = 0
+        for q in self.queues:
+            calls = [verbs.reap(q, p.reap_limit, p.max_attempts)]
+            if p.promote:
+                calls.append(verbs.promote(q, p.promote_limit))
+            for call in calls:
+                (reply,), t0, t1 = self._send([call])
+                if is_error(reply):
+                    self._fail(call.verb, _outcome(reply), q, "", 0, t0, t1, error=reply)
+                    break  # the server is not answering this queue: the next tick tries again
+                moved += int(reply)
+                self._emit(call.verb, "ok", q, "", 0, t0, t1, int(reply))
+        return moved
+
+
+def start_thread(role: _Role, stop: Stop, name: str = "", guard: Callable[[BaseException], None] | None = None
+                 ) -> threading.Thread:
+    """Run a role in a daemon thread. `guard` hears the exception that ended
+    it (one raised by on_event, or a bug), instead of a lost traceback."""
+
+    def body() -> None:
+        try:
+            role.run(stop)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            if guard is None:
+                raise
+            guard(exc)
+
+    thread = threading.Thread(target=body, name=name or type(role).__name__.lower(), daemon=True)
+    thread.start()
+    return thread
