@@ -80,11 +80,20 @@ install_python
 redis-server --version
 valkey-server --version
 
+house_checks() {
+  # The habits CI holds: lint, types, the import contracts, and the house's
+  # figures (module and function sizes, signature widths, cycles), printed.
+  echo "setup.sh: ruff"; .venv/bin/ruff check echomq echomq_bench tests bench scenarios
+  echo "setup.sh: mypy"; .venv/bin/mypy
+  echo "setup.sh: import contracts"; .venv/bin/lint-imports
+  echo "setup.sh: the house's figures"; .venv/bin/python tests/unit/test_house.py
+}
+
 mode="${1:-}"
 [ $# -gt 0 ] && shift
 case "$mode" in
   "") echo "setup.sh: ready. Try: .venv/bin/echomq-bench run" ;;
   run) exec .venv/bin/echomq-bench run "$@" ;;
-  test) exec .venv/bin/python -m pytest "$@" ;;
+  test) house_checks; exec .venv/bin/python -m pytest "$@" ;;
   *) echo "setup.sh: unknown mode '$mode' (want: run, test, or nothing)" >&2; exit 2 ;;
 esac

@@ -13,7 +13,7 @@ from typing import Iterator
 import pytest
 
 from echomq_bench.microbench.runner import Env
-from echomq_bench.servers.embedded import DEFAULT_SPECS, parse_server_spec, start
+from echomq_bench.servers import DEFAULT_SPECS, parse_server_spec, start
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

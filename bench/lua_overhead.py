@@ -18,9 +18,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from echomq import Queue, mint
+from echomq import Queue, mint, verbs
 from echomq_bench.measurement.serverstats import command_stats
-from echomq_bench.servers.embedded import DEFAULT_SPECS, running
+from echomq_bench.servers import DEFAULT_SPECS, running
 
 HERE = Path(__file__).parent
 
@@ -40,11 +40,12 @@ def one_round(q: Queue, claim_sha: str, complete_sha: str, n: int) -> float:
     fill(q, n)
     c.config_resetstat()
     pipe = c.pipeline(transaction=False)
+    claim = verbs.claim(k, 60_000).evalsha(claim_sha)
     for _ in range(n):
-        pipe.evalsha(claim_sha, 2, k.pending, k.active, k.job_prefix, 60_000)
+        pipe.execute_command(*claim)
     claimed = pipe.execute()
     for job_id, _payload, token in claimed:
-        pipe.evalsha(complete_sha, 2, k.active, k.job(job_id.decode()), job_id, token)
+        pipe.execute_command(*verbs.complete(k, job_id.decode(), token).evalsha(complete_sha))
     replies = pipe.execute()
     assert all(r == b"ok" for r in replies), "a complete was refused"
     calls, usec = command_stats(c)

@@ -34,9 +34,10 @@ _KIND = re.compile(r"[A-Z]{3}")
 _SHAPE = re.compile(r"[A-Z]{3}[0-9A-Za-z]{11}")
 
 
-def encode(value: int) -> str:
+def encode(value: int, width: int = DIGITS) -> str:
+    """`value` in base62, `width` digits, leading zeros kept (so text order is number order)."""
     digits = []
-    for _ in range(DIGITS):
+    for _ in range(width):
         value, r = divmod(value, 62)
         digits.append(ALPHABET[r])
     return "".join(reversed(digits))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Any, Iterator, Literal
 
 import redis
 
@@ -76,7 +76,8 @@ def wire_errors(client: redis.Redis) -> Iterator[None]:
         raise ServerUnavailableError(f"server {describe(client)} unavailable: {exc}") from exc
 
 
-def describe(client: redis.Redis) -> str:
+def describe(client: Any) -> str:
+    """Where a client points: a redis.Redis, or a RedisCluster (no pool of its own)."""
     pool = getattr(client, "connection_pool", None)
     if pool is None:  # a RedisCluster: one pool per node, none of its own
         node = client.get_default_node()
@@ -110,7 +111,8 @@ class Queue:
         with wire_errors(client):
             self.scripts = Scripts(client, lua_dir)
 
-    def _run(self, call: ScriptCall) -> object:
+    def _run(self, call: ScriptCall) -> Any:
+        # A script's reply has the shape its header promises, not a type redis-py knows.
         with wire_errors(self.client):
             return self.scripts[call.verb](keys=call.keys, args=call.args, client=self.client)
 
@@ -137,7 +139,7 @@ class Queue:
         reply = self._run(verbs.claim(self.keys, lease_ms))
         if not reply:
             return None
-        job_id, payload, token = reply  # type: ignore[misc]
+        job_id, payload, token = reply
         return Job(_text(job_id), payload if payload is not None else b"", int(token))
 
     def complete(self, job_id: str, token: int) -> str:
@@ -154,11 +156,11 @@ class Queue:
 
     def promote(self, limit: int = 100) -> int:
         check_int("limit", limit, 1, MAX_LIMIT)
-        return int(self._run(verbs.promote(self.keys, limit)))  # type: ignore[call-overload]
+        return int(self._run(verbs.promote(self.keys, limit)))
 
     def reap(self, limit: int = DEFAULT_REAP_LIMIT) -> int:
         check_int("limit", limit, 1, MAX_LIMIT)
-        return int(self._run(verbs.reap(self.keys, limit, self.max_attempts)))  # type: ignore[call-overload]
+        return int(self._run(verbs.reap(self.keys, limit, self.max_attempts)))
 
 
 def _text(value: object) -> str:

@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
     if COMMANDS[args.command].server and not args.server:
-        from echomq_bench.servers.embedded import DEFAULT_SPECS, parse_server_spec
+        from echomq_bench.servers import DEFAULT_SPECS, parse_server_spec
 
         args.server = [parse_server_spec(s) for s in DEFAULT_SPECS]
     try:

@@ -145,7 +145,7 @@ def add_list(parser: Any, flag: str, item: Callable[[str], Any], help: str, meta
 
 
 def server_spec(text: str) -> object:
-    from echomq_bench.servers.embedded import ServerSpecError, parse_server_spec
+    from echomq_bench.servers import ServerSpecError, parse_server_spec
 
     try:
         return parse_server_spec(text)

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from echomq import Queue
-from echomq_bench.servers.embedded import DEFAULT_SPECS, start
+from echomq_bench.servers import DEFAULT_SPECS, start
 
 BUILDS = list(DEFAULT_SPECS)
 

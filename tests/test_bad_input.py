@@ -13,7 +13,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from conftest import snapshot
-from echomq import InvalidArgumentError, Queue, ServerUnavailableError, WrongKindError, mint
+from echomq import InvalidArgumentError, Queue, ServerUnavailableError, WrongKindError, mint, verbs
+from echomq.verbs import ScriptCall
 
 BAD_IDS = ["", "JOB", "JOB0Nvmd8aV5i", "JOB0Nvmd8aV5iyy", "JOB0Nvmd8aV5i!", "JOB0Nvmd8aV5i{",
            "JOB0Nvmd8aV5i}", "JOB0Nvmd8aV5i:", "JOB0Nvmd8aV5i ", "JOB0Nvmd8aV5é", "job0Nvmd8aV5iy",
@@ -54,17 +55,20 @@ def wire(client: redis.Redis, call: Callable[[], object], code: str) -> str:
     return str(info.value)
 
 
+def raw(client: redis.Redis, q: Queue, call: ScriptCall) -> Callable[[], object]:
+    """The call as a raw EVALSHA, past every check of Queue's."""
+    return lambda: client.execute_command(*call.evalsha(q.scripts.sha(call.verb)))
+
+
 def test_wrong_kind(busy_queue: Queue, client: redis.Redis) -> None:
     q, k = busy_queue, busy_queue.keys
     ord_id = mint("ORD")
     for call in (lambda: q.enqueue(ord_id, b""), lambda: q.complete(ord_id, 1),
                  lambda: q.retry(ord_id, 1, "e", 0)):
         assert "ORD" in refused(client, call, WrongKindError, "EMQKIND")
-    s = q.scripts
-    wire(client, lambda: client.evalsha(s.sha("enqueue"), 2, k.pending, k.job(ord_id), ord_id, b""), "EMQKIND")
-    wire(client, lambda: client.evalsha(s.sha("complete"), 2, k.active, k.job(ord_id), ord_id, 1), "EMQKIND")
-    wire(client, lambda: client.evalsha(s.sha("retry"), 4, k.active, k.schedule, k.dead, k.job(ord_id),
-                                        ord_id, 1, "e", 0, 2), "EMQKIND")
+    wire(client, raw(client, q, verbs.enqueue(k, ord_id, b"")), "EMQKIND")
+    wire(client, raw(client, q, verbs.complete(k, ord_id, 1)), "EMQKIND")
+    wire(client, raw(client, q, verbs.retry(k, ord_id, 1, "e", 0, 2)), "EMQKIND")
 
 
 @pytest.mark.parametrize("bad", BAD_IDS + NOT_STRINGS)
@@ -77,12 +81,10 @@ def test_malformed_id_through_queue(busy_queue: Queue, client: redis.Redis, bad:
 
 @pytest.mark.parametrize("bad", BAD_IDS)
 def test_malformed_id_on_the_wire(busy_queue: Queue, client: redis.Redis, bad: str) -> None:
-    k, s = busy_queue.keys, busy_queue.scripts
-    jk = k.job_prefix + bad
-    wire(client, lambda: client.evalsha(s.sha("enqueue"), 2, k.pending, jk, bad, b"x"), "EMQID")
-    wire(client, lambda: client.evalsha(s.sha("complete"), 2, k.active, jk, bad, 1), "EMQID")
-    wire(client, lambda: client.evalsha(s.sha("retry"), 4, k.active, k.schedule, k.dead, jk, bad, 1, "e", 0, 2),
-         "EMQID")
+    q, k = busy_queue, busy_queue.keys
+    wire(client, raw(client, q, verbs.enqueue(k, bad, b"x")), "EMQID")
+    wire(client, raw(client, q, verbs.complete(k, bad, 1)), "EMQID")
+    wire(client, raw(client, q, verbs.retry(k, bad, 1, "e", 0, 2)), "EMQID")
 
 
 @pytest.mark.parametrize("name", ["", "a" * 65, "a b", "a{b}", "q:1", "é", 7, None])
@@ -117,15 +119,14 @@ def test_bad_token(busy_queue: Queue, client: redis.Redis, bad: object) -> None:
 
 @pytest.mark.parametrize("bad", BAD_WIRE_INTS)
 def test_bad_numbers_on_the_wire(busy_queue: Queue, client: redis.Redis, bad: str) -> None:
-    k, s = busy_queue.keys, busy_queue.scripts
+    q, k = busy_queue, busy_queue.keys
     jid = busy_queue.browse(limit=1)[0]
-    assert "lease_ms" in wire(client, lambda: client.evalsha(s.sha("claim"), 2, k.pending, k.active, k.job_prefix, bad), "EMQARG")
-    assert "limit" in wire(client, lambda: client.evalsha(s.sha("reap"), 3, k.active, k.pending, k.dead, k.job_prefix, bad, 2), "EMQARG")
-    assert "max_attempts" in wire(client, lambda: client.evalsha(s.sha("reap"), 3, k.active, k.pending, k.dead, k.job_prefix, 100, bad), "EMQARG")
-    assert "limit" in wire(client, lambda: client.evalsha(s.sha("promote"), 2, k.schedule, k.pending, k.job_prefix, bad), "EMQARG")
-    assert "token" in wire(client, lambda: client.evalsha(s.sha("complete"), 2, k.active, k.job(jid), jid, bad), "EMQARG")
-    retry = lambda tok, delay, mx: client.evalsha(s.sha("retry"), 4, k.active, k.schedule, k.dead, k.job(jid),  # noqa: E731
-                                                  jid, tok, "e", delay, mx)
+    assert "lease_ms" in wire(client, raw(client, q, verbs.claim(k, bad)), "EMQARG")  # type: ignore[arg-type]
+    assert "limit" in wire(client, raw(client, q, verbs.reap(k, bad, 2)), "EMQARG")  # type: ignore[arg-type]
+    assert "max_attempts" in wire(client, raw(client, q, verbs.reap(k, 100, bad)), "EMQARG")  # type: ignore[arg-type]
+    assert "limit" in wire(client, raw(client, q, verbs.promote(k, bad)), "EMQARG")  # type: ignore[arg-type]
+    assert "token" in wire(client, raw(client, q, verbs.complete(k, jid, bad)), "EMQARG")  # type: ignore[arg-type]
+    retry = lambda tok, delay, mx: raw(client, q, verbs.retry(k, jid, tok, "e", delay, mx))()  # noqa: E731
     assert "token" in wire(client, lambda: retry(bad, 0, 2), "EMQARG")
     assert "max_attempts" in wire(client, lambda: retry(1, 0, bad), "EMQARG")
     if bad != "0":
@@ -133,17 +134,15 @@ def test_bad_numbers_on_the_wire(busy_queue: Queue, client: redis.Redis, bad: st
 
 
 def test_limits_above_range_on_the_wire(busy_queue: Queue, client: redis.Redis) -> None:
-    k, s = busy_queue.keys, busy_queue.scripts
+    q, k = busy_queue, busy_queue.keys
     jid = busy_queue.browse(limit=1)[0]
     too_long = 2**31
-    wire(client, lambda: client.evalsha(s.sha("claim"), 2, k.pending, k.active, k.job_prefix, too_long), "EMQARG")
-    wire(client, lambda: client.evalsha(s.sha("promote"), 2, k.schedule, k.pending, k.job_prefix, 100001), "EMQARG")
-    wire(client, lambda: client.evalsha(s.sha("retry"), 4, k.active, k.schedule, k.dead, k.job(jid),
-                                        jid, 1, "e", too_long, 2), "EMQARG")
-    wire(client, lambda: client.evalsha(s.sha("reap"), 3, k.active, k.pending, k.dead, k.job_prefix, 100, too_long),
-         "EMQARG")
-    wire(client, lambda: client.evalsha(s.sha("reap"), 3, k.active, k.pending, k.dead, k.job_prefix, 100001, 2), "EMQARG")
-    wire(client, lambda: client.evalsha(s.sha("complete"), 2, k.active, k.job(jid), jid, 2**53 + 2), "EMQARG")
+    wire(client, raw(client, q, verbs.claim(k, too_long)), "EMQARG")
+    wire(client, raw(client, q, verbs.promote(k, 100001)), "EMQARG")
+    wire(client, raw(client, q, verbs.retry(k, jid, 1, "e", too_long, 2)), "EMQARG")
+    wire(client, raw(client, q, verbs.reap(k, 100, too_long)), "EMQARG")
+    wire(client, raw(client, q, verbs.reap(k, 100001, 2)), "EMQARG")
+    wire(client, raw(client, q, verbs.complete(k, jid, 2**53 + 2)), "EMQARG")
 
 
 @pytest.mark.parametrize("payload", [None, 5, {"a": 1}, ["x"], 1.5])

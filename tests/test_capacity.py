@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from echomq_bench.load.backlog import IdBlock, remove_queue
+from echomq_bench.load.backlog import IdBlock, drop_queue
 from echomq_bench.commands.capacity import CapacityError, CapacitySettings, run_capacity
 from echomq_bench.cli import main
 from echomq_bench.measurement.serverstats import command_stats
@@ -54,7 +54,7 @@ def test_backlog_cycles_equal_what_the_server_completed(server: object, client: 
     (queue,) = queues
     assert client.zcard(QueueKeys(queue).pending) == backlog - c["completed"]
     assert job_rows(client, queue) == backlog - c["completed"]
-    remove_queue(client, [queue])
+    drop_queue(client, queue)
 
 
 def test_producers_and_two_processes_lose_nothing(server: object, client: redis.Redis) -> None:

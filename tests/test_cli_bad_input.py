@@ -27,7 +27,7 @@ from conftest import snapshot
 from echomq import EchoMQError, InvalidArgumentError, Queue, ServerUnavailableError, mint
 from echomq_bench.cli import COMMANDS, build_parser, main
 from echomq_bench.records.files import ResultsError, load
-from echomq_bench.servers.embedded import start
+from echomq_bench.servers import start
 
 PASSWORD = "correct-horse-7"
 WRONG = "wrong-horse-9"

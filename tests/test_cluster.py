@@ -16,11 +16,13 @@ from typing import Iterator
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from echomq import Queue, StaleTokenError, mint
 from echomq_bench.commands.check import run_check
 from echomq_bench.cli import main
-from echomq_bench.servers.cluster import (
+from echomq_bench.servers import (
     EmbeddedCluster,
     UrlCluster,
     format_placements,
@@ -29,7 +31,7 @@ from echomq_bench.servers.cluster import (
     spread_queues,
 )
 from echomq_bench.commands.failover import run_failover
-from echomq_bench.servers.embedded import ServerSpecError, ServerStartError, parse_server_spec, start
+from echomq_bench.servers import Server, ServerSpecError, ServerStartError, parse_server_spec, start
 
 BUILDS = ["redis-cluster", "valkey-cluster"]
 
@@ -131,10 +133,42 @@ def test_cluster_with_replicas_is_ready_then_leaves_nothing(build: str) -> None:
     c.stop()  # twice is fine
 
 
+@pytest.mark.parametrize("build", BUILDS)
+def test_clusters_are_servers_whose_credentials_log_in(build: str) -> None:
+    password = "cl-" + secrets.token_hex(6)
+    c = start(f"locked={build} --masters 1 --requirepass {password}")
+    try:
+        remote = start(c.connection_url())
+        assert isinstance(c, EmbeddedCluster) and isinstance(remote, UrlCluster)
+        for kind in (c, remote):
+            assert isinstance(kind, Server)
+            assert (kind.host, kind.port, kind.pid) == ("127.0.0.1", c.nodes[0].port, None)
+            kwargs = kind.connection_kwargs()
+            assert (kwargs["host"], kwargs["port"], kwargs["password"]) == ("127.0.0.1", c.nodes[0].port, password)
+            with redis.Redis(**kwargs) as direct:
+                assert direct.cluster("info")["cluster_state"] == "ok"
+            assert kind.client().ping() is True
+            assert kind.version().split()[0] == build.removesuffix("-cluster")
+            for shown in (repr(kind), kind.describe(), kind.display_url):
+                assert password not in shown, shown
+        assert password not in c.url and password in remote.url  # a URL server's own URL carries it
+        assert remote.display_url == f"redis+cluster://:***@127.0.0.1:{c.nodes[0].port}"
+        for node in remote.nodes:
+            assert node.connection_kwargs()["password"] == password
+            with node.client() as nc:
+                assert nc.ping() is True
+        # Without the accessor's password the node refuses: the check can fail.
+        with pytest.raises(redis.AuthenticationError), redis.Redis(
+                host="127.0.0.1", port=c.nodes[0].port, retry=Retry(NoBackoff(), 0)) as anon:
+            anon.ping()
+    finally:
+        c.stop()
+
+
 CRASHING_PARENT = textwrap.dedent(
     """
     import json, time
-    from echomq_bench.servers.embedded import start
+    from echomq_bench.servers import start
 
     cluster = start("redis-cluster")
     print(json.dumps([[n.pid, str(n.server.dir)] for n in cluster.nodes]), flush=True)
@@ -226,6 +260,8 @@ def test_cli_check_on_a_running_cluster_url(cluster: EmbeddedCluster) -> None:
 def test_url_cluster_finds_every_node(cluster: EmbeddedCluster) -> None:
     remote = start(cluster.url)
     assert isinstance(remote, UrlCluster)
+    assert isinstance(remote, Server) and isinstance(cluster, Server)
+    assert remote.connection_url() == cluster.connection_url() == cluster.url  # no password to carry
     assert sorted(n.name for n in remote.nodes) == sorted(n.name for n in cluster.nodes)
     assert all(n.pid is None for n in remote.nodes)
     assert [m.name for m in remote.masters()] == [m.name for m in cluster.masters()]
@@ -238,7 +274,7 @@ def test_url_cluster_finds_every_node(cluster: EmbeddedCluster) -> None:
 
 
 def test_url_cluster_that_does_not_answer_is_refused() -> None:
-    from echomq_bench.servers.embedded import free_port
+    from echomq_bench.servers import free_port
 
     with pytest.raises(ServerStartError, match="does not answer"):
         start(f"redis+cluster://127.0.0.1:{free_port()}")
@@ -270,7 +306,7 @@ def test_failover_replica_takes_over_and_the_audit_accounts_for_every_job(build:
 
 
 def test_master_clients_reach_each_master_alone(cluster: EmbeddedCluster) -> None:
-    from echomq_bench.servers.cluster import master_clients
+    from echomq_bench.servers import master_clients
     from echomq_bench.measurement.serverstats import sample
 
     expected = [m.name for m in cluster.masters()]
@@ -285,11 +321,10 @@ def test_master_clients_reach_each_master_alone(cluster: EmbeddedCluster) -> Non
 def test_locust_cluster_wire_routes_by_slot_and_follows_moved(cluster: EmbeddedCluster) -> None:
     """The scenarios' cluster wire: each queue's verbs reach its master; a
     stale slot map (as after a failover) gets MOVED, re-reads and succeeds."""
-    from echomq_bench.locust.wire import ClusterRouter, QueueWire, ScriptSet
+    from echomq_bench.locust.wire import ClusterRouter, QueueWire
 
-    scripts = ScriptSet.load()
     router = ClusterRouter(cluster.url)
-    router.load_scripts(list(scripts.sha_to_text().values()))
+    scripts = router.scripts()
     wire = router.wire(scripts)
     names = [p.queue for p in spread_queues(cluster, 3, "wire")]
     queues = [QueueWire(n, scripts, 30_000, 3, 100, 100) for n in names]
@@ -323,7 +358,7 @@ def evalsha_calls(client: redis.Redis) -> int:
 
 
 def test_capacity_over_a_cluster_counts_every_cycle_on_its_node(cluster: EmbeddedCluster) -> None:
-    from echomq_bench.load.backlog import remove_queue
+    from echomq_bench.load.backlog import drop_queue
     from echomq_bench.commands.capacity import CapacitySettings, run_capacity
     from echomq_bench.capacity.cluster import ClusterCapacityResult
     from echomq.keys import QueueKeys
@@ -368,7 +403,8 @@ def test_capacity_over_a_cluster_counts_every_cycle_on_its_node(cluster: Embedde
     finally:
         for name, m in masters.items():
             with m.client() as c:
-                remove_queue(c, [p.queue for p in r.placements if p.node == name])
+                for queue in [p.queue for p in r.placements if p.node == name]:
+                    drop_queue(c, queue)
 
 
 def test_capacity_cli_on_a_cluster_splits_the_rate_feeds_each_queue_and_writes_node_rows(
@@ -412,11 +448,11 @@ def test_capacity_cli_on_a_cluster_splits_the_rate_feeds_each_queue_and_writes_n
 def test_capacity_bad_input_on_a_cluster_starts_nothing(argv: list[str], fragment: str, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    import echomq_bench.servers.embedded
+    import echomq_bench.servers
 
     started: list[object] = []
-    monkeypatch.setattr(echomq_bench.servers.embedded, "start", lambda *a, **k: started.append(a))
-    monkeypatch.setattr(echomq_bench.servers.embedded.EmbeddedServer, "__init__", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(echomq_bench.servers, "start", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(echomq_bench.servers.EmbeddedServer, "__init__", lambda *a, **k: started.append(a))
     out = tmp_path / "cap"
     assert main([*argv, "--duration", "300ms", "--out", str(out)]) == 2
     assert fragment in capsys.readouterr().err

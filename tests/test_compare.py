@@ -13,7 +13,7 @@ import pytest
 from echomq_bench.commands.capacity import CapacitySettings
 from echomq_bench.cli import main
 from echomq_bench.commands.compare import Build, run_compare, unique_builds
-from echomq_bench.servers.embedded import parse_server_spec
+from echomq_bench.servers import parse_server_spec
 from echomq_bench.measurement.serverstats import bound
 from echomq_bench.measurement.stats import FASTER, SAME, SLOWER, bootstrap_ci, compare_metric, paired_ratios, verdict
 

@@ -141,7 +141,7 @@ def test_a_lost_server_is_unanswered_and_a_strict_role_raises_it() -> None:
     import pytest
 
     from echomq.errors import ServerUnavailableError
-    from echomq_bench.servers.embedded import start
+    from echomq_bench.servers import start
 
     srv = start("redis")
     # No client-side retries: the engine never resends, and redis-py's default backoff would take seconds.

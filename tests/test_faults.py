@@ -16,7 +16,7 @@ import pytest
 
 from echomq_bench.faults.load import LoadSettings, read_logs
 from echomq_bench.commands.faults import QUICK, SCENARIOS, run_scenario
-from echomq_bench.servers.embedded import parse_server_spec, start
+from echomq_bench.servers import parse_server_spec, start
 
 ROOT = Path(__file__).resolve().parent.parent
 

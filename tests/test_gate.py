@@ -2,7 +2,7 @@
 got slower, refuses bad input; and the microbench cases it stands on.
 
 The gate's 30% sensitivity on this machine is checked by
-bench/gate_sensitivity.py (ten runs each way), not here: a test must not
+docs/measurements/scripts/gate_sensitivity.py (ten runs each way), not here: a test must not
 depend on how busy the CI machine is. So the slowed claim here costs about
 three times the original, and the unchanged run gets a baseline measured
 a moment before on the same machine.
@@ -79,7 +79,7 @@ def test_gate_passes_unchanged_code_and_names_a_slowed_claim(
 
     # Unchanged code: the mechanism must pass. With 4 rounds of 15 calls on a
     # busy machine a figure can swing by half, so the normalised allowance is
-    # 100% here; the 20% claim is bench/gate_sensitivity.py's.
+    # 100% here; the 20% claim is docs/measurements/scripts/gate_sensitivity.py's.
     same = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE, quiet=True))
     assert same.regressions == [], format_result(same)
     assert same.changed_scripts == []

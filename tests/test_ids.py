@@ -68,3 +68,21 @@ def test_wrong_kind_is_its_own_error() -> None:
         check_job_id("ORD0Nt6z93U3dY")
     assert info.value.code == "EMQKIND" and "ORD" in str(info.value)
     assert check_job_id("JOB0Nvmd8aV5iy") == "JOB0Nvmd8aV5iy"
+
+
+def test_the_bulk_encoder_agrees_with_encode() -> None:
+    import random
+
+    import numpy as np
+
+    from echomq_bench.load.backlog import encode_block
+
+    rng = random.Random(62)
+    values = [0, 1, 61, 62, 2**63, 2**64 - 2, 2**64 - 1] + [rng.getrandbits(64) for _ in range(5000)]
+    assert encode_block(np.array(values, dtype=np.uint64)) == [encode(v).encode() for v in values]
+
+
+def test_encode_keeps_leading_zeros_at_any_width() -> None:
+    assert encode(0) == "0" * 11
+    assert encode(61, 2) == "0z" and encode(62, 2) == "10"
+    assert [encode(v, 2) for v in range(62**2)] == sorted(encode(v, 2) for v in range(62**2))

@@ -280,7 +280,7 @@ def test_short_sweep_orders_false_expiry_down_and_recovery_up(server: object, tm
 
 def test_a_server_lost_mid_sweep_is_one_clear_error() -> None:
     from echomq_bench.lease import SweepError
-    from echomq_bench.servers.embedded import start
+    from echomq_bench.servers import start
 
     srv = start("redis")
     settings = SweepSettings(work="exp:mean=50ms", leases_ms=(200.0,), consumers=4, duration_s=4,

@@ -12,7 +12,7 @@ import pytest
 
 from echomq_bench.cli import main
 from echomq_bench.records.record import SCHEMA, read_record
-from echomq_bench.servers.embedded import start
+from echomq_bench.servers import start
 
 PASSWORD = "knownpass"
 ACL_PASSWORD = "knownpassacl"

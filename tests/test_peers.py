@@ -21,7 +21,7 @@ from echomq_bench.cli import main
 from echomq_bench.peers import PEERS, PeerMissingError, get
 from echomq_bench.commands.peers import QUEUE_NAME, choose_queues, measure
 from echomq_bench.records.files import load
-from echomq_bench.servers.embedded import start
+from echomq_bench.servers import start
 
 N = 240
 CONSUMERS = 2

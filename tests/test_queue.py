@@ -173,7 +173,8 @@ def test_reap_never_exceeds_its_cap(queue: Queue, client: redis.Redis) -> None:
     pipe = client.pipeline(transaction=False)
     for _ in range(250):
         jid = mint()
-        queue.scripts["enqueue"](keys=[queue.keys.pending, queue.keys.job(jid)], args=[jid, b""], client=pipe)
+        call = echomq.verbs.enqueue(queue.keys, jid, b"")
+        queue.scripts[call.verb](keys=call.keys, args=call.args, client=pipe)
     pipe.execute()
     for _ in range(250):
         queue.claim(lease_ms=1)

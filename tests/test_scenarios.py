@@ -22,7 +22,7 @@ import pytest
 from echomq import Queue, mint
 from echomq_bench.locust.client import Books
 from echomq_bench.locust.report import settle
-from echomq_bench.servers.embedded import DEFAULT_SPECS, free_port, start
+from echomq_bench.servers import DEFAULT_SPECS, free_port, start
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCUST = str(Path(sys.executable).with_name("locust"))
@@ -186,7 +186,7 @@ def test_distributed_run_over_a_cluster_spreads_queues_and_reports_each_master(t
     """A master and two workers against a cluster that already runs (its
     redis+cluster:// URL): the queues land one per master, every master
     serves completes, and the merged audit passes."""
-    from echomq_bench.servers.cluster import start_cluster
+    from echomq_bench.servers import start_cluster
 
     cluster = start_cluster("valkey-cluster")
     try:

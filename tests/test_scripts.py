@@ -46,7 +46,7 @@ def test_reload_after_script_flush(queue: Queue, client: redis.Redis) -> None:
 
 
 def test_reload_after_server_restart() -> None:
-    from echomq_bench.servers.embedded import start
+    from echomq_bench.servers import start
 
     for build in ("redis", "valkey"):
         srv = start(build)

@@ -8,16 +8,19 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
-from echomq import EchoMQError, Queue, mint
+from echomq import EchoMQError, Queue, mint, verbs
 from echomq_bench.cli import main
 from echomq.scripts import discover
-from echomq_bench.servers.embedded import free_port, start
+from echomq_bench.servers import Server, UrlServer, free_port, start
 from echomq_bench.servers.tls import server_args, throwaway_certificate, tls_url
 
 BINARIES = ["redis-server", "valkey-server"]
@@ -172,12 +175,16 @@ def test_acl_user_cannot_touch_other_keys(acl_server: Callable[[set[str]], redis
     k, s = q.keys, q.scripts
     other = mint()
     # Keys outside emq:* named to a script: refused before the script runs.
+    call = verbs.enqueue(k, other, b"x")
+    outside = replace(call, keys=tuple(key.replace(k.base, "other:") for key in call.keys))
     with pytest.raises(redis.exceptions.NoPermissionError):
-        emq.evalsha(s.sha("enqueue"), 2, "other:pending", "other:job:" + other, other, b"x")
+        emq.execute_command(*outside.evalsha(s.sha("enqueue")))
     # A forged row prefix reaches other keys only from inside the script: refused there.
     q.enqueue(mint(), b"x")
+    call = verbs.claim(k, 1000)
+    forged = replace(call, args=tuple("other:job:" if arg == k.job_prefix else arg for arg in call.args))
     with pytest.raises(redis.ResponseError, match="(?i)no permissions|can't access"):
-        emq.evalsha(s.sha("claim"), 2, k.pending, k.active, "other:job:", 1000)
+        emq.execute_command(*forged.evalsha(s.sha("claim")))
     assert {k: client.dump(k) for k in client.keys("*") if not k.startswith(b"emq:")} == before
 
 
@@ -200,6 +207,25 @@ def test_rediss_url_runs_the_queue(tls_server: tuple[object, str, str]) -> None:
     client = start(url).client()  # type: ignore[union-attr]
     assert client.connection_pool.connection_class is redis.connection.SSLConnection
     every_verb(Queue(client, "tls"))
+
+
+def test_tls_server_is_a_server_whose_credentials_log_in(tls_server: tuple[object, str, str]) -> None:
+    _, url, no_ca = tls_server
+    remote = start(url)
+    assert isinstance(remote, Server) and isinstance(remote, UrlServer)
+    kwargs = remote.connection_kwargs()
+    assert (kwargs["ssl"], kwargs["password"], kwargs["db"]) == (True, "tls-pw-1", 0)
+    assert kwargs["ssl_ca_certs"].endswith("ca.crt")
+    with redis.Redis(**kwargs) as client:
+        assert client.ping() is True
+        assert client.connection_pool.connection_class is redis.connection.SSLConnection
+    for shown in (repr(remote), remote.describe(), remote.display_url):
+        assert "tls-pw-1" not in shown, shown
+    # The CA in the URL is what makes it log in: without it the same kwargs are refused.
+    without_ca = start(no_ca, check=False).connection_kwargs()
+    assert "ssl_ca_certs" not in without_ca
+    with pytest.raises(redis.ConnectionError, match="certificate verify failed"):
+        redis.Redis(**without_ca, retry=Retry(NoBackoff(), 0)).ping()
 
 
 def test_rediss_url_on_the_command_line(tls_server: tuple[object, str, str],

@@ -1,8 +1,10 @@
-"""echomq_bench.servers.embedded: SPEC parsing, redaction, and real embedded servers that
-must never outlive the process that started them."""
+"""echomq_bench.servers: SPEC parsing, redaction, the Server interface of
+every kind, and real embedded servers that must never outlive the process
+that started them."""
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -18,15 +20,18 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from echomq_bench.servers import embedded as servers
-from echomq_bench.servers.embedded import (
+import echomq_bench.servers
+from echomq_bench.servers import embedded as embedded_module
+from echomq_bench.servers import (
     DEFAULT_SPECS,
     EmbeddedServer,
+    Server,
     ServerError,
     ServerNotFoundError,
     ServerSpecError,
     ServerStartError,
     UrlServer,
+    guard,
     keeper_pid,
     parse_server_spec,
     redacted_url,
@@ -223,7 +228,7 @@ def test_failed_start_shows_log_and_cleans_up(monkeypatch: pytest.MonkeyPatch) -
         made.append(real_mkdtemp(**kwargs))
         return made[-1]
 
-    monkeypatch.setattr(servers.tempfile, "mkdtemp", recording_mkdtemp)
+    monkeypatch.setattr(embedded_module.tempfile, "mkdtemp", recording_mkdtemp)
     with pytest.raises(ServerStartError) as caught:
         start("broken=redis-server --no-such-directive 1")
     assert "Bad directive" in str(caught.value)  # from the server's own output
@@ -294,6 +299,95 @@ def test_url_server(embedded: EmbeddedServer) -> None:
 
 
 # --------------------------------------------------------------------------
+# One interface for every kind
+
+
+def no_retry_client(**kwargs: object) -> redis.Redis:
+    return redis.Redis(socket_connect_timeout=2, retry=Retry(NoBackoff(), 0), **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("binary", ["redis-server", "valkey-server"])
+def test_embedded_and_url_servers_are_servers_whose_credentials_log_in(binary: str) -> None:
+    password = "pw-" + os.urandom(6).hex()
+    with start(f"locked={binary} --requirepass {password} --maxmemory 20mb") as server:
+        remote = start(f"remote=redis://:{password}@127.0.0.1:{server.port}/0")
+        assert isinstance(server, EmbeddedServer) and isinstance(remote, UrlServer)
+        for kind in (server, remote):
+            assert isinstance(kind, Server)
+            kwargs = kind.connection_kwargs()
+            assert (kwargs["host"], kwargs["port"], kwargs["password"]) == ("127.0.0.1", server.port, password)
+            with no_retry_client(**kwargs) as logged_in:
+                assert logged_in.ping() is True
+            with redis.Redis.from_url(kind.connection_url(), retry=Retry(NoBackoff(), 0)) as by_url:
+                assert by_url.ping() is True
+            assert kind.version().startswith(EXPECTED_VERSION[binary.removesuffix("-server")])
+            for shown in (repr(kind), kind.describe(), kind.display_url, str(kind.spec)):
+                assert password not in shown, shown
+        assert server.display_url == f"redis://127.0.0.1:{server.port}"
+        assert remote.display_url == f"redis://:***@127.0.0.1:{server.port}/0"
+        assert remote.connection_kwargs()["db"] == 0 and remote.pid is None and remote.running
+        assert server.pid is not None and server.running and password not in server.url
+        # Without the accessor's password the server refuses: the check can fail.
+        with pytest.raises(redis.AuthenticationError), no_retry_client(host="127.0.0.1", port=server.port) as anon:
+            anon.ping()
+        assert server.option("--maxmemory") == "20mb"
+        assert password not in " ".join(server.args) and "***" in server.args
+        with pytest.raises(ServerError, match="connection_kwargs"):
+            server.option("--requirepass")
+
+
+def test_what_is_not_a_server_fails_the_protocol() -> None:
+    assert not isinstance(object(), Server)
+    assert not isinstance(parse_server_spec("redis"), Server)
+    assert not isinstance(redis.Redis(), Server)
+
+
+def test_package_exports_exactly_its_public_api() -> None:
+    exported = set(echomq_bench.servers.__all__)
+    assert len(exported) == len(echomq_bench.servers.__all__)
+    assert all(not name.startswith("_") for name in exported)
+    assert all(hasattr(echomq_bench.servers, name) for name in exported)
+    public = {
+        name for name, value in vars(echomq_bench.servers).items()
+        if not name.startswith("_") and getattr(value, "__module__", "").startswith("echomq_bench.servers")
+        and not isinstance(value, type(echomq_bench.servers))
+    }
+    assert public <= exported, public - exported
+
+
+def servers_import_graph() -> dict[str, set[str]]:
+    """Which module of echomq_bench.servers imports which, read from the source
+    (imports inside functions included: a lazy import still makes a cycle)."""
+    package = ROOT / "echomq_bench" / "servers"
+    modules = {path.stem for path in package.glob("*.py")} - {"__init__"}
+    graph: dict[str, set[str]] = {}
+    for name in modules:
+        found: set[str] = set()
+        for node in ast.walk(ast.parse((package / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("echomq_bench.servers"):
+                rest = (node.module or "").removeprefix("echomq_bench.servers").lstrip(".")
+                found |= {rest.split(".")[0]} if rest else {alias.name for alias in node.names} & modules
+            elif isinstance(node, ast.Import):
+                found |= {a.name.split(".")[2] for a in node.names if a.name.startswith("echomq_bench.servers.")}
+        graph[name] = found - {name}
+    return graph
+
+
+def test_servers_modules_import_each_other_without_a_cycle() -> None:
+    graph = servers_import_graph()
+    assert graph["spec"] <= {"errors", "layout"}  # parsing never reaches for a server kind
+    assert graph["keeper"] == set()  # runs under `python -I -S`: standard library only
+    order: list[str] = []
+    remaining = {name: set(deps) for name, deps in graph.items()}
+    while remaining:
+        ready = sorted(name for name, deps in remaining.items() if deps <= set(order))
+        assert ready, f"import cycle among {sorted(remaining)}"
+        order += ready
+        for name in ready:
+            del remaining[name]
+
+
+# --------------------------------------------------------------------------
 # Nothing outlives its owner
 
 
@@ -302,7 +396,7 @@ def test_keeper_is_replaced_when_it_dies() -> None:
         first = keeper_pid()
         assert first is not None
         os.kill(first, signal.SIGKILL)
-        assert wait_until(lambda: servers._guard.keeper is not None and servers._guard.keeper.poll() is not None, 5)
+        assert wait_until(lambda: guard.current().keeper is not None and guard.current().keeper.poll() is not None, 5)
         with start("redis"):
             second = keeper_pid()
             assert second is not None and second != first and alive(second)
@@ -331,7 +425,7 @@ def test_fork_child_gets_its_own_keeper() -> None:
 CRASHING_PARENT = textwrap.dedent(
     """
     import os, sys, time
-    from echomq_bench.servers.embedded import keeper_pid, start
+    from echomq_bench.servers import keeper_pid, start
 
     server = start("redis")
     # A fork child that outlives us must not keep our keeper waiting.

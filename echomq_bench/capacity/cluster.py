@@ -1,7 +1,7 @@
 """Capacity over a cluster: the driver's workers per master, a row per node.
 
 `run_cluster_capacity(cluster, settings)` names Q queues with
-`echomq_bench.servers.cluster.spread_queues` (default: one per master), so that they land
+`echomq_bench.servers.spread_queues` (default: one per master), so that they land
 on different masters, and makes each master that got a queue a `Session`
 of its own (`echomq_bench.capacity.session`): the scripts loaded on it, its queues'
 backlog filled. Each master's `settings.processes` workers connect straight
@@ -45,8 +45,8 @@ from typing import Any, Callable
 from echomq.keys import QueueKeys
 from echomq_bench.capacity.cluster_result import ClusterCapacityResult, NodeResult, format_cluster
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings
-from echomq_bench.servers.cluster import Placement, format_placements, spread_queues
-from echomq_bench.servers.embedded import server_version
+from echomq_bench.servers import Placement, format_placements, spread_queues
+from echomq_bench.servers import server_version
 from echomq_bench.capacity.session import (Session, backlog_size, close_session, collect, drive, fill_sessions, open_session,
                       plans)
 from echomq_bench.load.wire import Target
@@ -78,9 +78,7 @@ class _Master:
             return server_version(c)
 
     def target(self) -> Target:
-        options = dict(self.node._options)
-        if self.node.server is not None:
-            options["password"] = self.node.server._password
+        options = self.node.connection_kwargs()
         if options.get("ssl"):
             raise CapacityError("the capacity driver speaks plain TCP only; rediss+cluster:// is not supported")
         return Target(self.node.host, self.node.port, options.get("username"), options.get("password"))
@@ -93,7 +91,7 @@ class _Master:
 def run_cluster_capacity(cluster: Any, settings: CapacitySettings = CapacitySettings(), *,
                          lua_dir: Path | str | None = None, progress: Say | None = None,
                          cleanup: bool = True, show: Say | None = None) -> ClusterCapacityResult:
-    """Measure a running cluster (echomq_bench.servers.cluster), master by master, through one window.
+    """Measure a running cluster (echomq_bench.servers.Cluster), master by master, through one window.
     It is left running; the run's keys are removed unless settings.keep_keys (or cleanup=False).
     `show` gets the queues' placement before anything is filled."""
     settings.check()

@@ -15,7 +15,7 @@ from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.load.driver import VERBS
 from echomq_bench.measurement import serverstats
 from echomq_bench.measurement.latency import Latency
-from echomq_bench.servers.cluster import Placement, format_placements
+from echomq_bench.servers import Placement, format_placements
 
 __all__ = ["ClusterCapacityResult", "NodeResult", "format_cluster", "CEILING_NOTE", "FULL_MACHINE"]
 

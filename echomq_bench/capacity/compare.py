@@ -41,7 +41,7 @@ from echomq_bench.capacity.runner import SLOT_S, measure, run_alternating
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings, refuse_clusters
 from echomq_bench.measurement.latency import Latency
 from echomq_bench.measurement.stats import Comparison, compare_ratios, round_ratio
-from echomq_bench.servers.embedded import ServerSpec, parse_server_spec
+from echomq_bench.servers import ServerSpec, parse_server_spec
 
 __all__ = ["Build", "Trial", "CompareResult", "run_compare", "unique_builds", "as_build", "METRICS", "INTERLEAVE",
            "INTERLEAVE_TEXT", "DEFAULT_TRIALS"]
@@ -271,7 +271,7 @@ def run_compare(builds: Sequence[Build | ServerSpec | str],
 def _shared_trial(out: CompareResult, i: int, trials: int, settings: CapacitySettings, slot_s: float | None,
                   say: Say) -> None:
     """One trial of every build on fresh servers that share the server core (at once, or in slots)."""
-    from echomq_bench.servers.embedded import start
+    from echomq_bench.servers import start
 
     n = len(out.builds)
     order = out.builds[i % n:] + out.builds[:i % n]   # who goes first rotates

@@ -53,7 +53,7 @@ def run_capacity(server: Any, settings: CapacitySettings = CapacitySettings(), *
     unless settings.keep_keys (or cleanup=False: the caller throws the server away).
     A cluster (echomq_bench.servers.cluster) is measured per master (`echomq_bench.capacity.cluster`), and
     `show` gets its queues' placement before the run."""
-    from echomq_bench.servers.cluster import is_cluster
+    from echomq_bench.servers import is_cluster
 
     if is_cluster(server):
         from echomq_bench.capacity.cluster import run_cluster_capacity
@@ -122,7 +122,7 @@ def _joint_say(progress: Say | None, slot_s: float | None) -> Say:
 def measure(spec: Any, settings: CapacitySettings = CapacitySettings(), *, lua_dir: Path | str | None = None,
             progress: Say | None = None, show: Say | None = None) -> CapacityResult:
     """Start a fresh server (or cluster) from `spec`, measure it, stop it."""
-    from echomq_bench.servers.embedded import start
+    from echomq_bench.servers import start
 
     server = start(spec)
     try:

@@ -14,11 +14,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import urlsplit
 
 from echomq_bench.measurement import serverstats
 from echomq_bench.load.audit import Ledger, audit
-from echomq_bench.load.backlog import fill_in_turn, remove_queue
+from echomq_bench.load.backlog import drop_queue, fill_in_turn
 from echomq_bench.capacity.result import CapacityResult, Measured, RunSetup, build_result
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings
 from echomq_bench.measurement.ceiling import Ceiling, CeilingOptions, run_ceiling
@@ -36,18 +36,13 @@ BACKLOG_RATE = 80_000.0   # cycles/s a default backlog lasts for (this VM: 30-55
 
 
 def target_of(server: Any) -> Target:
-    """Host, port and credentials of a started server (EmbeddedServer or UrlServer)."""
-    url = getattr(server, "url", None)
-    if getattr(server.spec, "kind", "embedded") == "url" and url:
-        parts = urlsplit(url)
-        if parts.scheme.lower() != "redis":
-            raise CapacityError(f"the capacity driver speaks plain TCP only; {parts.scheme}:// is not supported")
-        query = parse_qs(parts.query)
-        password = unquote(parts.password) if parts.password is not None else (query.get("password") or [None])[0]
-        db = parts.path.strip("/")
-        return Target(parts.hostname or "127.0.0.1", parts.port or 6379,
-                      unquote(parts.username) if parts.username else None, password, int(db) if db else 0)
-    return Target(server.host, server.port, None, getattr(server, "_password", None))
+    """Host, port, db and credentials of a started server (any `Server`)."""
+    options = server.connection_kwargs()
+    if options.get("ssl"):
+        scheme = urlsplit(server.url).scheme
+        raise CapacityError(f"the capacity driver speaks plain TCP only; {scheme}:// is not supported")
+    return Target(options["host"], options["port"], options.get("username"), options.get("password"),
+                  options.get("db", 0))
 
 
 def pin(server: Any, enabled: bool) -> tuple[str, tuple[int, ...] | None]:
@@ -164,7 +159,8 @@ def collect(s: Session, settings: CapacitySettings, results: list[dict[str, Any]
 def close_session(s: Session, settings: CapacitySettings, cleanup: bool) -> None:
     try:
         if cleanup and not settings.keep_keys:
-            remove_queue(s.client, s.names)
+            for name in s.names:
+                drop_queue(s.client, name)
     finally:
         s.client.close()
 

@@ -20,7 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from echomq_bench.servers.embedded import running
+    from echomq_bench.servers import running
 
     failed = False
     with running(*args.server) as servers:

@@ -43,8 +43,8 @@ from echomq_bench.load.engine import (
 )
 from echomq_bench.load.recorders import LedgerRecorder
 from echomq_bench.records.record import Record, write_record
-from echomq_bench.servers.cluster import EmbeddedCluster, format_placements, spread_queues
-from echomq_bench.servers.embedded import BUILTIN_BINARIES, ServerSpec, ServerSpecError
+from echomq_bench.servers import EmbeddedCluster, format_placements, spread_queues
+from echomq_bench.servers import BUILTIN_BINARIES, ServerSpec, ServerSpecError
 
 __all__ = ["FailoverResult", "failover_spec", "run_failover", "failover_record", "configure", "run"]
 

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _preflight(specs: list[Any]) -> None:
-    from echomq_bench.servers.embedded import ServerSpecError, find_binary, start
+    from echomq_bench.servers import ServerSpecError, find_binary, start
 
     for spec in specs:
         if spec.kind == "cluster":

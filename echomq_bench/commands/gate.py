@@ -115,7 +115,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.microbench.runner import FULL, QUICK
-    from echomq_bench.servers.embedded import running
+    from echomq_bench.servers import running
 
     settings = QUICK if args.quick else FULL
     if args.rounds:

@@ -116,7 +116,7 @@ def settings_from_args(args: argparse.Namespace) -> SweepSettings:
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.records import meta
     from echomq_bench.records.files import new_run_dir
-    from echomq_bench.servers.embedded import running
+    from echomq_bench.servers import running
     from echomq_bench.lease import run_sweep
     from echomq_bench.lease.report import fmt_ms, recommend_for, table, verification_text, write_run
 

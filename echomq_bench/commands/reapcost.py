@@ -122,7 +122,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from echomq_bench.servers.embedded import running
+    from echomq_bench.servers import running
 
     settings = QUICK if args.quick else FULL
     changes: dict[str, Any] = {}

@@ -20,7 +20,7 @@ from typing import Callable
 from echomq_bench.progress import Progress
 from echomq_bench.records import meta, files as results
 from echomq_bench.commands.reapcost import QUICK, CurveSettings
-from echomq_bench.servers.embedded import ServerSpec
+from echomq_bench.servers import ServerSpec
 
 __all__ = ["configure", "run", "Plan", "PLANS"]
 
@@ -86,7 +86,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _check(specs: list[ServerSpec], out: Path) -> bool:
     from echomq_bench.commands.check import run_check
-    from echomq_bench.servers.embedded import running
+    from echomq_bench.servers import running
 
     rows, ok = [], True
     with running(*specs) as servers:
@@ -118,7 +118,7 @@ def _compare(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str]
 
 def _consumers(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], None]) -> None:
     from echomq_bench.commands.capacity import CapacitySettings, run_capacity
-    from echomq_bench.servers.embedded import running
+    from echomq_bench.servers import running
 
     rows, infos = [], []
     with running(*specs) as servers:
@@ -139,7 +139,7 @@ def _consumers(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[st
 
 def _reapcost(specs: list[ServerSpec], plan: Plan, out: Path) -> None:
     from echomq_bench.commands.reapcost import run_reap_curve
-    from echomq_bench.servers.embedded import running
+    from echomq_bench.servers import running
 
     with running(*specs) as servers:
         run_reap_curve(servers, settings=plan.reap, out_dir=out, verbose=True)
@@ -148,7 +148,7 @@ def _reapcost(specs: list[ServerSpec], plan: Plan, out: Path) -> None:
 def _lease(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], None]) -> None:
     from echomq_bench.lease import quick_settings, run_sweep
     from echomq_bench.lease.report import recommend_for, write_run
-    from echomq_bench.servers.embedded import running
+    from echomq_bench.servers import running
 
     # One build is enough to size a lease: the work-time distribution, not
     # the server, decides it (the lease command compares builds when asked).
@@ -173,7 +173,7 @@ def _link_latest(run_dir: Path) -> Path:
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.report import build_report
 
-    from echomq_bench.servers.embedded import running
+    from echomq_bench.servers import running
 
     plan = PLANS["quick" if args.quick else "default"]
     specs: list[ServerSpec] = list(args.server)

@@ -16,10 +16,12 @@ from typing import Callable, Iterator
 
 import redis
 
+from echomq import verbs
 from echomq.errors import StaleTokenError, WrongKindError
 from echomq.ids import mint, parse_id
 from echomq.queue import Queue
 from echomq.scripts import discover
+from echomq_bench.load.backlog import drop_queue
 
 __all__ = ["Line", "Failed", "STORIES", "run_check", "expect", "wire_error", "server_ms"]
 
@@ -69,9 +71,7 @@ def _queue(client: redis.Redis, max_attempts: int = 3) -> Queue:
 
 
 def _cleanup(q: Queue) -> None:
-    keys = list(q.client.scan_iter(match=q.keys.base.replace("{", "\\{").replace("}", "\\}") + "*"))
-    if keys:
-        q.client.delete(*keys)
+    drop_queue(q.client, q.name, sweep=True)
 
 
 def j1(client: redis.Redis) -> str:
@@ -98,8 +98,8 @@ def j3(client: redis.Redis) -> str:
     q = _queue(client)
     try:
         ord_id = mint("ORD")
-        sha = q.scripts.sha("enqueue")
-        code = wire_error(lambda: client.evalsha(sha, 2, q.keys.pending, q.keys.job(ord_id), ord_id, b"x"))
+        call = verbs.enqueue(q.keys, ord_id, b"x").evalsha(q.scripts.sha("enqueue"))
+        code = wire_error(lambda: client.execute_command(*call))
         expect(code == "EMQKIND", f"raw EVALSHA answered {code}")
         try:
             q.enqueue(ord_id, b"x")
@@ -118,7 +118,8 @@ def j4(client: redis.Redis) -> str:
         ids = [mint() for _ in range(301)]
         pipe = client.pipeline(transaction=False)
         for jid in ids:
-            q.scripts["enqueue"](keys=[q.keys.pending, q.keys.job(jid)], args=[jid, b"{}"], client=pipe)
+            call = verbs.enqueue(q.keys, jid, b"{}")
+            q.scripts[call.verb](keys=call.keys, args=call.args, client=pipe)
         pipe.execute()
         newest = q.browse(limit=5)
         head = client.zrange(q.keys.pending, 0, 0)
@@ -196,8 +197,8 @@ def l3(client: redis.Redis) -> str:
         expect(q.reap() == 1, "reap did not return the orphan")
         holder = q.claim(lease_ms=30_000)
         expect(holder is not None and holder.token == 2, f"holder {holder}")
-        sha = q.scripts.sha("complete")
-        code = wire_error(lambda: client.evalsha(sha, 2, q.keys.active, q.keys.job(jid), jid, zombie.token))  # type: ignore[union-attr]
+        call = verbs.complete(q.keys, jid, zombie.token).evalsha(q.scripts.sha("complete"))  # type: ignore[union-attr]
+        code = wire_error(lambda: client.execute_command(*call))
         expect(code == "EMQSTALE", f"zombie complete on the wire answered {code}")
         row = client.hgetall(q.keys.job(jid))
         expect(row.get(b"state") == b"active" and row.get(b"attempts") == b"2", f"row after zombie {row}")

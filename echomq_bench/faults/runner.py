@@ -22,7 +22,8 @@ from echomq.keys import QueueKeys
 from echomq_bench.faults.base import Check, Ctx, Injection, Plan, Scenario, active_tokens, members
 from echomq_bench.faults.load import Evidence, Fleet, LoadSettings, read_logs
 from echomq_bench.load.audit import audit
-from echomq_bench.servers.embedded import redacted_url
+from echomq_bench.load.backlog import drop_queue
+from echomq_bench.servers import redacted_url
 
 __all__ = ["Outcome", "run_scenario", "format_table"]
 
@@ -99,7 +100,7 @@ def run_scenario(spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, 
 def _run(outcome: Outcome, spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, log_root: Path,
          seed: int, on_server: Callable[[Any], None]) -> Outcome:
     from echomq_bench.records.meta import server_settings
-    from echomq_bench.servers.embedded import server_version, start
+    from echomq_bench.servers import server_version, start
 
     server = start(spec)
     name = f"faults-{scenario.name}-{secrets.token_hex(3)}"
@@ -173,10 +174,7 @@ def _judge(scenario: Scenario, ctx: Ctx, injection: Injection, ev: Evidence) -> 
 def _delete_queue(server: Any, keys: QueueKeys) -> None:
     try:
         with server.client() as client:
-            pattern = keys.base.replace("{", "\\{").replace("}", "\\}") + "*"
-            doomed = list(client.scan_iter(match=pattern, count=1000))
-            for i in range(0, len(doomed), 1000):
-                client.delete(*doomed[i:i + 1000])
+            drop_queue(client, keys.name, sweep=True)
     except redis.RedisError:
         pass
 

@@ -49,6 +49,6 @@ def quick_settings(**overrides: Any) -> SweepSettings:
 
 def run_sweep(server: Any, settings: SweepSettings, progress: Callable[[str], None] | None = None,
               leases_ms: tuple[float, ...] | None = None) -> SweepResult:
-    """Run the sweep on a started server (echomq_bench.servers.embedded) and analyse it:
+    """Run the sweep on a started server (echomq_bench.servers.start) and analyse it:
     measured rates with 95% intervals, the model beside them, agreement."""
     return analyse(collect(server, settings, progress=progress, leases_ms=leases_ms))

@@ -15,11 +15,12 @@ from echomq_bench.load.calls import RedisCalls
 from echomq_bench.load.engine import (
     ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop,
 )
+from echomq_bench.load.backlog import drop_queue
 from echomq_bench.lease.records import MassCrash, ReapCost
 from echomq_bench.lease.settings import SweepSettings
 from echomq_bench.measurement.serverstats import command_stats
 
-__all__ = ["reap_cost", "mass_crash", "drop"]
+__all__ = ["reap_cost", "mass_crash"]
 
 EMPTY_REAP_CALLS = 300
 
@@ -46,7 +47,7 @@ def reap_cost(client: redis.Redis, settings: SweepSettings, tag: str) -> ReapCos
     c3, u3 = command_stats(client)
     calls = c3 - c2
     per_job = max(0.0, ((u3 - u2) - calls * empty) / k)
-    drop(q)
+    drop_queue(q.client, q.name, sweep=True)
     return ReapCost(empty, per_job, empty + per_job * settings.reap_cap, calls + c1 - c0)
 
 
@@ -64,13 +65,6 @@ def _fill_and_crash(q: Queue, k: int, lease_real: int) -> tuple[float, float]:
     crash_all = ConsumerPolicy(lease_ms=lease_real, crash_rate=1.0, claim_batch=k)
     Consumer(calls, [q.keys], crash_all, heard, strict=True).step()
     return sent[0]
-
-
-def drop(q: Queue) -> None:
-    pattern = q.keys.pending.rsplit(":", 1)[0].replace("{", "\\{").replace("}", "\\}") + ":*"
-    batch = list(q.client.scan_iter(match=pattern, count=1000))
-    for i in range(0, len(batch), 1000):
-        q.client.delete(*batch[i:i + 1000])
 
 
 class _Drain:
@@ -109,5 +103,5 @@ def mass_crash(client: redis.Redis, settings: SweepSettings, lease_ms: float, ta
         out.drain_ms.append((drain.end - deadline) * 1000 * scale)
         out.ticks.append(drain.ticks)
         out.spread_ms.append((t_last - t_first) * 1000 * scale)
-        drop(q)
+        drop_queue(q.client, q.name, sweep=True)
     return out

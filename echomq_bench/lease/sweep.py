@@ -42,10 +42,10 @@ import redis
 
 from echomq.errors import EchoMQError
 from echomq_bench.measurement.latency import Latency
-from echomq.queue import Queue
-from echomq_bench.servers.embedded import redacted_url
+from echomq_bench.servers import redacted_url
 from echomq_bench.measurement.serverstats import sample, usage
-from echomq_bench.lease.calibrate import drop, mass_crash, reap_cost
+from echomq_bench.lease.calibrate import mass_crash, reap_cost
+from echomq_bench.load.backlog import drop_queue
 from echomq_bench.lease.records import LeaseData, MassCrash, ReapCost, SweepData
 from echomq_bench.lease.settings import DEFAULT_WORK, SettingsError, SweepSettings, auto_leases
 from echomq_bench.lease.worker import PROGRESS_FIELDS, connect_spec, lease_worker
@@ -130,7 +130,7 @@ def _collect(server: Any, settings: SweepSettings, progress: Callable[[str], Non
         # one (half a reap interval) keeps the wait before it short.
         mass = mass_crash(client, settings, settings.reap_every_ms / 2, tag, random.Random(settings.seed))
     for i in range(len(leases)):
-        drop(Queue(client, f"lease-{tag}-{i}", max_attempts=settings.max_attempts))
+        drop_queue(client, f"lease-{tag}-{i}", sweep=True)
     return SweepData(
         settings=settings,
         server_name=server.name,

@@ -4,7 +4,8 @@ backlog, and removing a run's keys afterwards.
 A load generator that mints each id with `ids.mint` (6 µs in Python)
 measures itself. `IdBlock` mints a block of ids at once with numpy, by the
 same rule as `ids.Minter`: node bits per process, never below the previous
-id, 4096 per millisecond and then the next millisecond is borrowed.
+id, 4096 per millisecond and then the next millisecond is borrowed. Its
+digits are `ids.encode`'s, a block at a time (a test holds the two equal).
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ from typing import Any, Iterable, Iterator
 import hiredis
 import numpy as np
 
-from echomq.ids import ALPHABET, EPOCH_MS, MAX_NODE, MAX_SEQ
+from echomq.ids import ALPHABET, DIGITS, EPOCH_MS, MAX_NODE, MAX_SEQ
 from echomq.keys import QueueKeys
-from echomq_bench.load.wire import Target, connect, read_replies
+from echomq_bench.load.wire import CommandTemplate, Target, connect, hole, read_replies, resp
 
-__all__ = ["IdBlock", "fill", "fill_chunks", "fill_in_turn", "remove_queue"]
+__all__ = ["IdBlock", "encode_block", "fill", "fill_chunks", "fill_in_turn", "drop_queue"]
 
 _ALPHA = np.frombuffer(ALPHABET.encode(), dtype=np.uint8)
-_DIGITS = 11
 FILL_CHUNK = 1000
 REMOVE_CHUNK = 5000
 
@@ -57,16 +57,17 @@ class IdBlock:
             filled += run
             seq += run
         self._last_ms, self._seq = ms, seq - 1
-        return [self.kind + d for d in _encode(values)]
+        return [self.kind + d for d in encode_block(values)]
 
 
-def _encode(values: np.ndarray) -> list[bytes]:
-    v = values.copy()
-    digits = np.empty((len(v), _DIGITS), dtype=np.uint8)
-    for i in range(_DIGITS - 1, -1, -1):
-        digits[:, i] = _ALPHA[(v % 62).astype(np.intp)]
+def encode_block(values: np.ndarray) -> list[bytes]:
+    """`ids.encode` of each uint64 value, as bytes, for a whole array at once."""
+    v = values.astype(np.uint64, copy=True)
+    digits = np.empty((len(v), DIGITS), dtype=np.uint8)
+    for i in range(DIGITS - 1, -1, -1):
+        digits[:, i] = _ALPHA[(v % np.uint64(62)).astype(np.intp)]
         v //= np.uint64(62)
-    return digits.view(f"S{_DIGITS}").ravel().tolist()
+    return digits.view(f"S{DIGITS}").ravel().tolist()
 
 
 def fill(target: Target, queue: str, n: int, payload: bytes, node: int = MAX_NODE) -> list[bytes]:
@@ -89,22 +90,20 @@ def fill_chunks(target: Target, queue: str, n: int, payload: bytes,
     if n <= 0:
         return
     keys = QueueKeys(queue)
-    prefix, pending = keys.job_prefix.encode(), keys.pending.encode()
     minter = IdBlock(node)
+    # The row's HSET, as the bytes around its id: every id has the same width.
+    id_hole = hole("id", len(minter.kind) + DIGITS)
+    head, tail = CommandTemplate((b"HSET", keys.job(id_hole), b"state", b"pending", b"attempts", b"0",
+                                  b"payload", payload), fixed={"id": id_hole}).pieces()
+    pending = keys.pending.encode()
     sock = connect(target)
     reader = hiredis.Reader()
     try:
         waiting: list[bytes] = []
         for start in range(0, n, FILL_CHUNK):
             chunk = minter.take(min(FILL_CHUNK, n - start))
-            width = len(chunk[0])  # every id has the same length: join, no per-id formatting
-            head = b"*8\r\n$4\r\nHSET\r\n$%d\r\n%s" % (len(prefix) + width, prefix)
-            tail = (b"\r\n$5\r\nstate\r\n$7\r\npending\r\n$8\r\nattempts\r\n$1\r\n0\r\n$7\r\npayload\r\n"
-                    b"$%d\r\n%s\r\n" % (len(payload), payload))
-            score = b"$1\r\n0\r\n$%d\r\n" % width
             rows = head + (tail + head).join(chunk) + tail
-            zadd = (b"*%d\r\n$4\r\nZADD\r\n$%d\r\n%s\r\n" % (2 + 2 * len(chunk), len(pending), pending)
-                    + score + (b"\r\n" + score).join(chunk) + b"\r\n")
+            zadd = resp(b"ZADD", pending, *[x for job_id in chunk for x in (b"0", job_id)])
             sock.sendall(rows + zadd)
             if waiting:
                 _check(read_replies(sock, reader, len(waiting) + 1))
@@ -140,23 +139,31 @@ def _check(replies: list[object]) -> None:
             raise RuntimeError(f"filling the backlog failed: {reply}")
 
 
-def remove_queue(client: Any, queues: Iterable[str]) -> int:
-    """Delete every key of these queues: the four sets and the row of every id in them.
+def drop_queue(client: Any, name: str, *, sweep: bool = False) -> int:
+    """Delete every key of one queue: the four sets and the row of every id in them.
 
     Every row of the contract is in exactly one set (or deleted), so the sets
     name all of them, and no SCAN walks a shared server's whole keyspace.
+    With `sweep`, a SCAN then removes whatever else is left under the
+    queue's prefix (notes beside the contract, rows of a broken run).
+    Returns how many keys were deleted.
     """
+    k = QueueKeys(name)
+    sets = (k.pending, k.active, k.schedule, k.dead)
+    prefix = k.job_prefix.encode()
     removed = 0
-    for name in queues:
-        k = QueueKeys(name)
-        for key in (k.pending, k.active, k.schedule, k.dead):
-            while True:
-                ids = client.zrange(key, 0, REMOVE_CHUNK - 1)
-                if not ids:
-                    break
-                pipe = client.pipeline(transaction=False)
-                pipe.unlink(*[k.job_prefix.encode() + i for i in ids])
-                pipe.zrem(key, *ids)
-                removed += int(pipe.execute()[0])
-        removed += int(client.unlink(k.pending, k.active, k.schedule, k.dead))
+    for key in sets:
+        while True:
+            ids = client.zrange(key, 0, REMOVE_CHUNK - 1)
+            if not ids:
+                break
+            # Two calls, not a pipeline: a cluster client's pipeline refuses multi-key UNLINK.
+            removed += int(client.unlink(*[prefix + i for i in ids]))
+            client.zrem(key, *ids)
+    removed += int(client.unlink(*sets))
+    if sweep:
+        pattern = k.base.replace("{", "\\{").replace("}", "\\}") + "*"
+        left = list(client.scan_iter(match=pattern, count=1000))
+        for start in range(0, len(left), REMOVE_CHUNK):
+            removed += int(client.unlink(*left[start:start + REMOVE_CHUNK]))
     return removed

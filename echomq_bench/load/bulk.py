@@ -16,23 +16,15 @@ from typing import Iterable, Sequence
 
 import redis
 
-from echomq.ids import ALPHABET, parse_id, mint
+from echomq.ids import encode, parse_id, mint
 
 __all__ = ["id_block", "BulkFill", "server_ms", "SLICE", "delete_keys"]
 
 SLICE = 10_000
 _LOW = 62**4  # four low digits come from the tables below
-_PAIRS = [a + b for a in ALPHABET for b in ALPHABET]
+_PAIRS = [encode(i, 2) for i in range(62**2)]  # two low digits of every value, in order
 _lock = threading.Lock()
 _next_value = 0
-
-
-def _digits(value: int, width: int) -> str:
-    out = []
-    for _ in range(width):
-        value, r = divmod(value, 62)
-        out.append(ALPHABET[r])
-    return "".join(reversed(out))
 
 
 def id_block(n: int, kind: str = "JOB") -> list[str]:
@@ -50,7 +42,7 @@ def id_block(n: int, kind: str = "JOB") -> list[str]:
     out: list[str] = []
     high = base // _LOW
     while len(out) < n:
-        prefix = kind + _digits(high, 7)
+        prefix = kind + encode(high, 7)
         take = min(n - len(out), _LOW)
         out.extend(prefix + _PAIRS[i // 3844] + _PAIRS[i % 3844] for i in range(take))
         high += 1

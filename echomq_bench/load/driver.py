@@ -6,8 +6,9 @@ replies arrives it parses them (hiredis) and writes the next send. With a
 few connections per process the server always finds another connection's
 commands waiting while this process parses, so the server, not Python, is
 what runs out of time. Commands are raw EVALSHA of the project's scripts,
-encoded by hand: claim's bytes never change, complete's differ by id and
-token only.
+laid out by `echomq.verbs` and encoded once per queue by `load.wire`:
+claim's bytes never change, complete's differ by id and token only,
+enqueue's by id only.
 
 Closed loop (rate None): every slot claims again as soon as its job is
 completed. Open loop (rate R): claims are due on a fixed schedule, R per
@@ -32,12 +33,13 @@ import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import hiredis
 
+from echomq import verbs
 from echomq_bench.load.backlog import IdBlock
-from echomq_bench.load.wire import Target, connect, resp
+from echomq_bench.load.wire import CommandTemplate, Target, connect, encode_call, hole
 from echomq.keys import QueueKeys
 
 __all__ = ["WorkerPlan", "Window", "slot_owner", "worker_main", "run_worker", "VERBS", "BIN_S"]
@@ -47,6 +49,10 @@ RECV_BYTES = 1 << 18
 BIN_S = 0.25   # timeline resolution when not alternating
 ID_WIDTH = 14  # a branded id: 3 letters of kind, 11 base62 digits
 CLAIM, COMPLETE, ENQUEUE = 0, 1, 2
+# Every id the scripts accept, and so every id claim hands out, is ID_WIDTH
+# bytes wide: the templates below keep the id's place at that width.
+ID_HOLE = hole("id", ID_WIDTH)
+TOKEN_HOLE = hole("token", 8)
 
 
 @dataclass(frozen=True)
@@ -111,7 +117,7 @@ class _Conn:
     sock: socket.socket
     queue: QueueKeys
     claim_cmd: bytes
-    complete_head: bytes
+    complete: Callable[[tuple[bytes, bytes, int]], bytes]   # (id, token, len(token)) -> bytes
     producer: bool
     index: int
     reader: Any = field(default_factory=hiredis.Reader)
@@ -124,18 +130,19 @@ class _Conn:
     done: int = 0           # completes accepted, the whole run: per-queue accounting
 
 
-def _complete_head(sha: bytes, keys: QueueKeys) -> bytes:
-    active, prefix = keys.active.encode(), keys.job_prefix.encode()
-    return (b"*7\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$1\r\n2\r\n$%d\r\n%s\r\n$%%d\r\n%s"
-            % (len(sha), sha, len(active), active, prefix))
+def _claim_bytes(sha: str, keys: QueueKeys, lease_ms: int) -> bytes:
+    return encode_call(verbs.claim(keys, lease_ms), sha)
 
 
-def _enqueue_parts(sha: bytes, keys: QueueKeys, payload: bytes) -> tuple[bytes, bytes, bytes]:
-    """EVALSHA enqueue as head + id + mid + id + tail."""
-    pending, prefix = keys.pending.encode(), keys.job_prefix.encode()
-    head = (b"*7\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$1\r\n2\r\n$%d\r\n%s\r\n$%d\r\n%s"
-            % (len(sha), sha, len(pending), pending, len(prefix) + ID_WIDTH, prefix))
-    return head, b"\r\n$%d\r\n" % ID_WIDTH, b"\r\n$%d\r\n%s\r\n" % (len(payload), payload)
+def _complete_filler(sha: str, keys: QueueKeys) -> Callable[[tuple[bytes, bytes, int]], bytes]:
+    template = CommandTemplate(verbs.complete(keys, ID_HOLE, TOKEN_HOLE).evalsha(sha),
+                               fixed={"id": ID_HOLE}, variable={"token": TOKEN_HOLE})
+    return template.filler("id", "token", "len(token)")
+
+
+def _enqueue_pieces(sha: str, keys: QueueKeys, payload: bytes) -> list[bytes]:
+    """EVALSHA enqueue as the bytes around its ids: `job_id.join(pieces)` is the command."""
+    return CommandTemplate(verbs.enqueue(keys, ID_HOLE, payload).evalsha(sha), fixed={"id": ID_HOLE}).pieces()
 
 
 class _Worker:
@@ -167,20 +174,18 @@ class _Worker:
         self.seq = 0
         self.sel = selectors.DefaultSelector()
         self.conns: list[_Conn] = []
-        shas = {k: v.encode() for k, v in plan.shas.items()}
+        shas = plan.shas
         n_consumers = plan.connections
         for i in range(n_consumers + (1 if plan.produce else 0)):
             keys = QueueKeys(plan.queues[i % len(plan.queues)])
             conn = _Conn(
                 sock=connect(plan.target), queue=keys,
-                claim_cmd=resp(b"EVALSHA", shas["claim"], b"2", keys.pending.encode(), keys.active.encode(),
-                               keys.job_prefix.encode(), b"%d" % plan.lease_ms),
-                complete_head=_complete_head(shas["complete"], keys), producer=i >= n_consumers, index=i)
+                claim_cmd=_claim_bytes(shas["claim"], keys, plan.lease_ms),
+                complete=_complete_filler(shas["complete"], keys), producer=i >= n_consumers, index=i)
             self.conns.append(conn)
             self.sel.register(conn.sock, selectors.EVENT_READ, conn)
-        # enqueue's bytes differ by id only, and every id is ID_WIDTH bytes.
-        self.enqueue_parts = [_enqueue_parts(shas.get("enqueue", b""), QueueKeys(q), self.payload)
-                              for q in plan.queues]
+        self.enqueue_pieces = [_enqueue_pieces(shas.get("enqueue", ""), QueueKeys(q), self.payload)
+                               for q in plan.queues]
         self.consumers = [c for c in self.conns if not c.producer]
         self.per_conn_rate = plan.rate / n_consumers if plan.rate else None
 
@@ -216,10 +221,10 @@ class _Worker:
         if conn.producer:
             feed = self._produce(conn, now, hold, kinds, dues, jobs, parts)
         else:
+            complete = conn.complete
             for job_id, token, due, start in conn.ready:
                 tok = b"%d" % token
-                parts.append(conn.complete_head % (len(conn.queue.job_prefix) + len(job_id)))
-                parts.append(b"%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (job_id, len(job_id), job_id, len(tok), tok))
+                parts.append(complete((job_id, tok, len(tok))))
                 kinds.append(COMPLETE)
                 dues.append(due)
                 jobs.append((job_id, token, start))
@@ -258,11 +263,11 @@ class _Worker:
         if n <= 0:
             return -1
         # Each send feeds the next queue in turn.
-        feed = self.feed_turn % len(self.enqueue_parts)
-        head, mid, tail = self.enqueue_parts[feed]
+        feed = self.feed_turn % len(self.enqueue_pieces)
+        pieces = self.enqueue_pieces[feed]
         self.feed_turn += 1
         ids = self.ids.take(n)
-        parts.append(b"".join([head + job_id + mid + job_id + tail for job_id in ids]))
+        parts.append(b"".join([job_id.join(pieces) for job_id in ids]))
         jobs.extend((job_id, 0, now) for job_id in ids)
         kinds.extend([ENQUEUE] * n)
         dues.extend([now] * n)

@@ -3,16 +3,27 @@
 redis-py spends tens of microseconds per command in Python; a load
 generator that wants to measure the server writes RESP itself and parses
 replies with hiredis (C).
+
+`resp` is the one RESP writer of the instrument. `encode_call` turns an
+`echomq.verbs.ScriptCall` into the bytes of its EVALSHA, and
+`CommandTemplate` does the same once for a call built with holes in place of
+the values that change per command (an id, a token), so hot loops fill
+bytes instead of encoding arguments, and a signature change in
+`echomq.verbs` reaches them unedited.
 """
 
 from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any, Callable, Mapping, Sequence
 
 import hiredis
 
-__all__ = ["Target", "connect", "resp", "read_replies"]
+from echomq.verbs import ScriptCall
+
+__all__ = ["Target", "connect", "resp", "as_bytes", "encode_call", "hole", "CommandTemplate", "read_replies"]
 
 
 @dataclass(frozen=True, repr=False)
@@ -31,10 +42,115 @@ class Target:
 
 def resp(*args: bytes) -> bytes:
     """One command in RESP2, ready for the socket."""
-    out = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        out.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
-    return b"".join(out)
+    return b"*%d\r\n" % len(args) + b"".join([b"$%d\r\n%s\r\n" % (len(a), a) for a in args])
+
+
+def as_bytes(value: Any) -> bytes:
+    """An argument as the server reads it: str in UTF-8, int in decimal."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return b"%d" % value
+    raise TypeError(f"cannot send {type(value).__name__} {value!r} as a command argument")
+
+
+def encode_call(call: ScriptCall, sha: str | bytes) -> bytes:
+    """The RESP bytes of a script call's EVALSHA."""
+    return resp(*map(as_bytes, call.evalsha(sha)))
+
+
+def hole(name: str, width: int) -> str:
+    """A stand-in value of `width` characters that no key, SHA or number contains.
+
+    A str, so it goes where the verbs expect an id and into key names alike.
+    """
+    if width < 2:
+        raise ValueError("a hole is at least 2 characters wide")
+    return "\x00" + name[: width - 2].ljust(width - 2, "\x01") + "\x00"
+
+
+class CommandTemplate:
+    """One command's RESP bytes with holes, filled per command by `%`.
+
+    Build the command with `hole(...)` values where the real ones go. A
+    fixed hole is as wide as every value put in it (ids: all 14 bytes) and
+    may sit inside an argument (a row key is prefix + id). A variable hole
+    must be a whole argument; its length is written per fill.
+    """
+
+    def __init__(self, command: Sequence[Any], fixed: Mapping[str, str | bytes] | None = None,
+                 variable: Mapping[str, str | bytes] | None = None) -> None:
+        fixed = {n: as_bytes(v) for n, v in (fixed or {}).items()}
+        variable = {n: as_bytes(v) for n, v in (variable or {}).items()}
+        by_value = {v: n for n, v in variable.items()}
+        # Literal bytes and holes in order; a hole is (name, "%s") or, for a length, (name, "%d").
+        parts: list[bytes | tuple[str, bytes]] = [b"*%d\r\n" % len(command)]
+        for arg in map(as_bytes, command):
+            name = by_value.get(arg)
+            if name is not None:
+                parts += [b"$", (f"len({name})", b"%d"), b"\r\n", (name, b"%s"), b"\r\n"]
+            else:
+                parts += [b"$%d\r\n" % len(arg), *self._split(arg, fixed), b"\r\n"]
+        holes = [p for p in parts if isinstance(p, tuple)]
+        self.slots = tuple(name for name, _ in holes)
+        missing = {*fixed, *variable} - set(self.slots)
+        if missing:
+            raise ValueError(f"holes {sorted(missing)} are not in the command")
+        self.format = b"".join(p[1] if isinstance(p, tuple) else p.replace(b"%", b"%%") for p in parts)
+        self._variable = any(kind == b"%d" for _, kind in holes)
+        self._pieces = [b""]
+        for p in parts:
+            if isinstance(p, tuple):
+                self._pieces.append(b"")
+            else:
+                self._pieces[-1] += p
+
+    @staticmethod
+    def _split(arg: bytes, fixed: Mapping[str, bytes]) -> list[bytes | tuple[str, bytes]]:
+        """An argument as literal bytes and the fixed holes inside it, in order."""
+        found: list[tuple[int, str, bytes]] = []
+        for name, value in fixed.items():
+            start = arg.find(value)
+            while start >= 0:
+                found.append((start, name, value))
+                start = arg.find(value, start + len(value))
+        out: list[bytes | tuple[str, bytes]] = []
+        at = 0
+        for start, name, value in sorted(found):
+            out += [arg[at:start], (name, b"%s")]
+            at = start + len(value)
+        out.append(arg[at:])
+        return out
+
+    def filler(self, *names: str) -> Callable[[tuple[Any, ...]], bytes]:
+        """A fill that takes a tuple of values for `names`, in that order.
+
+        A variable hole `x` is given twice: as "x" and as "len(x)".
+        """
+        unknown = set(self.slots) - set(names)
+        if unknown:
+            raise ValueError(f"the command has holes {sorted(unknown)} that {names} does not fill")
+        index = {n: i for i, n in enumerate(names)}
+        fmt = self.format
+        if len(self.slots) == 1:
+            (only,) = (index[s] for s in self.slots)
+            return lambda values: fmt % values[only]
+        pick = itemgetter(*[index[s] for s in self.slots])
+        return lambda values: fmt % pick(values)
+
+    def fill(self, **values: Any) -> bytes:
+        """The command with these values in its holes (the convenient, slower form)."""
+        given = {n: as_bytes(v) for n, v in values.items()}
+        given.update({f"len({n})": len(v) for n, v in given.items()})
+        return self.format % tuple(given[s] for s in self.slots)
+
+    def pieces(self) -> list[bytes]:
+        """The bytes between the holes, for joining around values in bulk."""
+        if self._variable:
+            raise ValueError("a variable hole writes its length; fill it, do not join around it")
+        return list(self._pieces)
 
 
 def read_replies(sock: socket.socket, reader: hiredis.Reader, n: int) -> list[object]:

@@ -27,18 +27,17 @@ import logging
 import sys
 import time
 from typing import Any
-from urllib.parse import quote
 
 import gevent
 from gevent.event import Event
 
 from echomq_bench.load.audit import audit
-from echomq_bench.servers.cluster import EmbeddedCluster, _Cluster, format_placements, master_clients, spread_queues
+from echomq_bench.servers import (Cluster, EmbeddedServer, ServerError, format_placements, master_clients,
+                                   parse_server_spec, redacted_url, spread_queues, start)
 from echomq.errors import EchoMQError
 from echomq.keys import QueueKeys
 from echomq_bench.records.meta import collect
-from echomq_bench.servers import embedded as servers
-from echomq_bench.servers.embedded import EmbeddedServer, ServerError, parse_server_spec, redacted_url, start
+from echomq_bench import servers
 from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage
 from echomq_bench.locust.client import REQUEST_TYPE, Books
 from echomq_bench.locust.options import DEFAULTS, Settings, SettingsError, add_options
@@ -85,7 +84,7 @@ class Controller:
 
     @property
     def cluster(self) -> bool:
-        return isinstance(self.server, _Cluster)
+        return isinstance(self.server, Cluster)
 
     def install(self, events: Any) -> None:
         events.init_command_line_parser.add_listener(self.on_parser)
@@ -148,16 +147,7 @@ class Controller:
 
     def _session_url(self) -> str:
         """The URL load processes connect with: an embedded server's password included."""
-        if isinstance(self.server, EmbeddedCluster):
-            password = self.server._client_options.get("password")
-            auth = f":{quote(password, safe='')}@" if password else ""
-            node = self.server.nodes[0]
-            return f"redis+cluster://{auth}{node.host}:{node.port}"
-        if isinstance(self.server, EmbeddedServer):
-            password = self.admin.connection_pool.connection_kwargs.get("password")
-            auth = f":{quote(password, safe='')}@" if password else ""
-            return f"redis://{auth}{self.server.host}:{self.server.port}"
-        return str(self.server.url)
+        return self.server.connection_url()
 
     def _fatal(self, message: str) -> None:
         """Stop before anything ran, the way argparse does: exit 2 with the reason."""
@@ -218,7 +208,7 @@ class Controller:
 
     def _start_nodes(self, run: RunInfo) -> None:
         """Show which master serves each queue; sample every master's CPU."""
-        from echomq_bench.servers.cluster import Placement, queue_slot
+        from echomq_bench.servers import Placement, queue_slot
 
         if not self.placements:  # one queue (--queues 1): wherever its name lands
             self.placements = [Placement(q, queue_slot(q), self.admin.nodes_manager.get_node_from_slot(

@@ -22,7 +22,7 @@ from echomq_bench.measurement.workdist import DistError, parse_dist
 from echomq_bench.options import DurationError, legacy_ms, parse_duration_ms
 from echomq.errors import InvalidArgumentError
 from echomq.keys import check_queue_name
-from echomq_bench.servers.embedded import ServerSpec, ServerSpecError, parse_server_spec
+from echomq_bench.servers import ServerSpec, ServerSpecError, parse_server_spec
 
 __all__ = ["DEFAULTS", "Settings", "SettingsError", "add_options", "parse_steps"]
 

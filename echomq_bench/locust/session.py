@@ -33,7 +33,7 @@ from echomq.errors import EchoMQError
 from echomq.ids import mint
 from echomq_bench.locust.client import Books, Claimed, EchoClient, Gate, sleep_ms
 from echomq_bench.locust.options import Settings
-from echomq_bench.locust.wire import ClusterRouter, ConnectionFactory, QueueWire, ScriptSet, is_cluster_url
+from echomq_bench.locust.wire import ClusterRouter, ConnectionFactory, QueueWire, is_cluster_url
 
 __all__ = ["RunInfo", "Session", "RUN_OPTION"]
 
@@ -62,7 +62,7 @@ class RunInfo:
     @classmethod
     def fresh(cls, settings: Settings, url: str, load_processes: int,
               spread: "Callable[[str, int], list[str]] | None" = None) -> "RunInfo":
-        """`spread(prefix, count)` picks the names on a cluster (echomq_bench.servers.cluster.spread_queues)."""
+        """`spread(prefix, count)` picks the names on a cluster (echomq_bench.servers.spread_queues)."""
         run_id = os.urandom(3).hex()
         base = settings.queue or f"locust-{run_id}"
         if settings.queues == 1:
@@ -83,9 +83,9 @@ class Session:
         self.run = run
         self.books = Books()
         self.gate = Gate()
-        self.scripts = ScriptSet.load()
         # one connection per greenlet (on a cluster: per greenlet and master)
         self.factory = ClusterRouter(run.url) if is_cluster_url(run.url) else ConnectionFactory(run.url)
+        self.scripts = self.factory.scripts()
         s = settings
         self.queues = [QueueWire(n, self.scripts, s.lease_ms, s.max_attempts, s.reap_limit, s.promote_limit)
                        for n in run.queues]
@@ -94,7 +94,6 @@ class Session:
         self.drained_at: float | None = None
         self._next_queue = 0
         self.wires: list[Any] = []
-        self._load_scripts()
 
     # -- for users ---------------------------------------------------------
 
@@ -188,7 +187,7 @@ class Session:
         """Sleep past the lease, wake once it is gone (reaped or re-claimed:
         the case the fence exists for), then complete with the old token."""
         client = self.client(keep=False)
-        row = q.job_prefix + job.id
+        row = q.keys.job(job.id)
         poll = max(0.002, min(0.05, q.lease_s / 10.0))
         try:
             self._zombie_life(client, q, job, row, poll)
@@ -227,6 +226,3 @@ class Session:
     def close(self) -> None:
         for wire in self.wires:
             wire.close()
-
-    def _load_scripts(self) -> None:
-        self.factory.load_scripts(list(self.scripts.sha_to_text().values()))

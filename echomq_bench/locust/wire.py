@@ -4,9 +4,10 @@ A load greenlet owns one redis-py `Connection` for its whole life (one
 connection per greenlet, made from the URL's settings), so no call pays for a pool checkout, its
 liveness poll or redis-py's per-command retry and telemetry wrappers: on
 this machine that path is about three times faster per greenlet than
-`Redis.evalsha` through a shared pool under gevent. Every command a verb
-sends is laid out once per queue (`QueueWire`), so a call is one hiredis
-pack, one send and one reply parsed by hiredis.
+`Redis.evalsha` through a shared pool under gevent. A verb's command is
+laid out by `echomq.verbs` (the constant ones once per queue, in
+`QueueWire`), so a call is one hiredis pack, one send and one reply parsed
+by hiredis. The SHAs and texts come from the client's `Scripts`.
 
 EVALSHA is tried first; a NOSCRIPT reply (a restarted or flushed server)
 loads the script and sends once more, as redis-py's `Script` does.
@@ -14,8 +15,6 @@ loads the script and sends once more, as redis-py's `Script` does.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import redis
@@ -26,48 +25,28 @@ try:  # redis[hiredis] brings it; without it redis-py packs in Python
 except ImportError:  # pragma: no cover
     pack_command = None
 
+from echomq import verbs
 from echomq.errors import ServerUnavailableError, from_reply
 from echomq.keys import QueueKeys
-from echomq.scripts import ScriptSource, discover
+from echomq.scripts import Scripts
 
-__all__ = ["Wire", "QueueWire", "ScriptSet", "ConnectionFactory", "ClusterRouter", "ClusterWire", "is_cluster_url"]
-
-
-@dataclass(frozen=True)
-class ScriptSet:
-    """The verbs' sources and SHA1s (the server's own script ids)."""
-
-    sources: dict[str, ScriptSource]
-    shas: dict[str, str]
-
-    @classmethod
-    def load(cls) -> "ScriptSet":
-        sources = discover()
-        return cls(sources, {v: hashlib.sha1(s.text.encode()).hexdigest() for v, s in sources.items()})
-
-    def sha_to_text(self) -> dict[str, str]:
-        return {self.shas[v]: s.text for v, s in self.sources.items()}
+__all__ = ["Wire", "QueueWire", "ConnectionFactory", "ClusterRouter", "ClusterWire", "is_cluster_url"]
 
 
 class QueueWire:
-    """The commands of one queue's verbs, laid out once."""
+    """The commands of one queue's verbs: the constant ones built once."""
 
-    def __init__(self, name: str, scripts: ScriptSet, lease_ms: int, max_attempts: int,
+    def __init__(self, name: str, scripts: Scripts, lease_ms: int, max_attempts: int,
                  reap_limit: int, promote_limit: int) -> None:
         k = QueueKeys(name)
-        sha = scripts.shas
         self.name = name
         self.keys = k
         self.lease_s = lease_ms / 1000.0
-        self.job_prefix = k.job_prefix
-        self.enqueue_head = ("EVALSHA", sha["enqueue"], 2, k.pending)
-        self.claim_cmd = ("EVALSHA", sha["claim"], 2, k.pending, k.active, k.job_prefix, lease_ms)
-        self.complete_head = ("EVALSHA", sha["complete"], 2, k.active)
-        self.retry_head = ("EVALSHA", sha["retry"], 4, k.active, k.schedule, k.dead)
         self.max_attempts = max_attempts
-        self.reap_cmd = ("EVALSHA", sha["reap"], 3, k.active, k.pending, k.dead, k.job_prefix, reap_limit,
-                         max_attempts)
-        self.promote_cmd = ("EVALSHA", sha["promote"], 2, k.schedule, k.pending, k.job_prefix, promote_limit)
+        self._sha = {verb: scripts.sha(verb) for verb in ("enqueue", "complete", "retry")}
+        self.claim_cmd = verbs.claim(k, lease_ms).evalsha(scripts.sha("claim"))
+        self.reap_cmd = verbs.reap(k, reap_limit, max_attempts).evalsha(scripts.sha("reap"))
+        self.promote_cmd = verbs.promote(k, promote_limit).evalsha(scripts.sha("promote"))
         self.size_cmd = ("ZCARD", k.pending)
 
     def crash_key(self, job_id: str) -> str:
@@ -76,13 +55,14 @@ class QueueWire:
         return f"{self.keys.base}locust:crash:{job_id}"
 
     def enqueue(self, job_id: str, payload: bytes) -> tuple[Any, ...]:
-        return (*self.enqueue_head, self.job_prefix + job_id, job_id, payload)
+        return verbs.enqueue(self.keys, job_id, payload).evalsha(self._sha["enqueue"])
 
     def complete(self, job_id: str, token: int) -> tuple[Any, ...]:
-        return (*self.complete_head, self.job_prefix + job_id, job_id, token)
+        return verbs.complete(self.keys, job_id, token).evalsha(self._sha["complete"])
 
     def retry(self, job_id: str, token: int, error: str, delay_ms: int) -> tuple[Any, ...]:
-        return (*self.retry_head, self.job_prefix + job_id, job_id, token, error, delay_ms, self.max_attempts)
+        call = verbs.retry(self.keys, job_id, token, error, delay_ms, self.max_attempts)
+        return call.evalsha(self._sha["retry"])
 
 
 class ConnectionFactory:
@@ -92,6 +72,7 @@ class ConnectionFactory:
 
     def __init__(self, url: str) -> None:
         parsed = redis.ConnectionPool.from_url(url, socket_connect_timeout=5)
+        self.url = url
         self.connection_class = parsed.connection_class
         self.kwargs = dict(parsed.connection_kwargs)
         self.made = 0
@@ -100,17 +81,16 @@ class ConnectionFactory:
         self.made += 1
         return self.connection_class(**self.kwargs)
 
-    def wire(self, scripts: ScriptSet) -> "Wire":
+    def wire(self, scripts: Scripts) -> "Wire":
         return Wire(self, scripts)
 
-    def load_scripts(self, texts: Sequence[str]) -> None:
-        conn = self.connect()
+    def scripts(self) -> Scripts:
+        """The verbs' scripts, loaded on the server."""
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=5)
         try:
-            for text in texts:
-                conn.send_command("SCRIPT", "LOAD", text)
-                conn.read_response()
+            return Scripts(client)
         finally:
-            conn.disconnect()
+            client.close()
 
 
 class Wire:
@@ -118,9 +98,9 @@ class Wire:
     (wire codes mapped through echomq.errors); `pipeline` returns one reply
     or exception per command."""
 
-    def __init__(self, factory: "ConnectionFactory", scripts: ScriptSet) -> None:
+    def __init__(self, factory: "ConnectionFactory", scripts: Scripts) -> None:
         self.scripts = scripts
-        self._texts = scripts.sha_to_text()
+        self._texts = [source.text for source in scripts.sources.values()]
         self.conn = factory.connect()
 
     def call(self, cmd: Sequence[Any]) -> Any:
@@ -176,7 +156,7 @@ class Wire:
         return self.call(args)
 
     def load_scripts(self) -> None:
-        for text in self._texts.values():
+        for text in self._texts:
             self.conn.send_command("SCRIPT", "LOAD", text)
             self.conn.read_response()
 
@@ -230,8 +210,7 @@ class ClusterRouter:
     (released on BaseException without a disconnect) would not."""
 
     def __init__(self, url: str) -> None:
-        from echomq_bench.servers.cluster import UrlCluster
-        from echomq_bench.servers.embedded import parse_server_spec
+        from echomq_bench.servers import UrlCluster, parse_server_spec
 
         self.client = UrlCluster(parse_server_spec(url)).client()
         self._slots: dict[str, str] = {}  # hash tag -> master address
@@ -265,11 +244,11 @@ class ClusterRouter:
         self.client.nodes_manager.initialize()
         self._slots.clear()
 
-    def load_scripts(self, texts: Sequence[str]) -> None:
-        for text in texts:
-            self.client.script_load(text)  # redis-py sends it to every primary
+    def scripts(self) -> Scripts:
+        """The verbs' scripts, loaded on every primary (redis-py sends SCRIPT LOAD to each)."""
+        return Scripts(self.client)
 
-    def wire(self, scripts: ScriptSet) -> "ClusterWire":
+    def wire(self, scripts: Scripts) -> "ClusterWire":
         return ClusterWire(self, scripts)
 
 
@@ -286,7 +265,7 @@ class ClusterWire:
 
     MOVES = (redis.exceptions.MovedError, redis.exceptions.AskError)
 
-    def __init__(self, router: ClusterRouter, scripts: ScriptSet) -> None:
+    def __init__(self, router: ClusterRouter, scripts: Scripts) -> None:
         self.router = router
         self.scripts = scripts
         self.wires: dict[str, Wire] = {}

@@ -19,9 +19,10 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from echomq_bench.measurement import serverstats
-from echomq_bench.load.backlog import fill, remove_queue
+from echomq_bench.load.backlog import drop_queue, fill
+from echomq import verbs
 from echomq.keys import QueueKeys
-from echomq_bench.load.wire import Target
+from echomq_bench.load.wire import Target, as_bytes
 
 __all__ = ["Ceiling", "CeilingOptions", "run_ceiling", "benchmark_binary"]
 
@@ -87,7 +88,7 @@ def run_ceiling(client: Any, target: Target, claim_sha: str, version: str,
     if target.password is not None:
         # The benchmark clients read a password from argv only; it is never written anywhere.
         command += ["-a", target.password]
-    command += ["EVALSHA", claim_sha, "2", keys.pending, keys.active, keys.job_prefix, str(lease_ms)]
+    command += [as_bytes(arg).decode() for arg in verbs.claim(keys, lease_ms).evalsha(claim_sha)]
     say(f"ceiling: {tool} -P {PIPELINE} -c {CLIENTS}, {requests:,} claims")
     try:
         before = serverstats.sample(client)
@@ -96,7 +97,7 @@ def run_ceiling(client: Any, target: Target, claim_sha: str, version: str,
         after = serverstats.sample(client)
         claimed = int(client.zcard(keys.active))
     finally:
-        remove_queue(client, [name])
+        drop_queue(client, name)
     rps = _parse_rps(proc.stdout)
     if proc.returncode != 0 or rps is None:
         # Its stderr may echo the command; never show a password.

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import redis
 
+from echomq_bench.load.backlog import drop_queue
 from echomq_bench.load.bulk import BulkFill, delete_keys, id_block, server_ms
 from echomq.queue import Queue
 
@@ -54,7 +55,7 @@ class Sizes:
 class Env:
     """The queues of one microbench session on one server, named with a
     random tag so that a shared server's other keys are never touched;
-    `close()` deletes every key of the tag."""
+    `close()` deletes every queue it made."""
 
     def __init__(self, client: redis.Redis, *, sizes: Sizes = Sizes(), lua_dir: Path | str | None = None) -> None:
         self.client = client
@@ -131,8 +132,8 @@ class Env:
         self.bulk.fill(key, id_block(n), score0=server_ms(self.client) + 10 * LEASE_MS, step=1)
 
     def close(self) -> None:
-        keys = self.client.scan_iter(match=f"emq:{{{self.tag}-*", count=10_000)
-        delete_keys(self.client, keys)
+        for q in self._queues.values():
+            drop_queue(self.client, q.name)
 
 
 # -- the cases ---------------------------------------------------------------------------

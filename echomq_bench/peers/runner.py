@@ -26,7 +26,7 @@ from echomq_bench.peers.children import SETUP_TIMEOUT_S, Child, RunnerError, pum
 from echomq_bench.peers.result import PeerRun, Phase
 from echomq_bench.progress import Progress
 from echomq_bench.records import meta as meta_mod
-from echomq_bench.servers.embedded import EmbeddedServer, Server, ServerSpec, UrlServer, start
+from echomq_bench.servers import EmbeddedServer, Server, ServerSpec, UrlServer, start
 
 __all__ = ["PeersSettings", "PeersOutcome", "measure", "run_rounds", "choose_queues", "check_empty",
            "remove_tree", "Progress", "QUEUE_NAME", "MAX_JOBS", "MAX_CONSUMERS"]

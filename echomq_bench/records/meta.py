@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
-from echomq_bench.servers.embedded import redacted_args, redacted_url
+from echomq_bench.servers import redacted_args, redacted_url
 
 __all__ = ["collect", "cpu_model", "git_commit", "server_settings", "redacted_argv"]
 

@@ -1,88 +1,52 @@
-"""The servers that tests, benchmarks and the CLI talk to.
+"""One embedded server: a redis-server or valkey-server this process starts,
+owns and stops.
 
-Every command takes `--server SPEC`; `parse_server_spec` (echomq_bench.servers.spec,
-re-exported here) turns SPEC into a `ServerSpec` and `start` turns that into a
-running server: an `EmbeddedServer`, a `UrlServer`, or a cluster
-(echomq_bench.servers.cluster).
+An embedded server listens on a free loopback port, keeps its files in its
+own temp dir and has no persistence unless its ARGS ask for it. It must
+never outlive the process that started it, however that process ends: the
+guard (`echomq_bench.servers.guard`) stops it at exit and tells the keeper
+about it for the exits Python never sees.
 
-An embedded server listens on a free loopback port, keeps its files in its own
-temp dir and has no persistence unless its ARGS ask for it. It must never
-outlive the process that started it, however that process ends, so each
-process that starts servers also starts one small keeper (`echomq_bench.servers.keeper`)
-which holds the read end of a pipe whose write end only this process holds.
-The kernel closes that pipe when this process dies, even by SIGKILL, and the
-keeper then kills the servers it was told about and removes their dirs.
-
-Passwords never appear in a repr or a message: see `serverspec.redacted_url`.
+Passwords never appear in a repr or a message: see `spec.redacted_args`.
 """
 
 from __future__ import annotations
 
-import atexit
-import json
 import os
 import shlex
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
-import threading
 import time
-import warnings
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-from echomq_bench.servers.keeper import process_start_time
-from echomq_bench.servers.spec import (  # noqa: F401 - re-exported: callers import spec names from here
-    BUILTIN_BINARIES,
-    DEFAULT_SPECS,
-    DEFAULT_URL_PORT,
+from echomq_bench.servers import guard
+from echomq_bench.servers.base import LOOPBACK, no_retry, server_version
+from echomq_bench.servers.errors import (
     ServerError,
-    ServerSpec,
+    ServerNotFoundError,
     ServerSpecError,
-    _check_args,
-    _option_value,
-    _secrets_in,
-    parse_server_spec,
+    ServerStartError,
+)
+from echomq_bench.servers.spec import (
+    SECRET_OPTIONS,
+    ServerSpec,
+    check_args,
+    option_value,
     redacted_args,
-    redacted_url,
+    secrets_in,
 )
 
-__all__ = [
-    "DEFAULT_SPECS",
-    "ServerSpec",
-    "ServerError",
-    "ServerSpecError",
-    "ServerStartError",
-    "ServerNotFoundError",
-    "EmbeddedServer",
-    "UrlServer",
-    "Server",
-    "parse_server_spec",
-    "redacted_url",
-    "redacted_args",
-    "server_version",
-    "find_binary",
-    "free_port",
-    "keeper_pid",
-    "start",
-    "running",
-]
-
-LOOPBACK = "127.0.0.1"
+__all__ = ["EmbeddedServer", "find_binary", "free_port"]
 
 START_TIMEOUT_SECONDS = 10.0
 STOP_TIMEOUT_SECONDS = 5.0
-URL_CHECK_TIMEOUT_SECONDS = 5.0
 PORT_ATTEMPTS = 5
 POLL_SECONDS = 0.02
 LOG_TAIL_LINES = 20
@@ -91,7 +55,6 @@ TEMP_PREFIX = "echomq-server-"
 LOG_NAME = "server.log"
 # Config errors are printed before the server opens its log file.
 OUTPUT_NAME = "output.log"
-KEEPER_SCRIPT = Path(__file__).with_name("keeper.py")
 
 REDIS_INSTALL_HINT = "install it with: apt-get install redis-server"
 VALKEY_INSTALL_HINT = (
@@ -100,218 +63,8 @@ VALKEY_INSTALL_HINT = (
 )
 
 
-class ServerStartError(ServerError):
-    """An embedded server did not come up, or a URL server did not answer."""
-
-
-class ServerNotFoundError(ServerStartError):
-    """The server binary is not installed or not on PATH."""
-
-
 class _PortTakenError(ServerStartError):
     """Another process won the race for the port we picked."""
-
-
-
-
-# --------------------------------------------------------------------------
-# Cleanup of what this process owns
-
-
-class _Guard:
-    """What this process must clean up at exit, mirrored to its keeper.
-
-    The pids and dirs held here are the truth; the keeper gets a copy so it
-    can act when this process cannot. If the keeper dies, the next message
-    starts a new one and replays the whole copy.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self.owner = os.getpid()
-        self.servers: dict[int, EmbeddedServer] = {}
-        self.pids: dict[int, int | None] = {}
-        self.dirs: set[str] = set()
-        self.keeper: subprocess.Popen[bytes] | None = None
-        self.pipe: int | None = None
-        self.keeper_failed = False
-
-    def track(self, server: EmbeddedServer) -> None:
-        with self.lock:
-            self.servers[id(server)] = server
-
-    def untrack(self, server: EmbeddedServer) -> None:
-        with self.lock:
-            self.servers.pop(id(server), None)
-
-    def own_pid(self, pid: int) -> None:
-        with self.lock:
-            self.pids[pid] = process_start_time(pid)
-            self._send({"op": "add_pid", "pid": pid, "start": self.pids[pid]})
-
-    def drop_pid(self, pid: int) -> None:
-        with self.lock:
-            if pid in self.pids:
-                del self.pids[pid]
-                self._send({"op": "drop_pid", "pid": pid})
-
-    def own_dir(self, path: Path) -> None:
-        with self.lock:
-            self.dirs.add(str(path))
-            self._send({"op": "add_dir", "path": str(path)})
-
-    def drop_dir(self, path: Path) -> None:
-        with self.lock:
-            if str(path) in self.dirs:
-                self.dirs.discard(str(path))
-                self._send({"op": "drop_dir", "path": str(path)})
-
-    def keeper_pid(self) -> int | None:
-        with self.lock:
-            return self.keeper.pid if self.keeper is not None else None
-
-    def _send(self, message: dict[str, object]) -> None:
-        """Tell the keeper; callers update self.pids/self.dirs first."""
-        if self.keeper_failed:
-            return
-        if self.pipe is not None:
-            try:
-                os.write(self.pipe, _encode(message))
-                return
-            except OSError:
-                # The keeper died (EPIPE); a new one gets the full state below.
-                self._close_pipe()
-        self._start_keeper()
-
-    def _start_keeper(self) -> None:
-        if self.keeper is not None:
-            self.keeper.poll()  # reap a dead keeper
-        try:
-            self.keeper, self.pipe = _spawn_keeper()
-        except OSError as exc:
-            # Cleanup at exit still works; only a hard crash would leak.
-            self.keeper_failed = True
-            warnings.warn(f"echomq: cannot start the server keeper ({exc})", RuntimeWarning)
-            return
-        state = [{"op": "add_pid", "pid": pid, "start": start} for pid, start in self.pids.items()]
-        state += [{"op": "add_dir", "path": path} for path in self.dirs]
-        try:
-            os.write(self.pipe, b"".join(_encode(message) for message in state))
-        except OSError:
-            self._close_pipe()  # the next message tries a new keeper
-
-    def _close_pipe(self) -> None:
-        if self.pipe is not None:
-            try:
-                os.close(self.pipe)
-            except OSError:
-                pass
-            self.pipe = None
-
-    def stop_all(self) -> None:
-        """Stop every server this process started, then let the keeper go."""
-        if os.getpid() != self.owner:
-            return
-        with self.lock:
-            servers = list(self.servers.values())
-        for server in servers:
-            try:
-                server.stop()
-            except Exception as exc:  # one bad server must not keep others running
-                warnings.warn(f"echomq: stopping {server.name} failed: {exc}", RuntimeWarning)
-        with self.lock:
-            self._close_pipe()
-            keeper, self.keeper = self.keeper, None
-        if keeper is not None:
-            # EOF with nothing owned: the keeper exits at once; reap it.
-            try:
-                keeper.wait(timeout=STOP_TIMEOUT_SECONDS)
-            except subprocess.TimeoutExpired:
-                pass
-
-    def abandon(self) -> None:
-        """In a fork child: let go of the parent's keeper without touching it.
-
-        Closing our copy of the write end matters: while a fork child holds
-        it, the keeper would not see EOF when the parent dies.
-        """
-        self._close_pipe()
-
-
-def _encode(message: dict[str, object]) -> bytes:
-    # One short line per write: pipe writes under PIPE_BUF are atomic.
-    return (json.dumps(message) + "\n").encode()
-
-
-def _spawn_keeper() -> tuple[subprocess.Popen[bytes], int]:
-    read_end, write_end = os.pipe()
-    try:
-        keeper = subprocess.Popen(
-            # -I -S: the keeper needs only the standard library, and must not
-            # depend on how this process found the echomq package.
-            [sys.executable, "-I", "-S", str(KEEPER_SCRIPT)],
-            stdin=read_end,
-            # Never hold a caller's stdout/stderr pipes open past our exit.
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            # close_fds keeps the write end out of the keeper, or it would
-            # never see EOF.
-            close_fds=True,
-            start_new_session=True,
-            cwd="/",
-        )
-    except BaseException:
-        os.close(write_end)
-        raise
-    finally:
-        os.close(read_end)
-    return keeper, write_end
-
-
-_guard = _Guard()
-# Fork children keep the parent's guard object alive here, so its Popen for
-# the parent's keeper is never finalised (and never waited on) in the child.
-_abandoned: list[_Guard] = []
-
-
-def _reset_after_fork() -> None:
-    global _guard
-    _guard.abandon()
-    _abandoned.append(_guard)
-    _guard = _Guard()
-
-
-def stop_all() -> None:
-    """Stop every server this process started (atexit does this too, but a
-    host such as Locust may close its files before atexit runs)."""
-    _stop_all_at_exit()
-
-
-def _stop_all_at_exit() -> None:
-    _guard.stop_all()
-
-
-os.register_at_fork(after_in_child=_reset_after_fork)
-atexit.register(_stop_all_at_exit)
-
-
-# --------------------------------------------------------------------------
-# Servers
-
-
-def _no_retry() -> Retry:
-    # redis-py retries a refused connection with backoff for seconds; a
-    # readiness poll or a reachability check wants the first answer.
-    return Retry(NoBackoff(), 0)
-
-
-def server_version(client: redis.Redis) -> str:
-    """`valkey 8.0.1` or `redis 7.0.15`, from INFO server."""
-    info = client.info("server")
-    valkey = info.get("valkey_version")
-    if valkey:
-        return f"valkey {valkey}"
-    return f"redis {info['redis_version']}"
 
 
 def find_binary(binary: str) -> str:
@@ -373,11 +126,11 @@ class EmbeddedServer:
         self._owner = os.getpid()
         self._proc: subprocess.Popen[bytes] | None = None
         self._run_args = spec.args
-        self._password = _option_value(spec.args, "--requirepass")
-        self._secrets = _secrets_in(spec.args)
+        self._password = option_value(spec.args, "--requirepass")
+        self._secrets = secrets_in(spec.args)
         self.dir = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=tempfile.gettempdir()))
-        _guard.track(self)
-        _guard.own_dir(self.dir)
+        guard.current().track(self)
+        guard.current().own_dir(self.dir)
         try:
             self._launch_on_free_port()
         except BaseException:
@@ -403,15 +156,42 @@ class EmbeddedServer:
     def log_path(self) -> Path:
         return self.dir / LOG_NAME
 
+    @property
+    def display_url(self) -> str:
+        return self.url  # the password is in the args, never in this URL
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        """The ARGS of the current run (the spec's, plus restart extras),
+        passwords hidden."""
+        return redacted_args(self._run_args)
+
+    def option(self, name: str) -> str | None:
+        """The value the current run gives option `name` (e.g. "--cluster-port"),
+        or None. Secret options are refused: the password is in connection_kwargs()."""
+        if name.lower() in SECRET_OPTIONS:
+            raise ServerError(f"{name} is a password; use connection_kwargs()")
+        return option_value(self._run_args, name.lower())
+
+    def connection_kwargs(self) -> dict[str, Any]:
+        """host, port and, when the server has one, its password: what a
+        worker process needs to log in. Never print it."""
+        kwargs: dict[str, Any] = {"host": self.host, "port": self.port}
+        if self._password is not None:
+            kwargs["password"] = self._password
+        return kwargs
+
+    def connection_url(self) -> str:
+        """redis://[:PASSWORD@]HOST:PORT, for processes that take a URL. Never print it."""
+        auth = f":{quote(self._password, safe='')}@" if self._password is not None else ""
+        return f"redis://{auth}{self.host}:{self.port}"
+
     def client(self, **kwargs: Any) -> redis.Redis:
         options: dict[str, Any] = {
-            "host": self.host,
-            "port": self.port,
+            **self.connection_kwargs(),
             "decode_responses": False,
             "socket_connect_timeout": 5,
         }
-        if self._password is not None:
-            options["password"] = self._password
         options.update(kwargs)
         return redis.Redis(**options)
 
@@ -428,8 +208,8 @@ class EmbeddedServer:
             return
         self._stop_process()
         shutil.rmtree(self.dir, ignore_errors=True)
-        _guard.drop_dir(self.dir)
-        _guard.untrack(self)
+        guard.current().drop_dir(self.dir)
+        guard.current().untrack(self)
 
     def restart(self, extra_args: tuple[str, ...] = ()) -> None:
         """Stop and start again on the same port and dir, so an AOF survives.
@@ -443,11 +223,11 @@ class EmbeddedServer:
         if not self.dir.is_dir():
             raise ServerError(f"server {self.name!r} was stopped; start a new one")
         extra = tuple(extra_args)
-        _check_args(shlex.join(extra), extra)
+        check_args(shlex.join(extra), extra)
         self._stop_process()
         self._run_args = (*self.spec.args, *extra)
-        self._password = _option_value(self._run_args, "--requirepass")
-        self._secrets = _secrets_in(self._run_args)
+        self._password = option_value(self._run_args, "--requirepass")
+        self._secrets = secrets_in(self._run_args)
         self._launch(self.port)
 
     def __enter__(self) -> EmbeddedServer:
@@ -503,7 +283,7 @@ class EmbeddedServer:
                 start_new_session=True,
             )
         self._proc = proc
-        _guard.own_pid(proc.pid)
+        guard.current().own_pid(proc.pid)
         try:
             self._wait_ready(proc, port)
         except BaseException:
@@ -530,7 +310,7 @@ class EmbeddedServer:
         assert self._proc is not None
         try:
             with self.client(
-                port=port, socket_connect_timeout=0.5, socket_timeout=2, retry=_no_retry()
+                port=port, socket_connect_timeout=0.5, socket_timeout=2, retry=no_retry()
             ) as client:
                 client.ping()
                 try:
@@ -574,7 +354,7 @@ class EmbeddedServer:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        _guard.drop_pid(proc.pid)
+        guard.current().drop_pid(proc.pid)
 
 
 def _signal(pid: int, sig: int) -> None:
@@ -583,100 +363,3 @@ def _signal(pid: int, sig: int) -> None:
     except OSError:
         pass
 
-
-class UrlServer:
-    """A server that already runs somewhere: the EmbeddedServer interface
-    without process control."""
-
-    def __init__(self, spec: ServerSpec) -> None:
-        if spec.kind != "url" or spec.url is None:
-            raise ServerSpecError(f"{spec!r} is not a URL server spec")
-        parts = urlsplit(spec.url)
-        self.spec = spec
-        self.name = spec.name
-        self.url = spec.url
-        self.host = parts.hostname or ""
-        self.port = parts.port or DEFAULT_URL_PORT
-        self.pid: int | None = None
-        self.dir: Path | None = None
-        self.running = True
-
-    def client(self, **kwargs: Any) -> redis.Redis:
-        options: dict[str, Any] = {"socket_connect_timeout": 5, "decode_responses": False}
-        options.update(kwargs)
-        return redis.Redis.from_url(self.url, **options)
-
-    def check(self, timeout: float = URL_CHECK_TIMEOUT_SECONDS) -> None:
-        """Raise ServerStartError unless the server answers PING."""
-        try:
-            with self.client(
-                socket_connect_timeout=timeout, socket_timeout=timeout, retry=_no_retry()
-            ) as client:
-                client.ping()
-        except (redis.RedisError, OSError) as exc:
-            reason = redacted_url(f"{type(exc).__name__}: {exc}")
-            raise ServerStartError(
-                f"server {self.name!r} at {redacted_url(self.url)} does not answer: {reason}"
-            ) from None
-
-    def version(self) -> str:
-        with self.client() as client:
-            return server_version(client)
-
-    def describe(self) -> str:
-        return self.spec.describe()
-
-    def stop(self) -> None:
-        """Nothing to stop: this process did not start the server."""
-
-    def restart(self, extra_args: tuple[str, ...] = ()) -> None:
-        raise ServerError(f"server {self.name!r} runs elsewhere; only embedded servers restart")
-
-    def __enter__(self) -> UrlServer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        return f"UrlServer(name={self.name!r}, url={redacted_url(self.url)!r})"
-
-
-Server = EmbeddedServer | UrlServer
-
-
-def start(spec: ServerSpec | str, *, check: bool = True) -> Server:
-    """Start an embedded server, or connect to a URL one (PINGing it unless check=False).
-
-    A cluster spec gives an `echomq_bench.servers.cluster` EmbeddedCluster or UrlCluster:
-    the same name, url, version(), client() and stop(), plus `nodes`.
-    """
-    if isinstance(spec, str):
-        spec = parse_server_spec(spec)
-    if spec.kind == "cluster":
-        from echomq_bench.servers.cluster import start_cluster
-
-        return start_cluster(spec, check=check)  # type: ignore[return-value]
-    if spec.kind == "embedded":
-        return EmbeddedServer(spec)
-    server = UrlServer(spec)
-    if check:
-        server.check()
-    return server
-
-
-@contextmanager
-def running(*specs: ServerSpec | str) -> Iterator[tuple[Server, ...]]:
-    """Start every spec in order; stop them all on the way out, even on error."""
-    with ExitStack() as stack:
-        servers: list[Server] = []
-        for spec in specs:
-            server = start(spec)
-            stack.callback(server.stop)
-            servers.append(server)
-        yield tuple(servers)
-
-
-def keeper_pid() -> int | None:
-    """The pid of this process's keeper, or None before it first starts a server."""
-    return _guard.keeper_pid()

@@ -1,6 +1,6 @@
 """Watchdog that reaps embedded servers when the process that started them dies.
 
-`echomq_bench.servers.embedded` starts one keeper per parent process and keeps the write end
+`echomq_bench.servers.guard` starts one keeper per parent process and keeps the write end
 of a pipe whose read end is the keeper's stdin. The parent sends one JSON
 object per line:
 

@@ -7,11 +7,13 @@ repr, message and file.
                                   e.g. valkey-io2=valkey-server --io-threads 2
     [NAME=]redis://... rediss://  a server that already runs
     redis-cluster | valkey-cluster
-                                  a local cluster of that build (echomq_bench.servers.cluster)
+                                  a local cluster of that build (echomq_bench.servers.cluster_launcher)
     NAME=redis-cluster [--masters N] [--replicas N] [ARGS...]
     [NAME=]redis+cluster://...    a cluster that already runs
 
-Parsing starts nothing; `echomq_bench.servers.embedded.start` turns a spec into a server.
+Parsing starts nothing; `echomq_bench.servers.start` turns a spec into a server.
+This module builds on the errors and the cluster layout only, so every
+server kind can import it.
 """
 
 from __future__ import annotations
@@ -23,16 +25,20 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import SplitResult, urlsplit
 
-from echomq.errors import EchoMQError
+from echomq_bench.servers.errors import ServerSpecError
+from echomq_bench.servers.layout import split_cluster_args
 
 __all__ = [
     "DEFAULT_SPECS",
     "ServerSpec",
-    "ServerError",
-    "ServerSpecError",
+    "BUILTIN_BINARIES",
+    "DEFAULT_URL_PORT",
     "parse_server_spec",
     "redacted_url",
     "redacted_args",
+    "secrets_in",
+    "option_value",
+    "check_args",
 ]
 
 DEFAULT_SPECS: tuple[str, ...] = ("redis", "valkey")
@@ -63,16 +69,6 @@ MANAGED_OPTIONS = frozenset({"--port", "--dir", "--logfile", "--daemonize"})
 SECRET_OPTIONS = frozenset(
     {"--requirepass", "--masterauth", "--tls-key-file-pass", "--tls-client-key-file-pass"}
 )
-
-
-class ServerError(EchoMQError):
-    """A server could not be described, started or controlled."""
-
-    code = "EMQSERVER"
-
-
-class ServerSpecError(ServerError, ValueError):
-    """A `--server SPEC` that is not one of the accepted forms."""
 
 
 # --------------------------------------------------------------------------
@@ -114,7 +110,7 @@ def redacted_args(args: Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _secrets_in(args: Iterable[str]) -> tuple[str, ...]:
+def secrets_in(args: Iterable[str]) -> tuple[str, ...]:
     """The password values in ARGS, so log tails can be scrubbed of them."""
     found: list[str] = []
     items = list(args)
@@ -128,7 +124,7 @@ def _secrets_in(args: Iterable[str]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _option_value(args: Iterable[str], option: str) -> str | None:
+def option_value(args: Iterable[str], option: str) -> str | None:
     """The value after the last `option` in ARGS (the last one wins, as in the server)."""
     value: str | None = None
     items = list(args)
@@ -227,12 +223,12 @@ def _parse_named(text: str, name: str, rest: str) -> ServerSpec:
     binary, args = words[0], tuple(words[1:])
     if binary in CLUSTER_WORDS:
         return _cluster_spec(text, name, binary, args)
-    _check_args(text, args)
+    check_args(text, args)
     # `NAME=valkey --io-threads 2` reads naturally; map the word to its binary.
     return ServerSpec(name=name, kind="embedded", binary=BUILTIN_BINARIES.get(binary, binary), args=args)
 
 
-def _check_args(text: str, args: tuple[str, ...]) -> None:
+def check_args(text: str, args: tuple[str, ...]) -> None:
     managed = sorted({arg for arg in args if arg.lower() in MANAGED_OPTIONS})
     if managed:
         raise _spec_error(text, f"{', '.join(managed)} is set by the launcher and cannot be given")
@@ -245,9 +241,7 @@ _CLUSTER_WORD_OF: dict[str, str] = {
 
 
 def _cluster_spec(text: str, name: str, word: str, args: tuple[str, ...]) -> ServerSpec:
-    from echomq_bench.servers.cluster import split_cluster_args  # echomq_bench.servers.cluster builds on this module
-
-    _check_args(text, args)
+    check_args(text, args)
     try:
         split_cluster_args(args)
     except ValueError as exc:

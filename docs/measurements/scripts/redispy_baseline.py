@@ -1,7 +1,7 @@
 """Why the capacity driver writes its own RESP: how busy one plain redis-py
 pipeline keeps the server on the same claim/complete cycle.
 
-    python bench/redispy_baseline.py [--server redis|valkey]... [--seconds 5] [--batch 64]
+    python docs/measurements/scripts/redispy_baseline.py [--server redis|valkey]... [--seconds 5] [--batch 64]
 
 One process, server main thread pinned to the first core and this client
 to the second (as the capacity driver pins). Each round pipelines `batch`
@@ -17,8 +17,8 @@ import os
 import sys
 import time
 
-from echomq import Queue, mint
-from echomq_bench.servers.embedded import start
+from echomq import Queue, mint, verbs
+from echomq_bench.servers import start
 from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage
 
 BACKLOG = 300_000
@@ -38,17 +38,17 @@ def measure(spec: str, seconds: float, batch: int) -> str:
         pipe = client.pipeline(transaction=False)
         for i in range(BACKLOG):
             job = mint()
-            pipe.evalsha(enqueue, 2, k.pending, k.job(job), job, b"x" * 64)
+            pipe.execute_command(*verbs.enqueue(k, job, b"x" * 64).evalsha(enqueue))
             if i % 5000 == 4999:
                 pipe.execute()
         pipe.execute()
 
         def round_() -> int:
             for _ in range(batch):
-                pipe.evalsha(claim, 2, k.pending, k.active, k.job_prefix, 60_000)
+                pipe.execute_command(*verbs.claim(k, 60_000).evalsha(claim))
             got = [r for r in pipe.execute() if r]
             for job, _payload, token in got:
-                pipe.evalsha(complete, 2, k.active, k.job(job.decode()), job, token)
+                pipe.execute_command(*verbs.complete(k, job.decode(), token).evalsha(complete))
             pipe.execute()
             return len(got)
 

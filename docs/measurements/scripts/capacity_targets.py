@@ -1,6 +1,6 @@
 """The capacity driver's three targets, measured in one run and printed as ratios.
 
-    python bench/capacity_targets.py [--server SPEC] [--duration 5] [--trials 5] [--repeats 3]
+    python docs/measurements/scripts/capacity_targets.py [--server SPEC] [--duration 5] [--trials 5] [--repeats 3]
 
 1. Capacity mode keeps the server at least 85% busy: main-thread CPU time
    over wall time (INFO cpu), on each build.
@@ -13,8 +13,7 @@
 
 Targets 2 and 3 use compare's default, `--interleave together`.
 
-Run it under `flock /tmp/echomq-measure.lock` so no other measurement
-overlaps. Each line also shows the server's CPU wait (schedstat): time it
+Run it on an otherwise idle machine. Each line also shows the server's CPU wait (schedstat): time it
 was runnable but another process held its core. Exit 0 when all targets
 hold.
 """
@@ -31,9 +30,10 @@ from pathlib import Path
 
 from echomq_bench.commands.capacity import CapacitySettings, measure
 from echomq_bench.commands.compare import Build, run_compare, unique_builds
+from echomq import verbs
 from echomq.queue import Queue
 from echomq.scripts import lua_dir
-from echomq_bench.servers.embedded import parse_server_spec, start
+from echomq_bench.servers import parse_server_spec, start
 from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.measurement.stats import SAME, SLOWER
 from echomq_bench.progress import Progress
@@ -64,8 +64,9 @@ def claim_costs(spec: str, folders: list[Path | None], rounds: int = 40, batch: 
         for _ in range(rounds):
             for q in queues:
                 pipe = q.client.pipeline(transaction=False)
+                claim = verbs.claim(q.keys, 60_000).evalsha(q.scripts.sha("claim"))
                 for _ in range(batch):
-                    pipe.evalsha(q.scripts.sha("claim"), 2, q.keys.pending, q.keys.active, q.keys.job_prefix, 60_000)
+                    pipe.execute_command(*claim)
                 pipe.execute()
         stats = [command_stats(c, "evalsha") for c in clients]
     return [usec / calls for calls, usec in stats]

@@ -1,7 +1,7 @@
 """What redis-py's default retry does to a queue worker, against a client
 that never resends (`Retry(NoBackoff(), 0)`).
 
-    python bench/retry_defaults.py [--server redis|valkey]... [--tries 3]
+    python docs/measurements/scripts/retry_defaults.py [--server redis|valkey]... [--tries 3]
 
 1. The server is paused (SIGSTOP) for 1 s while a `complete` is in flight
    under a 0.3 s socket timeout. The default client resends after the
@@ -26,7 +26,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from echomq import Queue, mint
-from echomq_bench.servers.embedded import start
+from echomq_bench.servers import start
 
 PAUSE_S = 1.0
 TIMEOUT_S = 0.3

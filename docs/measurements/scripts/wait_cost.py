@@ -1,7 +1,7 @@
 """What `WAIT 1 <ms>` after an enqueue costs: the price of narrowing the
 window in which a failover loses an acknowledged job (docs/scaling.md §5).
 
-    python bench/wait_cost.py [--server redis|valkey]... [--rounds 40]
+    python docs/measurements/scripts/wait_cost.py [--server redis|valkey]... [--rounds 40]
         [--calls 200] [--batch 100] [--timeout-ms 1000] [--out DIR]
 
 Each build runs as a local cluster of one master and one replica (cluster
@@ -33,13 +33,13 @@ from pathlib import Path
 import numpy as np
 
 from echomq_bench.records import meta
-from echomq_bench.servers.cluster import EmbeddedCluster
+from echomq import verbs
+from echomq_bench.servers import EmbeddedCluster, ServerSpec, parse_server_spec
 from echomq.ids import mint
 from echomq.keys import QueueKeys
 from echomq.queue import Queue
 from echomq_bench.records.files import new_run_dir
 from echomq_bench.records.record import Record, write_record
-from echomq_bench.servers.embedded import ServerSpec, parse_server_spec
 from echomq_bench.measurement.serverstats import sample, usage
 
 MODES = ("plain", "wait", "wait-piped", "batch", "batch+wait")
@@ -65,7 +65,7 @@ def one_way(mode: str, client, queue: Queue, calls: int, batch: int, timeout_ms:
             pipe = client.pipeline(transaction=False)
             for _ in range(batch):
                 job = mint()
-                pipe.evalsha(sha, 2, k.pending, k.job(job), job, b"x" * 64)
+                pipe.execute_command(*verbs.enqueue(k, job, b"x" * 64).evalsha(sha))
             if mode == "batch+wait":
                 pipe.execute_command("WAIT", 1, timeout_ms)
             t0 = time.perf_counter()
@@ -78,13 +78,13 @@ def one_way(mode: str, client, queue: Queue, calls: int, batch: int, timeout_ms:
         job = mint()
         t0 = time.perf_counter()
         if mode == "plain":
-            client.evalsha(sha, 2, k.pending, k.job(job), job, b"x" * 64)
+            client.execute_command(*verbs.enqueue(k, job, b"x" * 64).evalsha(sha))
         elif mode == "wait":
-            client.evalsha(sha, 2, k.pending, k.job(job), job, b"x" * 64)
+            client.execute_command(*verbs.enqueue(k, job, b"x" * 64).evalsha(sha))
             acks.append(int(client.execute_command("WAIT", 1, timeout_ms)))
         else:
             pipe = client.pipeline(transaction=False)
-            pipe.evalsha(sha, 2, k.pending, k.job(job), job, b"x" * 64)
+            pipe.execute_command(*verbs.enqueue(k, job, b"x" * 64).evalsha(sha))
             pipe.execute_command("WAIT", 1, timeout_ms)
             acks.append(int(pipe.execute()[-1]))
         lat.append((time.perf_counter() - t0) * 1e6)

@@ -1,6 +1,6 @@
 """Does the gate hold on this machine? Run it repeatedly, both ways.
 
-    python bench/gate_sensitivity.py [--server SPEC]... [--runs 10] [--slowdown 0.30] [--quick]
+    python docs/measurements/scripts/gate_sensitivity.py [--server SPEC]... [--runs 10] [--slowdown 0.30] [--quick]
 
 1. Calibrate a busy loop so that claim costs `--slowdown` more server time:
    measure claim's typical server time in the gate's own state, the loop's
@@ -10,8 +10,8 @@
    carries the loop: each must fail, naming claim and nothing else.
 
 Every gate is a fresh `python -m echomq_bench gate` process against the committed
-baseline (results/baselines), exactly as CI would run it. Run under
-`flock /tmp/echomq-measure.lock` when the numbers are to be reported.
+baseline (results/baselines), exactly as CI would run it. Run it on an
+otherwise idle machine: another load on the same cores widens the spread.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from echomq_bench.commands.gate import slowed_copy
 from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.microbench.runner import FULL, MeasureOptions, measure, typical
 from echomq.scripts import lua_dir
-from echomq_bench.servers.embedded import DEFAULT_SPECS, running
+from echomq_bench.servers import DEFAULT_SPECS, running
 
 LOOP_LUA = "local burn = 0 for i = 1, tonumber(ARGV[1]) do burn = burn + i end return 0"
 

@@ -1,7 +1,7 @@
 """One node against three: a pipelined job cycle per queue on a 1-master and
 a 3-master cluster of the same build.
 
-    python bench/cluster_scaling.py [--server redis|valkey]... [--queues 3]
+    python docs/measurements/scripts/cluster_scaling.py [--server redis|valkey]... [--queues 3]
         [--seconds 4] [--trials 3] [--batch 100] [--out DIR]
 
 Both clusters run side by side (cluster mode on both, so the only
@@ -10,7 +10,7 @@ each: Q worker processes, one per queue, each talking straight to the
 master that owns its queue, in rounds of one pipeline of `batch` enqueues +
 `batch` claims and one pipeline of `batch` completes. A cycle is one job
 enqueued, claimed and completed. Queue names come from
-`echomq_bench.servers.cluster.spread_queues`, so on three masters each master gets Q/3.
+`echomq_bench.servers.spread_queues`, so on three masters each master gets Q/3.
 
 "others" is the machine's busy CPU minus what our nodes and workers used:
 other tenants of a shared machine. Trials interleave 1-node and 3-node runs (ABBA...) so the drift of a shared
@@ -33,13 +33,14 @@ from typing import Any
 
 import redis
 
-from echomq import Queue, mint
+from echomq import Queue, mint, verbs
 from echomq_bench.records import meta
-from echomq_bench.servers.cluster import EmbeddedCluster, format_placements, master_clients, spread_queues
+from echomq_bench.servers import (EmbeddedCluster, format_placements, master_clients, parse_server_spec,
+                                   spread_queues, start)
 from echomq.keys import QueueKeys
+from echomq_bench.load.backlog import drop_queue
 from echomq_bench.records.files import new_run_dir
 from echomq_bench.records.record import Record, write_record
-from echomq_bench.servers.embedded import parse_server_spec, start
 from echomq_bench.measurement.serverstats import sample, usage
 
 WARMUP_S = 0.5
@@ -64,13 +65,12 @@ def worker(host: str, port: int, name: str, shas: dict[str, str], batch: int, se
             break
         pipe = r.pipeline(transaction=False)
         for job_id in [mint() for _ in range(batch)]:
-            pipe.execute_command("EVALSHA", shas["enqueue"], 2, k.pending, k.job(job_id), job_id, b"x")
+            pipe.execute_command(*verbs.enqueue(k, job_id, b"x").evalsha(shas["enqueue"]))
         for _ in range(batch):
-            pipe.execute_command("EVALSHA", shas["claim"], 2, k.pending, k.active, k.job_prefix, LEASE_MS)
+            pipe.execute_command(*verbs.claim(k, LEASE_MS).evalsha(shas["claim"]))
         claimed = pipe.execute()[batch:]
         for job_id, _payload, token in claimed:
-            pipe.execute_command("EVALSHA", shas["complete"], 2, k.active, k.job_prefix + job_id.decode(),
-                                 job_id, token)
+            pipe.execute_command(*verbs.complete(k, job_id.decode(), token).evalsha(shas["complete"]))
         cycles += sum(1 for reply in pipe.execute() if reply == b"ok")
     out.put((name, cycles, time.perf_counter() - t0, time.process_time() - c0))
 
@@ -128,9 +128,7 @@ def measure(cluster: EmbeddedCluster, names: list[str], batch: int, seconds: flo
         node["queues"] += 1
         client_util.append(cpu / wall)
     for name in names:  # leave the queues empty for the next trial
-        keys = list(client.scan_iter(match=f"emq:\\{{{name}\\}}:*"))
-        for key in keys:
-            client.delete(key)
+        drop_queue(client, name, sweep=True)
     ours = sum(n["server_cpu"] for n in per_node.values()) + sum(client_util)
     return {"per_node": per_node, "total": sum(n["cycles_per_s"] for n in per_node.values()),
             "client_util": client_util, "machine_util": machine, "others_util": max(0.0, machine - ours)}
@@ -149,7 +147,7 @@ def bound_of(run: dict[str, Any]) -> str:
     return "round trips (nothing saturated)"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace | None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", action="append", choices=["redis", "valkey"],
                         help="build (repeatable; default both)")
@@ -164,71 +162,95 @@ def main(argv: list[str] | None = None) -> int:
     if not (1 <= args.queues <= 64 and 0.5 <= args.seconds <= 120 and 1 <= args.trials <= 50
             and 1 <= args.batch <= 10_000):
         print("error: --queues 1..64, --seconds 0.5..120, --trials 1..50, --batch 1..10000", file=sys.stderr)
+        return None
+    return args
+
+
+def _run_rows(build: str, version: str, nodes: int, args: argparse.Namespace, trial: int,
+              idle_before: float, run: dict[str, Any]) -> list[dict[str, Any]]:
+    """One run's tidy rows: the totals, then a pair per node."""
+    common = {"build": build, "version": version, "nodes": nodes, "queues": args.queues, "batch": args.batch,
+              "trial": trial + 1}
+    rows = [{**common, "node": "all", "metric": m, "value": v, "unit": u} for m, v, u in (
+        ("cycles_per_s", run["total"], "1/s"),
+        ("machine_cpu_before", idle_before, "cores"),
+        ("machine_cpu", run["machine_util"], "cores"),
+        ("other_processes_cpu", run["others_util"], "cores"),
+        ("client_util_mean", statistics.mean(run["client_util"]), "cores"))]
+    for addr, v in run["per_node"].items():
+        rows.append({**common, "node": addr, "metric": "cycles_per_s", "value": v["cycles_per_s"], "unit": "1/s"})
+        rows.append({**common, "node": addr, "metric": "server_main_util", "value": v["server_util"], "unit": "cores"})
+    return rows
+
+
+def _print_run(build: str, nodes: int, trial: int, run: dict[str, Any]) -> None:
+    per = ", ".join(f"{v['cycles_per_s']:.0f} @ {v['server_util']:.2f}" for v in run["per_node"].values())
+    print(f"{build:<14} {nodes:>5} {trial + 1:>5} {run['total']:>9.0f}  {per:<44}"
+          f"  {statistics.mean(run['client_util']):>11.2f}  {run['machine_util']:>7.2f}"
+          f"  {run['others_util']:>6.2f}  {bound_of(run)}", flush=True)
+
+
+def _queue_names(clusters: dict[int, Any], queues: int) -> dict[int, list[str]]:
+    names = {}
+    for nodes, cluster in clusters.items():
+        assert isinstance(cluster, EmbeddedCluster)
+        placed = spread_queues(cluster, queues, prefix="scale")
+        names[nodes] = [p.queue for p in placed]
+        print(f"# {cluster.name}: {cluster.version()}\n" +
+              "\n".join("# " + line for line in format_placements(placed).splitlines()), file=sys.stderr)
+    return names
+
+
+def _summarise(build: str, totals: dict[int, list[float]], others: dict[int, list[float]]) -> dict[str, Any]:
+    clean = {n: [t for t, o in zip(totals[n], others[n]) if o < CLEAN_OTHERS] for n in (1, 3)}
+    ratios = [b / a for a, b in zip(totals[1], totals[3])]
+    print(f"{build}: 3 nodes / 1 node = {statistics.median(ratios):.2f}x "
+          f"(per trial {min(ratios):.2f}..{max(ratios):.2f}); the nodes share {os.cpu_count()} cores")
+    if clean[1] and clean[3]:
+        print(f"{build}: runs with others < {CLEAN_OTHERS} cores: 1 node {statistics.median(clean[1]):.0f} "
+              f"({len(clean[1])} runs), 3 nodes {statistics.median(clean[3]):.0f} ({len(clean[3])} runs), "
+              f"ratio of medians {statistics.median(clean[3]) / statistics.median(clean[1]):.2f}x")
+    return {"one_node_median": statistics.median(totals[1]),
+            "three_node_median": statistics.median(totals[3]),
+            "ratio_median": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
+            "clean_runs": {str(n): clean[n] for n in (1, 3)},
+            "clean_ratio_of_medians": (statistics.median(clean[3]) / statistics.median(clean[1])
+                                       if clean[1] and clean[3] else None)}
+
+
+def _one_build(build: str, args: argparse.Namespace, rows: list[dict[str, Any]],
+               started: list[dict[str, Any]]) -> dict[str, Any]:
+    """Both cluster sizes of one build, trials alternating which goes first."""
+    clusters = {nodes: start(parse_server_spec(f"{build}-{nodes}node={build}-cluster --masters {nodes}"))
+                for nodes in (1, 3)}
+    started.extend(meta.describe_server(c) for c in clusters.values())
+    try:
+        names = _queue_names(clusters, args.queues)
+        totals: dict[int, list[float]] = {1: [], 3: []}
+        others: dict[int, list[float]] = {1: [], 3: []}
+        for trial in range(args.trials):
+            for nodes in ((1, 3) if trial % 2 == 0 else (3, 1)):
+                idle_before = wait_for_quiet(args.quiet_wait)
+                run = measure(clusters[nodes], names[nodes], args.batch, args.seconds)  # type: ignore[arg-type]
+                totals[nodes].append(run["total"])
+                others[nodes].append(run["others_util"])
+                _print_run(build, nodes, trial, run)
+                rows.extend(_run_rows(build, clusters[nodes].version(), nodes, args, trial, idle_before, run))
+        return _summarise(build, totals, others)
+    finally:
+        for cluster in clusters.values():
+            cluster.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    if args is None:
         return 2
-    builds = args.server or ["redis", "valkey"]
     rows: list[dict[str, Any]] = []
-    summary: dict[str, Any] = {}
-    started = []
+    started: list[dict[str, Any]] = []
     print(f"{'build':<14} {'nodes':>5} {'trial':>5} {'cycles/s':>9}  per node cycles/s @ server main-thread util"
           f"  {'client util':>11}  {'machine':>7}  {'others':>6}  bound")
-    for build in builds:
-        clusters = {nodes: start(parse_server_spec(f"{build}-{nodes}node={build}-cluster --masters {nodes}"))
-                    for nodes in (1, 3)}
-        started.extend(meta.describe_server(c) for c in clusters.values())
-        try:
-            names = {}
-            for nodes, cluster in clusters.items():
-                assert isinstance(cluster, EmbeddedCluster)
-                names[nodes] = [p.queue for p in spread_queues(cluster, args.queues, prefix="scale")]
-                print(f"# {cluster.name}: {cluster.version()}\n" +
-                      "\n".join("# " + line for line in
-                                format_placements(spread_queues(cluster, args.queues, prefix="scale")).splitlines()),
-                      file=sys.stderr)
-            totals: dict[int, list[float]] = {1: [], 3: []}
-            others: dict[int, list[float]] = {1: [], 3: []}
-            for trial in range(args.trials):
-                order = (1, 3) if trial % 2 == 0 else (3, 1)
-                for nodes in order:
-                    idle_before = wait_for_quiet(args.quiet_wait)
-                    run = measure(clusters[nodes], names[nodes], args.batch, args.seconds)  # type: ignore[arg-type]
-                    totals[nodes].append(run["total"])
-                    others[nodes].append(run["others_util"])
-                    bound = bound_of(run)
-                    per = ", ".join(f"{v['cycles_per_s']:.0f} @ {v['server_util']:.2f}" for v in run["per_node"].values())
-                    print(f"{build:<14} {nodes:>5} {trial + 1:>5} {run['total']:>9.0f}  {per:<44}"
-                          f"  {statistics.mean(run['client_util']):>11.2f}  {run['machine_util']:>7.2f}"
-                          f"  {run['others_util']:>6.2f}  {bound}",
-                          flush=True)
-                    common = {"build": build, "version": clusters[nodes].version(), "nodes": nodes,
-                              "queues": args.queues, "batch": args.batch, "trial": trial + 1}
-                    rows.append({**common, "node": "all", "metric": "cycles_per_s", "value": run["total"], "unit": "1/s"})
-                    rows.append({**common, "node": "all", "metric": "machine_cpu_before", "value": idle_before,
-                                 "unit": "cores"})
-                    rows.append({**common, "node": "all", "metric": "machine_cpu", "value": run["machine_util"], "unit": "cores"})
-                    rows.append({**common, "node": "all", "metric": "other_processes_cpu", "value": run["others_util"],
-                                 "unit": "cores"})
-                    rows.append({**common, "node": "all", "metric": "client_util_mean",
-                                 "value": statistics.mean(run["client_util"]), "unit": "cores"})
-                    for addr, v in run["per_node"].items():
-                        rows.append({**common, "node": addr, "metric": "cycles_per_s", "value": v["cycles_per_s"], "unit": "1/s"})
-                        rows.append({**common, "node": addr, "metric": "server_main_util", "value": v["server_util"], "unit": "cores"})
-            clean = {n: [t for t, o in zip(totals[n], others[n]) if o < CLEAN_OTHERS] for n in (1, 3)}
-            ratios = [b / a for a, b in zip(totals[1], totals[3])]
-            summary[build] = {"one_node_median": statistics.median(totals[1]),
-                              "three_node_median": statistics.median(totals[3]),
-                              "ratio_median": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
-                              "clean_runs": {str(n): clean[n] for n in (1, 3)},
-                              "clean_ratio_of_medians": (statistics.median(clean[3]) / statistics.median(clean[1])
-                                                         if clean[1] and clean[3] else None)}
-            print(f"{build}: 3 nodes / 1 node = {statistics.median(ratios):.2f}x "
-                  f"(per trial {min(ratios):.2f}..{max(ratios):.2f}); the nodes share {os.cpu_count()} cores")
-            if clean[1] and clean[3]:
-                print(f"{build}: runs with others < {CLEAN_OTHERS} cores: 1 node {statistics.median(clean[1]):.0f} "
-                      f"({len(clean[1])} runs), 3 nodes {statistics.median(clean[3]):.0f} ({len(clean[3])} runs), "
-                      f"ratio of medians {statistics.median(clean[3]) / statistics.median(clean[1]):.2f}x")
-        finally:
-            for cluster in clusters.values():
-                cluster.stop()
+    summary = {build: _one_build(build, args, rows, started) for build in (args.server or ["redis", "valkey"])}
     out = new_run_dir("cluster-scaling", args.out)
     context = meta.collect([], queues=args.queues, seconds=args.seconds, trials=args.trials, batch=args.batch)
     context["servers"] = started  # described while they ran
@@ -236,7 +258,6 @@ def main(argv: list[str] | None = None) -> int:
                              tables={"cluster_scaling": rows}))
     print(f"results: {out}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

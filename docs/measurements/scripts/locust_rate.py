@@ -1,8 +1,7 @@
 """How many claim/complete cycles/s does one Locust process drive? Beside
 plain gevent + redis-py doing the same work, on the same server, in one run.
 
-    python bench/locust_rate.py [--server SPEC] [--users 50] [--seconds 10] [--rounds 2]
-    flock /tmp/echomq-measure.lock python bench/locust_rate.py      # numbers to report
+    python docs/measurements/scripts/locust_rate.py [--server SPEC] [--users 50] [--seconds 10] [--rounds 2]
 
 Every client runs in its own process against one server: 50 consumer
 greenlets claim and complete back to back (no work time), 2 producer
@@ -42,11 +41,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]  # the checkout: docs/measurements/scripts/ is three below
 sys.path.insert(0, str(ROOT))
 
 from echomq_bench.locust.report import limit, machine_busy_s  # noqa: E402  (no locust import: no monkey-patching here)
-from echomq_bench.servers.embedded import DEFAULT_SPECS, free_port, parse_server_spec, start  # noqa: E402
+from echomq_bench.servers import DEFAULT_SPECS, free_port, parse_server_spec, start  # noqa: E402
 from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage  # noqa: E402
 
 LOCUST = Path(sys.executable).with_name("locust")
@@ -65,11 +64,12 @@ def child(mode: str, url: str, consumers: int) -> None:
 
     from echomq.ids import mint
     from echomq.keys import QueueKeys
-    from echomq.scripts import discover
+    from echomq import verbs
+    from echomq.scripts import Scripts
 
-    admin = redis.Redis.from_url(url)
-    sha = {verb: admin.script_load(s.text) for verb, s in discover().items()}
+    scripts = Scripts(redis.Redis.from_url(url))
     k = QueueKeys(f"ref-{os.getpid()}")
+    claim = verbs.claim(k, LEASE_MS).evalsha(scripts.sha("claim"))
 
     def producer() -> None:
         r = redis.Redis.from_url(url, single_connection_client=True)
@@ -82,30 +82,30 @@ def child(mode: str, url: str, consumers: int) -> None:
             pipe = r.pipeline(transaction=False)
             for _ in range(min(BATCH, deficit)):
                 job = mint()
-                pipe.evalsha(sha["enqueue"], 2, k.pending, k.job(job), job, payload)
+                pipe.execute_command(*verbs.enqueue(k, job, payload).evalsha(scripts.sha("enqueue")))
             pipe.execute()
 
     def consumer_client() -> None:
         r = redis.Redis.from_url(url, single_connection_client=True)
         while True:
-            reply = r.evalsha(sha["claim"], 2, k.pending, k.active, k.job_prefix, LEASE_MS)
+            reply = r.execute_command(*claim)
             if not reply:
                 gevent.sleep(0.005)
                 continue
             job, _payload, token = reply
-            r.evalsha(sha["complete"], 2, k.active, k.job_prefix + job.decode(), job, token)
+            r.execute_command(*verbs.complete(k, job.decode(), token).evalsha(scripts.sha("complete")))
 
     def consumer_connection() -> None:
         pool = redis.ConnectionPool.from_url(url)
         conn = pool.connection_class(**pool.connection_kwargs)
         while True:
-            conn.send_command("EVALSHA", sha["claim"], 2, k.pending, k.active, k.job_prefix, LEASE_MS)
+            conn.send_command(*claim)
             reply = conn.read_response()
             if not reply:
                 gevent.sleep(0.005)
                 continue
             job, _payload, token = reply
-            conn.send_command("EVALSHA", sha["complete"], 2, k.active, k.job_prefix + job.decode(), job, token)
+            conn.send_command(*verbs.complete(k, job.decode(), token).evalsha(scripts.sha("complete")))
             conn.read_response()
 
     consume = consumer_client if mode == "client" else consumer_connection

@@ -1,0 +1,36 @@
+"""The error tree of `echomq_bench.servers`, drawn once.
+
+    ServerError                     a server could not be described, started or controlled
+    ├── ServerSpecError             a `--server SPEC` that is not an accepted form (also ValueError)
+    └── ServerStartError            an embedded server did not come up, or a URL server did not answer
+        ├── ServerNotFoundError     the server binary is not installed or not on PATH
+        └── ClusterNotReadyError    the nodes did not agree on a healthy cluster in time
+"""
+
+from __future__ import annotations
+
+from echomq.errors import EchoMQError
+
+__all__ = ["ServerError", "ServerSpecError", "ServerStartError", "ServerNotFoundError", "ClusterNotReadyError"]
+
+
+class ServerError(EchoMQError):
+    """A server could not be described, started or controlled."""
+
+    code = "EMQSERVER"
+
+
+class ServerSpecError(ServerError, ValueError):
+    """A `--server SPEC` that is not one of the accepted forms."""
+
+
+class ServerStartError(ServerError):
+    """An embedded server did not come up, or a URL server did not answer."""
+
+
+class ServerNotFoundError(ServerStartError):
+    """The server binary is not installed or not on PATH."""
+
+
+class ClusterNotReadyError(ServerStartError):
+    """The nodes did not agree on a healthy cluster in time."""
