@@ -37,9 +37,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-import redis
-
 from echomq import Queue, mint, verbs
+from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.servers import DEFAULT_SPECS, running
 
 HERE = Path(__file__).parent
@@ -48,11 +47,6 @@ FORMS = ("pipelined", "single")  # what "both" runs
 REFERENCE_FILES = {"claim": "claim-2.lua", "complete": "complete-2.lua"}
 
 Round = Callable[[int], float]
-
-
-def evalsha_usec(client: redis.Redis) -> tuple[int, int]:
-    stats = client.info("commandstats").get("cmdstat_evalsha", {})
-    return int(stats.get("usec", 0)), int(stats.get("calls", 0))
 
 
 def fill(q: Queue, n: int) -> None:
@@ -65,7 +59,7 @@ def fill(q: Queue, n: int) -> None:
 
 
 def server_usec_per(q: Queue, calls: int, per: int) -> float:
-    usec, seen = evalsha_usec(q.client)
+    seen, usec = command_stats(q.client)
     assert seen == calls, f"expected {calls} EVALSHA calls, saw {seen}"
     return usec / per
 

@@ -23,16 +23,12 @@ import statistics
 
 import pytest
 
+from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.microbench.runner import CASES, VERB_CASES, Env, run_batch, typical
 
 ROUNDS = 200
 HEAVY_ROUNDS = 40
 REFERENCE_CALLS = 60
-
-
-def _evalsha_stats(env: Env, command: str) -> tuple[int, int]:
-    entry = env.client.info("commandstats").get(f"cmdstat_{command}") or {}
-    return int(entry.get("calls", 0)), int(entry.get("usec", 0))
 
 
 @pytest.mark.parametrize("case_name", [c.name for c in VERB_CASES])
@@ -50,9 +46,9 @@ def test_verb(benchmark, env: Env, case_name: str) -> None:  # type: ignore[no-u
         replies.append(case.call(*args))
 
     benchmark.group = env.build  # type: ignore[attr-defined]
-    calls0, usec0 = _evalsha_stats(env, case.command)
+    calls0, usec0 = command_stats(env.client, case.command)
     benchmark.pedantic(target, setup=setup, rounds=n, iterations=1, warmup_rounds=0)
-    calls1, usec1 = _evalsha_stats(env, case.command)
+    calls1, usec1 = command_stats(env.client, case.command)
     case.after(replies)
     assert replies and all(case.ok(r) for r in replies), f"{case_name}: unexpected replies {replies[:3]}"
     assert calls1 - calls0 == len(replies), "another client used the server during the benchmark"
@@ -86,8 +82,8 @@ def test_reference_ping(benchmark, env: Env) -> None:  # type: ignore[no-untyped
 
 def test_reference_noop_script(benchmark, env: Env) -> None:  # type: ignore[no-untyped-def]
     benchmark.group = env.build  # type: ignore[attr-defined]
-    calls0, usec0 = _evalsha_stats(env, "eval")
+    calls0, usec0 = command_stats(env.client, "eval")
     assert benchmark.pedantic(env.noop_eval, rounds=ROUNDS, iterations=1) == 0
-    calls1, usec1 = _evalsha_stats(env, "eval")
+    calls1, usec1 = command_stats(env.client, "eval")
     benchmark.extra_info.update({"build": env.build, "command": "eval",  # type: ignore[attr-defined]
                                  "server_us_mean": round((usec1 - usec0) / max(1, calls1 - calls0), 3)})

@@ -13,6 +13,8 @@ import redis
 from echomq_bench.load.backlog import IdBlock, drop_queue
 from echomq_bench.commands.capacity import CapacityError, CapacitySettings, run_capacity
 from echomq_bench.cli import main
+from echomq_bench.measurement.serverstats import command_stats
+from echomq_bench.report import build_report
 from echomq.ids import Minter, parse_id
 from echomq.keys import QueueKeys
 
@@ -21,7 +23,7 @@ QUICK = CapacitySettings(duration_s=0.5, warmup_s=0.1, connections=3, pipeline=3
 
 
 def evalsha_calls(client: redis.Redis) -> int:
-    return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+    return command_stats(client, "evalsha")[0]
 
 
 def job_rows(client: redis.Redis, queue: str) -> int:
@@ -115,6 +117,13 @@ def test_result_files_carry_the_headline_keys(tmp_path: Path, capsys: pytest.Cap
     meta = json.loads((out / "meta.json").read_text())
     assert meta["servers"][0]["version"].startswith("valkey")
     assert meta["settings"]["workload"]["duration_s"] == 0.4
+    assert list(summary)[:2] == ["kind", "schema"] and summary["kind"] == "capacity"
+    # The folder renders: the table, the headline rate and the timeline chart.
+    md, html, findings = build_report([out])
+    text = md.read_text()
+    assert "Capacity per build" in text and f"{entry['cycles_per_s']:,.0f}" in text
+    assert "capacity_timeline.png" in text and (out / "capacity_timeline.png").is_file()
+    assert any(f.startswith("Capacity: valkey") for f in findings)
 
 
 @pytest.mark.parametrize("argv, word", [

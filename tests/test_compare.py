@@ -58,6 +58,23 @@ def test_interval_of_five_trials_spans_their_smallest_and_largest_ratio() -> Non
     assert verdict(lo, hi, higher_is_better=True) == SAME
 
 
+def test_the_bootstrap_resamples_rows_of_several_columns_together() -> None:
+    # Work and a refused flag per execution: the wasted share is a ratio of
+    # sums, so each resample must keep a row's work and its flag together.
+    work = [10.0, 10.0, 10.0, 10.0, 60.0]
+    refused = [0.0, 0.0, 0.0, 0.0, 1.0]
+    share, lo, hi = bootstrap_ci(work, refused, stat=lambda w, r: float((w * r).sum() / w.sum()), n_boot=2000)
+    assert share == pytest.approx(0.6)
+    # Rows kept together: a resample holding the refused row k times has the
+    # share 60k / (60k + 10(5-k)); k = 3 (0.9) is above 94% of resamples
+    # and below 99%, so it is the 97.5% point. Resampled apart, it would not be.
+    assert lo == 0.0 and hi == pytest.approx(0.9)
+    with pytest.raises(ValueError, match="one length"):
+        bootstrap_ci(work, refused[:3], stat=lambda w, r: 0.0)
+    with pytest.raises(ValueError, match="give stat"):
+        bootstrap_ci(work, refused)
+
+
 def test_cost_and_latency_verdicts_read_lower_as_better() -> None:
     base = [30.0, 31.0, 29.5, 30.5, 30.2]
     dearer = compare_metric(base, [x * 1.15 for x in base], higher_is_better=False)

@@ -128,6 +128,7 @@ def test_cli_exit_codes_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert column in out
     summary = json.loads((tmp_path / "r2" / "summary.json").read_text())
     assert summary["passed"] is False and summary["builds"][0]["regressions"] == ["claim"]
+    assert summary["kind"] == "gate" and summary["schema"] == 1 and "results: " + str(tmp_path / "r2") in out
 
 
 @pytest.mark.parametrize("bad", [

@@ -254,6 +254,7 @@ def test_short_sweep_orders_false_expiry_down_and_recovery_up(server: object, tm
     rec = recommend_for(result)
     summary = write_run(tmp_path, [result], [rec], {"test": True})
     on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk["kind"] == "lease" and on_disk["schema"] == 1
     assert on_disk["recommended_lease_ms"] == summary["recommended_lease_ms"]
     for key in ("recommended_lease_ms", "false_expiry_rate", "recovery_p99_ms"):
         assert key in on_disk

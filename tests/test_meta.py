@@ -11,6 +11,7 @@ from typing import Iterator
 import pytest
 
 from echomq_bench.cli import main
+from echomq_bench.records.record import SCHEMA, read_record
 from echomq_bench.servers import start
 
 PASSWORD = "knownpass"
@@ -76,6 +77,9 @@ def test_compare_with_a_password_writes_no_password(pass_server: object, tmp_pat
     assert summary["builds"]["b"]["cycles_per_s"]["median"] > 0
     meta = json.loads((out / "meta.json").read_text())
     assert any(":***@" in arg for arg in meta["command"])
+    # The context travels in the record it was written with.
+    record = read_record(out)
+    assert record.kind == "compare" and record.schema == SCHEMA and dict(record.meta) == meta
     assert files_holding(out, PASSWORD) == []
     assert PASSWORD not in printed.out + printed.err
 

@@ -71,6 +71,7 @@ def test_run_reap_curve_writes_csv_chart_meta_and_summary(server: object, tmp_pa
     assert build["verbs"]["reap"]["ratio_target"] == 2.0
     assert run.meta["settings"]["reapcost"]["sizes"] == [1_000, 5_000]
     assert summary["run_dir"] == str(tmp_path / "run")
+    assert run.kind == "reapcost" and run.schema == 1
 
 
 @pytest.mark.parametrize("bad", [["--caps", "0"], ["--caps", "200000"], ["--sizes", "1k"],

@@ -139,8 +139,7 @@ def run_cluster_capacity(cluster: Any, settings: CapacitySettings = CapacitySett
             placements=placements, accounting=accounting, pinning=pinning, cores_note=cores_note,
             machine_busy=busy, unloaded=[m for m in masters if m not in loaded],
             server={"name": cluster.name, "spec": cluster.describe(), "nodes": [s.described for s in sessions]})
-        out.warnings = _warnings(out, local)
-        return out
+        return replace(out, warnings=_warnings(out, local))
     finally:
         for s in sessions:
             close_session(s, settings, cleanup)

@@ -24,14 +24,14 @@ CEILING_NOTE = ("not taken on a cluster: redis-benchmark sends every request to 
                 "ceiling taken while the other nodes sit idle says nothing of the nodes sharing the cores")
 
 
-@dataclass
+@dataclass(frozen=True)
 class NodeResult:
     node: str                    # host:port of the master
     queues: tuple[str, ...]
     result: CapacityResult       # this master's figures, its own workers' counts
 
 
-@dataclass
+@dataclass(frozen=True)
 class ClusterCapacityResult:
     build: str
     version: str

@@ -82,7 +82,7 @@ class Trial:
     rounds: dict[int, float] = field(default_factory=dict)   # slot interleaving: round -> this build's cycles/s
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompareResult:
     builds: list[Build]
     settings: CapacitySettings

@@ -2,7 +2,10 @@
 
 `CapacityResult.headline()` is the summary.json entry (the six figures the
 issue names first), `rows()` the tidy CSV rows, `write_hgrm()` one
-HdrHistogram percentile file per verb.
+HdrHistogram percentile file per verb. `build_result` makes one from what
+a session set up (`RunSetup`), what its workers counted and what the parent
+sampled of the server (`Measured`); the session module calls it, and this
+module needs nothing of the session's.
 """
 
 from __future__ import annotations
@@ -11,24 +14,51 @@ import os
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping
 
+from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.measurement import serverstats
 from echomq_bench.measurement.ceiling import Ceiling
-from echomq_bench.load.driver import VERBS
+from echomq_bench.load.driver import BIN_S, VERBS
 from echomq_bench.measurement.latency import Latency
 
 # Off-CPU waiting beyond this share of the window is worth a warning.
 SHARED_CORE = 0.05
 
-if TYPE_CHECKING:
-    from echomq_bench.capacity.settings import CapacitySettings
-    from echomq_bench.capacity.session import Measured
-
-__all__ = ["CapacityResult", "build_result", "format_table"]
+__all__ = ["CapacityResult", "RunSetup", "Measured", "build_result", "format_table"]
 
 
-@dataclass
+@dataclass(frozen=True)
+class RunSetup:
+    """One server as a session made it ready: what the result names and
+    what its figures are relative to."""
+
+    build: str
+    version: str
+    settings: CapacitySettings
+    scripts: str                        # the lua folder the run used
+    ceiling: Ceiling | None
+    backlog: int
+    pinning: str
+    client_cpus: tuple[int, ...] | None  # the cores the driver may use (None: all)
+    server: Mapping[str, Any]           # meta.describe_server: version, settings
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the parent saw of one server over the window, beside the workers' own counts."""
+
+    use: serverstats.Usage
+    client_cpu_s: float
+    server_wait_s: float | None   # server main thread runnable but off-CPU (None: pid unknown)
+    client_wait_s: float
+    steal: float                  # share of the server's CPU(s) the hypervisor took
+    owned_s: float                # the part of the window that was this server's (all of it unless alternating)
+    bins: tuple[float, tuple[int, ...]] = (BIN_S, ())   # timeline: bin length, this server's whole bins in the window
+    sharing: int = 1              # servers loaded at once on the server core (compare --interleave together)
+
+
+@dataclass(frozen=True)
 class CapacityResult:
     build: str
     version: str
@@ -164,35 +194,18 @@ def write_hgrms(folder: Path, stem: str, latency: dict[str, Latency]) -> list[Pa
     return paths
 
 
-def build_result(build: str, version: str, settings: CapacitySettings, scripts: Any, ceiling: Ceiling | None,
-                 backlog: int, pinning: str, client_cpus: tuple[int, ...] | None, results: list[dict[str, Any]],
-                 counts: dict[str, int], measured: Measured, audit_out: dict[str, Any] | None,
-                 warnings: list[str], server: dict[str, Any]) -> CapacityResult:
-    use = measured.use
-    window = measured.owned_s
-    share = window / settings.duration_s   # 1 unless the server had only its slots of the window
-    cycles = counts.get("w_completed", 0)
-    rate = cycles / window
-    nan = float("nan")
-    # Cost per cycle counts every cycle the server finished in the window;
-    # the rate only those that finished in its own time. Server figures are
-    # over the parent's sampled wall time, cycles over the workers' window:
-    # divide rates, not totals, so the ms between the two clocks cancel.
-    per_s = 1.0 / (use.wall_s * share) if use.wall_s > 0 else 0.0
-    done_rate = counts.get("a_completed", 0) / settings.duration_s
-    cores = min(settings.processes, len(client_cpus) if client_cpus else (os.cpu_count() or 1))
-    client_util = measured.client_cpu_s * per_s / cores
-    client_wait = measured.client_wait_s * per_s / cores
-    server_wait = measured.server_wait_s * per_s if measured.server_wait_s is not None else None
-    # A side that was runnable but off-CPU still had work: count that time
-    # when judging which side held the other back.
-    bound = serverstats.bound(use.main_cpu_s * per_s + (server_wait or 0.0), client_util + client_wait)
-    size, own = measured.bins
+def _merged(results: list[dict[str, Any]]) -> tuple[dict[str, int], list[str], dict[int, int], dict[str, Latency]]:
+    """The workers' reports summed: counts, their errors, cycles per timeline bin, latency per verb."""
+    counts: dict[str, int] = {}
+    errors: list[str] = []
     per_bin: dict[int, int] = {}
     for r in results:
+        for key, value in r["counts"].items():
+            counts[key] = counts.get(key, 0) + value
+        if r.get("error"):
+            errors.append(f"worker {r['index']}: {r['error']}")
         for k, n in r.get("bins", {}).items():
             per_bin[int(k)] = per_bin.get(int(k), 0) + n
-    timeline = [(round(k * size - settings.warmup_s, 6), per_bin.get(k, 0) / size) for k in own]
     latency = {}
     for verb in VERBS:
         merged = Latency()
@@ -200,34 +213,67 @@ def build_result(build: str, version: str, settings: CapacitySettings, scripts: 
             if verb in r["latency"]:
                 merged.merge(Latency.decode(r["latency"][verb]))
         latency[verb] = merged
-    if settings.feed == "backlog" and counts.get("w_empty", 0):
-        warnings.append(f"the backlog of {backlog:,} ran dry: {counts['w_empty']:,} claims found nothing, so "
-                        "cycles/s understates the server; give a larger --backlog")
+    return counts, errors, per_bin, latency
+
+
+def _warnings(setup: RunSetup, counts: dict[str, int], measured: Measured, server_wait: float | None,
+              client_wait: float) -> list[str]:
+    out = []
+    if setup.settings.feed == "backlog" and counts.get("w_empty", 0):
+        out.append(f"the backlog of {setup.backlog:,} ran dry: {counts['w_empty']:,} claims found nothing, so "
+                   "cycles/s understates the server; give a larger --backlog")
     if counts.get("errors", 0):
-        warnings.append(f"{counts['errors']:,} error replies")
+        out.append(f"{counts['errors']:,} error replies")
     # Servers run together on purpose wait for each other: (n-1)/n of the time.
     expected_wait = 1.0 - 1.0 / measured.sharing
     if server_wait is not None and server_wait - expected_wait > SHARED_CORE:
-        warnings.append(f"the server waited for a CPU {server_wait - expected_wait:.0%} of the window (other "
-                        "processes on its core): its busy % understates the load it was given")
+        out.append(f"the server waited for a CPU {server_wait - expected_wait:.0%} of the window (other "
+                   "processes on its core): its busy % understates the load it was given")
     if measured.steal > SHARED_CORE:
-        warnings.append(f"the hypervisor took {measured.steal:.0%} of the server's CPU (steal time): "
-                        "another machine's load is in these numbers")
+        out.append(f"the hypervisor took {measured.steal:.0%} of the server's CPU (steal time): "
+                   "another machine's load is in these numbers")
     # Builds run together share the client core too; their drivers wait for each other.
     if client_wait > SHARED_CORE and measured.sharing == 1:
-        warnings.append(f"the driver waited for a CPU {client_wait:.0%} of the window (other processes on its "
-                        "core)")
+        out.append(f"the driver waited for a CPU {client_wait:.0%} of the window (other processes on its core)")
+    return out
+
+
+def build_result(setup: RunSetup, results: list[dict[str, Any]], measured: Measured,
+                 audit_out: dict[str, Any] | None = None) -> CapacityResult:
+    """One server's result from its setup, its workers' reports and what the parent sampled."""
+    settings, use = setup.settings, measured.use
+    counts, errors, per_bin, latency = _merged(results)
+    window = measured.owned_s
+    share = window / settings.duration_s   # 1 unless the server had only its slots of the window
+    cycles = counts.get("w_completed", 0)
+    nan = float("nan")
+    # Cost per cycle counts every cycle the server finished in the window;
+    # the rate only those that finished in its own time. Server figures are
+    # over the parent's sampled wall time, cycles over the workers' window:
+    # divide rates, not totals, so the ms between the two clocks cancel.
+    per_s = 1.0 / (use.wall_s * share) if use.wall_s > 0 else 0.0
+    done_rate = counts.get("a_completed", 0) / settings.duration_s
+    cores = min(settings.processes, len(setup.client_cpus) if setup.client_cpus else (os.cpu_count() or 1))
+    client_util = measured.client_cpu_s * per_s / cores
+    client_wait = measured.client_wait_s * per_s / cores
+    server_wait = measured.server_wait_s * per_s if measured.server_wait_s is not None else None
+    # A side that was runnable but off-CPU still had work: count that time
+    # when judging which side held the other back.
+    bound = serverstats.bound(use.main_cpu_s * per_s + (server_wait or 0.0), client_util + client_wait)
+    size, own = measured.bins
+    timeline = [(round(k * size - settings.warmup_s, 6), per_bin.get(k, 0) / size) for k in own]
     return CapacityResult(
-        build=build, version=version, settings=settings, scripts=str(scripts.sources["claim"].path.parent),
-        window_s=window, cycles=cycles, cycles_per_s=rate, server_utilization=use.main_cpu_s * per_s,
+        build=setup.build, version=setup.version, settings=settings, scripts=setup.scripts,
+        window_s=window, cycles=cycles, cycles_per_s=cycles / window, server_utilization=use.main_cpu_s * per_s,
         server_cpu_utilization=use.cpu_s * per_s, server_wait=server_wait,
         server_us_per_cycle=use.main_cpu_s * per_s * share * 1e6 / done_rate if done_rate else nan,
         script_us_per_cycle=use.usec("evalsha") * per_s * share / done_rate if done_rate else nan,
         scripts_per_cycle=use.calls("evalsha") * per_s * share / done_rate if done_rate else nan,
         client_utilization=client_util, client_wait=client_wait, client_cpu_s=measured.client_cpu_s,
-        client_cores=cores, steal=measured.steal, bound=bound, pinning=pinning, backlog=backlog,
-        ceiling=ceiling, counts=counts, latency=latency, audit=audit_out, warnings=warnings, server=server,
-        timeline=timeline)
+        client_cores=cores, steal=measured.steal, bound=bound, pinning=setup.pinning, backlog=setup.backlog,
+        ceiling=setup.ceiling, counts=counts, latency=latency, audit=audit_out,
+        warnings=errors + _warnings(setup, counts, measured, server_wait, client_wait),
+        server=dict(setup.server), timeline=timeline)
 
 
 def _num(value: float | None, fmt: str) -> str:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from echomq_bench.measurement import serverstats
 from echomq_bench.load.audit import Ledger, audit
 from echomq_bench.load.backlog import drop_queue, fill_in_turn
-from echomq_bench.capacity.result import CapacityResult, build_result
+from echomq_bench.capacity.result import CapacityResult, Measured, RunSetup, build_result
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings
 from echomq_bench.measurement.ceiling import Ceiling, CeilingOptions, run_ceiling
 from echomq_bench.load.driver import BIN_S, Window, WorkerPlan, slot_owner
@@ -142,13 +142,6 @@ def fill_sessions(sessions: list[Session], payload: bytes, keep_ids: bool) -> di
 
 def collect(s: Session, settings: CapacitySettings, results: list[dict[str, Any]],
             measured: Measured) -> CapacityResult:
-    counts: dict[str, int] = {}
-    warnings: list[str] = []
-    for r in results:
-        for key, value in r["counts"].items():
-            counts[key] = counts.get(key, 0) + value
-        if r.get("error"):
-            warnings.append(f"worker {r['index']}: {r['error']}")
     audit_out: dict[str, Any] | None = None
     if settings.ledger:
         for r in results:
@@ -158,8 +151,10 @@ def collect(s: Session, settings: CapacitySettings, results: list[dict[str, Any]
                 s.ledger.accepted[job_id] += n
             s.ledger.refused.extend((i, int(t)) for i, t in part["refused"])
         audit_out = audit(s.client, s.names, s.ledger).to_dict()
-    return build_result(s.server.name, s.version, settings, s.scripts, s.ceiling, s.backlog, s.pinning,
-                        s.client_cpus, results, counts, measured, audit_out, warnings, s.described)
+    setup = RunSetup(build=s.server.name, version=s.version, settings=settings,
+                     scripts=str(s.scripts.sources["claim"].path.parent), ceiling=s.ceiling, backlog=s.backlog,
+                     pinning=s.pinning, client_cpus=s.client_cpus, server=s.described)
+    return build_result(setup, results, measured, audit_out)
 
 
 def close_session(s: Session, settings: CapacitySettings, cleanup: bool) -> None:
@@ -200,20 +195,6 @@ def plans(settings: CapacitySettings, s: Session,
                        produce_ahead=s.backlog // n, ledger=settings.ledger, cpus=s.client_cpus, seed=i,
                        slot_s=slot_s, slot_index=slot_index, slot_count=slot_count, slot_seed=slot_seed)
             for i in range(n)]
-
-
-@dataclass(frozen=True)
-class Measured:
-    """What the parent saw of one server over the window, beside the workers' own counts."""
-
-    use: serverstats.Usage
-    client_cpu_s: float
-    server_wait_s: float | None   # server main thread runnable but off-CPU (None: pid unknown)
-    client_wait_s: float
-    steal: float                  # share of the server's CPU(s) the hypervisor took
-    owned_s: float                # the part of the window that was this server's (all of it unless alternating)
-    bins: tuple[float, tuple[int, ...]] = (BIN_S, ())   # timeline: bin length, this server's whole bins in the window
-    sharing: int = 1              # servers loaded at once on the server core (compare --interleave together)
 
 
 def _own_bins(window: Window, p: WorkerPlan) -> tuple[float, tuple[int, ...]]:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from echomq_bench.capacity.settings import CapacitySettings
 
-__all__ = ["QUICK", "settings_from_args", "StderrProgress"]
+__all__ = ["QUICK", "settings_from_args"]
 
 # What --quick changes, unless the flag itself is given: a few seconds a build.
 QUICK = {"duration_s": 2.0, "warmup_s": 0.5, "ceiling_requests": 20_000}
@@ -30,29 +29,3 @@ def settings_from_args(args: argparse.Namespace, *, duration_s: float = 10.0, **
         pin=args.pin, queues=args.queues, **extra)
     settings.check()
     return settings
-
-
-class StderrProgress:
-    """Progress on stderr: one line rewritten in place on a terminal; in a
-    log, one line per phase (a countdown shows once)."""
-
-    def __init__(self, stream: Any = None) -> None:
-        self.stream = stream or sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.last = ""
-
-    def __call__(self, text: str) -> None:
-        if self.tty:
-            self.stream.write("\r\033[K" + text)
-        else:
-            phase = " ".join(text.split()[:2])
-            if phase == self.last:
-                return
-            self.last = phase
-            self.stream.write(text + "\n")
-        self.stream.flush()
-
-    def done(self) -> None:
-        if self.tty:
-            self.stream.write("\r\033[K")
-            self.stream.flush()

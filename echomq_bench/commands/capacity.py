@@ -46,7 +46,7 @@ def write_capacity(out: Path, results: Sequence[CapacityResult | ClusterCapacity
     A cluster's rows carry a `node` column (a master's address, or `all` for the totals)."""
     from echomq_bench.records import meta
     from echomq_bench.capacity.cluster import ClusterCapacityResult
-    from echomq_bench.records.files import write_json, write_tidy
+    from echomq_bench.records.record import Record, write_record
 
     out.mkdir(parents=True, exist_ok=True)
     settings = results[0].settings if results else CapacitySettings()
@@ -57,13 +57,12 @@ def write_capacity(out: Path, results: Sequence[CapacityResult | ClusterCapacity
     if clusters:
         info["clusters"] = {r.build: {"placements": [asdict(p) for p in r.placements], "cores_note": r.cores_note,
                                       "ceiling_note": r.ceiling_note} for r in clusters}
-    write_json(out / "meta.json", info)
-    write_tidy(out / "capacity.csv", [row for r in results for row in r.rows(trial=1)])
-    write_tidy(out / "timeline.csv", [row for r in results for row in r.timeline_rows(trial=1)])
     for r in results:
         r.write_hgrm(out)
-    write_json(out / "summary.json", {"kind": "capacity", "builds": {r.build: r.headline() for r in results}})
-    return out
+    return write_record(out, Record(
+        kind="capacity", summary={"builds": {r.build: r.headline() for r in results}}, meta=info,
+        tables={"capacity": [row for r in results for row in r.rows(trial=1)],
+                "timeline": [row for r in results for row in r.timeline_rows(trial=1)]}))
 
 
 def _shown(progress: Any) -> Say:
@@ -80,10 +79,11 @@ def _shown(progress: Any) -> Say:
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.capacity.cluster import ClusterCapacityResult, format_cluster
     from echomq_bench.records.files import new_run_dir
-    from echomq_bench.capacity.workload import StderrProgress, settings_from_args
+    from echomq_bench.capacity.workload import settings_from_args
+    from echomq_bench.progress import Progress
 
     settings = settings_from_args(args, ledger=args.audit)
-    progress = StderrProgress()
+    progress = Progress()
     results: list[CapacityResult | ClusterCapacityResult] = []
     from echomq_bench.commands.compare import unique_builds
 

@@ -17,7 +17,8 @@ from echomq_bench.capacity.compare import (DEFAULT_TRIALS, INTERLEAVE, INTERLEAV
                                            Trial, run_compare, unique_builds)
 from echomq_bench.capacity.runner import SLOT_S
 from echomq_bench.capacity.settings import refuse_clusters
-from echomq_bench.capacity.workload import StderrProgress, settings_from_args
+from echomq_bench.capacity.workload import settings_from_args
+from echomq_bench.progress import Progress
 from echomq_bench.options import add_quick, add_workload_options, duration_s, number
 
 __all__ = ["Build", "Trial", "CompareResult", "run_compare", "write_compare", "METRICS", "configure", "run",
@@ -64,7 +65,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def write_compare(out: Path, result: CompareResult, argv: list[str] | None = None) -> Path:
     """The run's files in `out`: meta.json, compare.csv (trial x build x metric), summary.json, merged .hgrm."""
     from echomq_bench.records import meta
-    from echomq_bench.records.files import write_json, write_tidy
+    from echomq_bench.records.record import Record, write_record
 
     out.mkdir(parents=True, exist_ok=True)
     info = meta.collect(servers=(), argv=argv, workload=asdict(result.settings), trials=len(result.of(
@@ -73,17 +74,17 @@ def write_compare(out: Path, result: CompareResult, argv: list[str] | None = Non
         scripts={b.name: str(b.lua_dir) if b.lua_dir else None for b in result.builds})
     info["servers"] = [{**result.of(b.name)[0].server, "name": b.name, "scripts": result.of(b.name)[0].scripts}
                        for b in result.builds]
-    write_json(out / "meta.json", info)
-    write_tidy(out / "compare.csv", result.rows())
-    write_tidy(out / "timeline.csv", [row for t in result.trials
-                                      for row in t.result.timeline_rows(trial=t.trial, order=t.order)])
     for b in result.builds:
         for verb in ("claim", "complete", "cycle"):
             hist = result.merged_latency(b.name, verb)
             if hist.count:
                 hist.write_hgrm(out / f"{b.name}-{verb}.hgrm")
-    write_json(out / "summary.json", result.summary())
-    return out
+    summary = {k: v for k, v in result.summary().items() if k != "kind"}
+    return write_record(out, Record(
+        kind="compare", summary=summary, meta=info,
+        tables={"compare": result.rows(),
+                "timeline": [row for t in result.trials
+                             for row in t.result.timeline_rows(trial=t.trial, order=t.order)]}))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     for b in builds:
         if b.spec.kind == "url":
             print(f"note: {b.name} is a running server, not started fresh for each trial", file=sys.stderr)
-    progress = StderrProgress()
+    progress = Progress()
     result = run_compare(builds, settings, args.trials, interleave=args.interleave, slot_s=args.slot,
                          progress=progress, min_effect=args.min_effect)
     progress.done()

@@ -42,10 +42,11 @@ from echomq_bench.load.engine import (
     ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop, now, start_thread,
 )
 from echomq_bench.load.recorders import LedgerRecorder
+from echomq_bench.records.record import Record, write_record
 from echomq_bench.servers import EmbeddedCluster, format_placements, spread_queues
 from echomq_bench.servers import BUILTIN_BINARIES, ServerSpec, ServerSpecError
 
-__all__ = ["FailoverResult", "failover_spec", "run_failover", "configure", "run"]
+__all__ = ["FailoverResult", "failover_spec", "run_failover", "failover_record", "configure", "run"]
 
 DEFAULT_NODE_TIMEOUT_MS = 1000
 LEASE_MS = 2000
@@ -337,7 +338,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.records import meta
-    from echomq_bench.records.files import new_run_dir, write_json, write_tidy
+    from echomq_bench.records.files import new_run_dir
 
     load_s = QUICK_LOAD_S if args.quick else LOAD_S
     args.before = load_s if args.before is None else args.before
@@ -354,9 +355,15 @@ def run(args: argparse.Namespace) -> int:
         print(result.format(), flush=True)
         results.append(result)
     out = new_run_dir("failover", args.out)
-    write_json(out / "meta.json", meta.collect([], queues=args.queues, rate=args.rate, before_s=args.before,
-                                               after_s=args.after, specs=[str(s) for s in specs]))
-    write_json(out / "summary.json", {"runs": [r.to_dict() for r in results]})
+    info = meta.collect([], queues=args.queues, rate=args.rate, before_s=args.before, after_s=args.after,
+                        specs=[str(s) for s in specs])
+    write_record(out, failover_record(results, info))
+    print(f"results: {out}")
+    return 0 if all(r.report.passed for r in results) else 1
+
+
+def failover_record(results: list[FailoverResult], info: dict[str, Any]) -> Record:
+    """The run as it is written: the results in summary.json, one tidy row per figure."""
     rows = []
     for r in results:
         for metric, value, unit in (
@@ -368,6 +375,5 @@ def run(args: argparse.Namespace) -> int:
             ("in_two_places", r.report.in_two_places, "jobs"), ("audit_passed", int(r.report.passed), "bool"),
         ):
             rows.append({"server": r.name, "version": r.version, "metric": metric, "value": value, "unit": unit})
-    write_tidy(out / "failover.csv", rows)
-    print(f"results: {out}")
-    return 0 if all(r.report.passed for r in results) else 1
+    return Record(kind="failover", summary={"runs": [r.to_dict() for r in results]}, meta=info,
+                  tables={"failover": rows})

@@ -25,9 +25,7 @@ restart-nopersist, detecting the loss exactly is the pass.
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from echomq_bench.faults.load import LoadSettings
@@ -35,6 +33,7 @@ from echomq_bench.faults.runner import Outcome, format_table, run_scenario
 from echomq_bench.faults.scenarios import FULL, QUICK, SCENARIOS, Plan
 from echomq_bench.measurement.workdist import DistError, parse_dist
 from echomq_bench.options import add_list, add_out, add_quick, choice
+from echomq_bench.progress import Progress
 
 __all__ = ["SCENARIOS", "Plan", "QUICK", "FULL", "Outcome", "run_scenario", "format_table", "configure", "run"]
 
@@ -81,7 +80,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.records import meta
-    from echomq_bench.records.files import ResultsError, new_run_dir, write_json, write_tidy
+    from echomq_bench.records.files import ResultsError, new_run_dir
+    from echomq_bench.records.record import Record, write_record
 
     _preflight(args.server)  # a bad server fails here, before a results folder exists
     try:
@@ -93,9 +93,10 @@ def run(args: argparse.Namespace) -> int:
     names = args.scenario or list(SCENARIOS)
     seen: dict[str, Any] = {}
     outcomes: list[Outcome] = []
+    progress = Progress(label="faults")
     for spec in args.server:
         for name in names:
-            print(f"faults: {spec.name} {name} ...", file=sys.stderr, flush=True)
+            progress.end(f"{spec.name} {name} ...")
             outcome = run_scenario(spec, SCENARIOS[name], plan, base, out / "logs", args.seed,
                                    on_server=lambda s: seen.setdefault(s.name, meta.describe_server(s)))
             outcomes.append(outcome)
@@ -103,10 +104,9 @@ def run(args: argparse.Namespace) -> int:
     passed = all(o.passed is not False for o in outcomes)
     info = meta.collect(quick=args.quick, scenarios=names, plan=plan.__dict__, load=base.__dict__, seed=args.seed)
     info["servers"] = list(seen.values())
-    write_json(out / "meta.json", info)
-    write_json(out / "summary.json", {"passed": passed, "quick": args.quick,
-                                      "scenarios": [o.to_dict() for o in outcomes]})
-    write_tidy(out / "faults.csv", _tidy(outcomes))
+    write_record(out, Record(kind="faults", meta=info, tables={"faults": _tidy(outcomes)},
+                             summary={"passed": passed, "quick": args.quick,
+                                      "scenarios": [o.to_dict() for o in outcomes]}))
     print(f"{'PASS' if passed else 'FAIL'}: {sum(o.passed is True for o in outcomes)} passed, "
           f"{sum(o.passed is False for o in outcomes)} failed, {sum(o.passed is None for o in outcomes)} skipped"
           f" -> {out}")

@@ -50,19 +50,17 @@ def run_gate(servers: Iterable[Any], options: GateOptions = GateOptions(), *,
     found = [gate_one(s, options) for s in servers]
     run_dir = results.new_run_dir("gate", out_dir)
     settings = options.settings or FULL
-    results.write_json(run_dir / "meta.json", meta.collect(servers, gate={
+    info = meta.collect(servers, gate={
         "baseline": [str(r.baseline) for r in found], "update": options.update,
         "tolerance": options.tolerance,
         "ab_tolerance": options.ab_tolerance,
         "rounds": settings.rounds, "calls": settings.calls, "heavy_calls": settings.heavy_calls,
-        "sizes": vars(settings.sizes), "lua_dir": [r.measurement.lua_dir for r in found]}))
+        "sizes": vars(settings.sizes), "lua_dir": [r.measurement.lua_dir for r in found]})
     rows = [row for r in found for row in r.measurement.tidy_rows()]
-    results.write_tidy(run_dir / "microbench.csv", rows)
-    results.write_json(run_dir / "summary.json", {"passed": not any(r.regressions for r in found),
-                                                 "builds": [r.summary() for r in found]})
-    for r in found:
-        r.run_dir = run_dir  # type: ignore[attr-defined]
-    return found
+    results.write_record(run_dir, results.Record(
+        kind="gate", meta=info, tables={"microbench": rows},
+        summary={"passed": not any(r.regressions for r in found), "builds": [r.summary() for r in found]}))
+    return [replace(r, run_dir=run_dir) for r in found]
 
 
 # -- CLI -----------------------------------------------------------------------------------
@@ -136,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
                                               confirm=not args.no_confirm), out_dir=args.out)
     for r in found:
         print(format_result(r))
-    run_dir = getattr(found[0], "run_dir", None)
+    run_dir = found[0].run_dir
     if run_dir:
         print(f"results: {run_dir}")
     bad = [f"{r.build}:{c}" for r in found for c in r.regressions]

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-import time
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -26,6 +25,7 @@ from echomq_bench.measurement.workdist import DistError, parse_dist
 from echomq_bench.options import DurationError, add_list, add_out, add_quick, duration_ms, duration_s, parse_duration_ms
 from echomq_bench.lease.settings import QUICK
 from echomq_bench.lease.sweep import DEFAULT_WORK, SettingsError, SweepSettings
+from echomq_bench.progress import Progress
 
 __all__ = ["configure", "run", "settings_from_args", "QUICK"]
 
@@ -113,30 +113,6 @@ def settings_from_args(args: argparse.Namespace) -> SweepSettings:
     return settings
 
 
-class _Progress:
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self.last = 0.0
-        self.width = 0
-
-    def __call__(self, text: str) -> None:
-        now = time.monotonic()
-        if self.tty:
-            line = text[:160]
-            sys.stderr.write("\r" + line.ljust(self.width))
-            self.width = len(line)
-            sys.stderr.flush()
-        elif now - self.last >= 10 or not text.startswith("lease sweep"):
-            print(text, file=sys.stderr, flush=True)
-            self.last = now
-
-    def done(self) -> None:
-        if self.tty and self.width:
-            sys.stderr.write("\r" + " " * self.width + "\r")
-            sys.stderr.flush()
-            self.width = 0
-
-
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.records import meta
     from echomq_bench.records.files import new_run_dir
@@ -149,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     except (SettingsError, DistError) as exc:
         print(f"echomq-bench lease: error: {exc}", file=sys.stderr)
         return 2
-    progress = _Progress()
+    progress = Progress()
     results, recs, checks = [], [], []
     with running(*args.server) as servers:
         for i, server in enumerate(servers):

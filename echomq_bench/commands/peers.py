@@ -98,10 +98,9 @@ def run(args: argparse.Namespace) -> int:
     # Shared machines: what else was running says how far to trust the walls.
     meta["machine"]["loadavg_1_5_15_at_start"] = list(load_start)
     meta["machine"]["loadavg_1_5_15_at_end"] = list(os.getloadavg())
-    results.write_json(out / "meta.json", meta)
-    results.write_json(out / "summary.json", summary)
-    results.write_tidy(out / "peers.csv", tidy_rows(runs))
-    results.write_tidy(out / "peers_commands.csv", command_rows(runs))
+    results.write_record(out, results.Record(
+        kind="peers", summary={k: v for k, v in summary.items() if k != "kind"}, meta=meta,
+        tables={"peers": tidy_rows(runs), "peers_commands": command_rows(runs)}))
     print(format_table(summary))
     print(f"\nresults: {out}")
     if failures or any(not r.clean for r in runs):

@@ -29,17 +29,13 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
+from echomq_bench.progress import Progress
 from echomq_bench.reapcost import FULL, QUICK, VERBS, Curve, CurveSettings, Drain, Point, chart, format_curve, measure_curve
 
 __all__ = ["CurveSettings", "FULL", "QUICK", "Point", "Drain", "Curve", "measure_curve", "run_reap_curve",
            "format_curve", "configure", "run"]
-
-
-def _progress_line(name: str) -> Callable[[str], None]:
-    """One stderr line, rewritten in place, for one server's curve."""
-    return lambda text: print(f"\rreapcost {name}: {text:<48}", end="", file=sys.stderr, flush=True)
 
 
 def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path | str | None = None,
@@ -52,23 +48,24 @@ def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path
     settings = settings or (QUICK if quick else FULL)
     curves = []
     for server in servers:
-        progress = _progress_line(server.name) if verbose else None
+        progress = Progress(label=f"reapcost {server.name}") if verbose else None
         with server.client() as client:
             curves.append(measure_curve(client, server=server.name, version=server.version(),
                                         settings=settings, progress=progress))
-        if verbose:
-            print("\r" + " " * 70 + "\r", end="", file=sys.stderr, flush=True)
+        if progress:
+            progress.done()
     run_dir = results.new_run_dir("reapcost", out_dir)
-    results.write_json(run_dir / "meta.json", meta.collect(servers, reapcost={
+    info = meta.collect(servers, reapcost={
         "sizes": list(settings.sizes), "caps": list(settings.caps), "repeats": settings.repeats,
         "orphans": settings.orphans, "cadences_ms": list(settings.cadences_ms), "drain_size": settings.drain_size,
-        "verbs": list(settings.verbs), "quick": quick}))
-    results.write_tidy(run_dir / "reapcost.csv", [r for c in curves for r in (*c.tidy_rows(), *c.ratio_rows())])
-    results.write_tidy(run_dir / "drain.csv", [r for c in curves for r in c.drain_rows()])
-    summary = {"builds": [c.summary() for c in curves]}
+        "verbs": list(settings.verbs), "quick": quick})
+    summary: dict[str, Any] = {"builds": [c.summary() for c in curves]}
     ratios = [b["verbs"]["reap"]["ratio_largest_to_smallest_M"] for b in summary["builds"] if "reap" in b["verbs"]]
     summary["reap_ratio_target_met"] = all(r is not None and r <= 2.0 for r in ratios) if ratios else None
-    results.write_json(run_dir / "summary.json", summary)
+    results.write_record(run_dir, results.Record(
+        kind="reapcost", summary=summary, meta=info,
+        tables={"reapcost": [r for c in curves for r in (*c.tidy_rows(), *c.ratio_rows())],
+                "drain": [r for c in curves for r in c.drain_rows()]}))
     chart(curves, run_dir / "reapcost.png")
     summary["run_dir"] = str(run_dir)
     summary["text"] = "\n".join(format_curve(c) for c in curves)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
+from echomq_bench.progress import Progress
 from echomq_bench.records import meta, files as results
 from echomq_bench.commands.reapcost import QUICK, CurveSettings
 from echomq_bench.servers import ServerSpec
@@ -53,21 +54,22 @@ class Phases:
     def __init__(self, names: list[str]) -> None:
         self.names, self.i, self.t0 = names, 0, time.monotonic()
         self.started = self.t0
+        self.status = Progress()
 
     def next(self) -> None:
         now = time.monotonic()
         if self.i:
-            print(f"      done in {now - self.started:.0f} s", file=sys.stderr, flush=True)
+            self.status.end(f"      done in {now - self.started:.0f} s")
         self.started = now
         if self.i < len(self.names):
-            print(f"[{self.i + 1}/{len(self.names)}] {self.names[self.i]}", file=sys.stderr, flush=True)
+            self.status.end(f"[{self.i + 1}/{len(self.names)}] {self.names[self.i]}")
         self.i += 1
 
     def say(self, text: str) -> None:
-        print(f"\r      {text[:100]:<100}", end="", file=sys.stderr, flush=True)
+        self.status(f"      {text}")
 
     def end_line(self) -> None:
-        print("\r" + " " * 108 + "\r", end="", file=sys.stderr, flush=True)
+        self.status.done()
 
     @property
     def elapsed(self) -> float:
@@ -100,9 +102,8 @@ def _check(specs: list[ServerSpec], out: Path) -> bool:
                 rows.append({"server": server.name, "version": version, "story": f"{line.tag} {line.name}",
                              "ok": line.ok, "text": line.text})
             ok &= passed == len(lines)
-        results.write_json(out / "meta.json", meta.collect(servers, part="check"))
-    results.write_tidy(out / "check.csv", rows)
-    results.write_json(out / "summary.json", {"passed": ok})
+        info = meta.collect(servers, part="check")
+    results.write_record(out, results.Record(kind="check", summary={"passed": ok}, meta=info, tables={"check": rows}))
     return ok
 
 
@@ -132,9 +133,8 @@ def _consumers(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[st
                 rows.extend(r.rows(consumers=c))
         infos = servers
         info = meta.collect(infos, part="consumers", consumers=list(plan.consumers), window_s=plan.consumers_s)
-    results.write_json(out / "meta.json", info)
-    results.write_tidy(out / "consumers.csv", rows)
-    results.write_json(out / "summary.json", {"consumers": list(plan.consumers)})
+    results.write_record(out, results.Record(kind="consumers", summary={"consumers": list(plan.consumers)},
+                                             meta=info, tables={"consumers": rows}))
 
 
 def _reapcost(specs: list[ServerSpec], plan: Plan, out: Path) -> None:
@@ -206,8 +206,10 @@ def run(args: argparse.Namespace) -> int:
     md, html, findings = build_report([run_dir], run_dir)
     phases.next()
     latest = _link_latest(run_dir)
-    results.write_json(run_dir / "summary.json", {"conformance_passed": checked, "findings": findings,
-                                                  "elapsed_s": round(phases.elapsed, 1), "report": html.name})
+    # meta.json went first, before the parts ran; the record adds the summary.
+    results.write_record(run_dir, results.Record(kind="run", summary={
+        "conformance_passed": checked, "findings": findings, "elapsed_s": round(phases.elapsed, 1),
+        "report": html.name}))
     print(f"\nReport: {html}\n        {md}\n        ({latest} -> {run_dir.name}; {phases.elapsed:.0f} s)")
     print("Headline findings:")
     for f in findings:

@@ -32,7 +32,7 @@ __all__ = ["Outcome", "run_scenario", "format_table"]
 # Running one scenario
 
 
-@dataclass
+@dataclass(frozen=True)
 class Outcome:
     server: str
     build: str
@@ -86,17 +86,15 @@ def run_scenario(spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, 
                  seed: int, on_server: Callable[[Any], None] = lambda s: None) -> Outcome:
     outcome = Outcome(spec.name, "", scenario.name, scenario.fault, recovery_means=scenario.recovery)
     if scenario.embedded_only and spec.kind != "embedded":
-        outcome.skipped = "needs an embedded server (it signals or restarts the server process)"
-        return outcome
+        return replace(outcome, skipped="needs an embedded server (it signals or restarts the server process)")
     if spec.kind == "embedded":
         spec = replace(spec, args=(*spec.args, *scenario.server_args))
     try:
         return _run(outcome, spec, scenario, plan, base, log_root, seed, on_server)
     except (redis.RedisError, EchoMQError, OSError) as exc:
         # One scenario that cannot run (a URL server's user may not CONFIG SET) is a failed line.
-        outcome.passed = False
-        outcome.checks = [Check(False, f"the scenario could not run: {type(exc).__name__}: {redacted_url(str(exc))}")]
-        return outcome
+        return replace(outcome, passed=False, checks=[
+            Check(False, f"the scenario could not run: {type(exc).__name__}: {redacted_url(str(exc))}")])
 
 
 def _run(outcome: Outcome, spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, log_root: Path,
@@ -109,8 +107,7 @@ def _run(outcome: Outcome, spec: Any, scenario: Scenario, plan: Plan, base: Load
     keys = QueueKeys(name)
     try:
         admin = server.client(socket_timeout=10)
-        outcome.build = server_version(admin)
-        outcome.server_settings = server_settings(admin)
+        outcome = replace(outcome, build=server_version(admin), server_settings=server_settings(admin))
         on_server(server)
         settings = replace(base, **scenario.load)
         log_dir = log_root / f"{spec.name}-{scenario.name}"
@@ -129,22 +126,22 @@ def _run(outcome: Outcome, spec: Any, scenario: Scenario, plan: Plan, base: Load
             _drain(ctx, plan.drain_s + settings.lease_ms / 1000)
         finally:
             fleet.stop()
-        outcome.wall_s = time.monotonic() - wall0
+        wall_s = time.monotonic() - wall0
         cpu1, run1 = _cpu(admin)
         rusage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if run1 == run0:  # the same server process throughout: its counters are comparable
-            outcome.server_cpu = (cpu1 - cpu0) / outcome.wall_s
+        # The same server process throughout, or its counters are not comparable.
+        server_cpu = (cpu1 - cpu0) / wall_s if run1 == run0 else None
         children_cpu = rusage1.ru_utime + rusage1.ru_stime - rusage0.ru_utime - rusage0.ru_stime
-        outcome.client_cpu = children_cpu / outcome.wall_s
-        _judge(outcome, scenario, ctx, injection, read_logs(fleet.paths()))
+        return replace(outcome, wall_s=wall_s, server_cpu=server_cpu, client_cpu=children_cpu / wall_s,
+                       **_judge(scenario, ctx, injection, read_logs(fleet.paths())))
     finally:
         if spec.kind != "embedded":
             _delete_queue(server, keys)
         server.stop()
-    return outcome
 
 
-def _judge(outcome: Outcome, scenario: Scenario, ctx: Ctx, injection: Injection, ev: Evidence) -> None:
+def _judge(scenario: Scenario, ctx: Ctx, injection: Injection, ev: Evidence) -> dict[str, Any]:
+    """The outcome's verdict fields, from the audit and the workers' logs."""
     places = members(ctx.admin, ctx.keys) | injection.data.get("held", set())
     zombies = {(z.jid, z.token) for z in injection.data.get("zombies", ())}
     ledger = ev.ledger(places, zombies)
@@ -166,15 +163,12 @@ def _judge(outcome: Outcome, scenario: Scenario, ctx: Ctx, injection: Injection,
               f"{report.refused_not_superseded + len(retry_current)} of them from the current holder"),
         Check(not ev.errors, f"{len(ev.errors)} unexpected client errors" + (f": {ev.errors[0]}" if ev.errors else "")),
     ]
-    outcome.faults, outcome.recovery_s, outcome.checks = injection.count, recovery, checks
-    outcome.fault = injection.text
-    outcome.jobs, outcome.completed, outcome.lost = report.enqueued, report.completed, report.lost
-    outcome.double_accepted = report.double_accepted
-    outcome.refused_unexpected = report.refused_not_superseded + len(retry_current)
-    outcome.refused_expected = report.refused + len(ev.retry_refused) - outcome.refused_unexpected
-    outcome.unanswered = ev.unanswered
-    outcome.audit = report.to_dict()
-    outcome.passed = all(c.ok for c in checks)
+    refused_unexpected = report.refused_not_superseded + len(retry_current)
+    return dict(faults=injection.count, recovery_s=recovery, checks=checks, fault=injection.text,
+                jobs=report.enqueued, completed=report.completed, lost=report.lost,
+                double_accepted=report.double_accepted, refused_unexpected=refused_unexpected,
+                refused_expected=report.refused + len(ev.retry_refused) - refused_unexpected,
+                unanswered=ev.unanswered, audit=report.to_dict(), passed=all(c.ok for c in checks))
 
 
 def _delete_queue(server: Any, keys: QueueKeys) -> None:

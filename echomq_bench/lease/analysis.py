@@ -22,7 +22,8 @@ from echomq_bench.lease.model import (
     lease_expiry,
     recovery_samples,
 )
-from echomq_bench.lease.stats import bootstrap_ci, quantile, quantile_ci, rate_ci, wilson
+from echomq_bench.lease.stats import quantile, quantile_ci, rate_ci, wilson
+from echomq_bench.measurement.stats import bootstrap_ci
 from echomq_bench.lease.sweep import LeaseData, SweepData
 
 __all__ = ["Interval", "LeaseResult", "MassResult", "SweepResult", "analyse", "model_inputs", "pooled_inputs"]
@@ -45,7 +46,7 @@ class Interval:
                 for k, v in (("value", self.value), ("lo", self.lo), ("hi", self.hi))}
 
 
-@dataclass
+@dataclass(frozen=True)
 class LeaseResult:
     lease_ms: float
     lease_real_ms: int
@@ -82,7 +83,7 @@ class LeaseResult:
         return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class MassResult:
     k: int
     cap: int
@@ -102,7 +103,7 @@ class MassResult:
             all(t == self.model_ticks for t in self.ticks)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepResult:
     data: SweepData
     leases: list[LeaseResult]
@@ -225,9 +226,9 @@ def _wasted(live: Any, refused_mask: np.ndarray, n_live: int, seed: int) -> tupl
     wasted = float(w[refused_mask].sum()) / 1000 if n_live else 0.0
     total_work = float(w.sum()) / 1000 if n_live else 0.0
     share_value = wasted / total_work if total_work else math.nan
-    share_ci = bootstrap_ci([w, refused_mask.astype(float)],
-                            lambda ww, rr: float((ww * rr).sum() / ww.sum()) if ww.sum() else math.nan,
-                            seed=seed) if n_live else (math.nan, math.nan)
+    share_ci = bootstrap_ci(w, refused_mask.astype(float),
+                            stat=lambda ww, rr: float((ww * rr).sum() / ww.sum()) if ww.sum() else math.nan,
+                            n_boot=400, seed=seed)[1:] if n_live else (math.nan, math.nan)
     return wasted, _interval(share_value, share_ci)
 
 

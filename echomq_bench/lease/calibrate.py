@@ -18,6 +18,7 @@ from echomq_bench.load.engine import (
 from echomq_bench.load.backlog import drop_queue
 from echomq_bench.lease.records import MassCrash, ReapCost
 from echomq_bench.lease.settings import SweepSettings
+from echomq_bench.measurement.serverstats import command_stats
 
 __all__ = ["reap_cost", "mass_crash"]
 
@@ -28,27 +29,22 @@ EMPTY_REAP_CALLS = 300
 # Alone on the server afterwards: what a reap call costs, and a mass crash
 
 
-def _evalsha(client: redis.Redis) -> tuple[int, int]:
-    stats = client.info("commandstats").get("cmdstat_evalsha", {"calls": 0, "usec": 0})
-    return int(stats["calls"]), int(stats["usec"])
-
-
 def reap_cost(client: redis.Redis, settings: SweepSettings, tag: str) -> ReapCost:
     q = Queue(client, f"lease-{tag}-cost", max_attempts=settings.max_attempts)
-    c0, u0 = _evalsha(client)
+    c0, u0 = command_stats(client)
     for _ in range(EMPTY_REAP_CALLS):
         q.reap(settings.reap_cap)
-    c1, u1 = _evalsha(client)
+    c1, u1 = command_stats(client)
     empty = (u1 - u0) / max(1, c1 - c0)
     # Full calls: enough expired jobs for 30 calls at the cap.
     k = settings.reap_cap * 30
     _fill_and_crash(q, k, 1)
     time.sleep(0.01)
-    c2, u2 = _evalsha(client)
+    c2, u2 = command_stats(client)
     reaped = 0
     while reaped < k:
         reaped += q.reap(settings.reap_cap)
-    c3, u3 = _evalsha(client)
+    c3, u3 = command_stats(client)
     calls = c3 - c2
     per_job = max(0.0, ((u3 - u2) - calls * empty) / k)
     drop_queue(q.client, q.name, sweep=True)

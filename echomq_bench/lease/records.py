@@ -17,7 +17,7 @@ __all__ = ["LeaseData", "ReapCost", "MassCrash", "SweepData"]
 # CLOCK_MONOTONIC on Linux and so one clock across the lease processes)
 
 
-@dataclass
+@dataclass(frozen=True)
 class LeaseData:
     lease_ms: float                    # nominal, as run (real integer lease * time scale)
     lease_real_ms: int
@@ -34,7 +34,7 @@ class LeaseData:
     tail_s: float                      # how long after the window the run went on
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReapCost:
     empty_usec: float                  # server usec per reap call that finds nothing
     per_job_usec: float                # server usec per job reaped, beyond the call
@@ -42,7 +42,7 @@ class ReapCost:
     calls: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class MassCrash:
     k: int
     cap: int
@@ -51,7 +51,7 @@ class MassCrash:
     spread_ms: list[float]             # nominal: first -> last claim of the K (deadline spread)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepData:
     settings: SweepSettings
     server_name: str

@@ -12,7 +12,7 @@ from echomq_bench.lease.analysis import LeaseResult, SweepResult
 from echomq_bench.lease.recommend import (Candidate, Recommendation, fmt_ms, fmt_pct, model_lease_for_budget, recommend,
                                           recommend_for)
 from echomq_bench.measurement.workdist import WORK_HISTOGRAM
-from echomq_bench.records.files import write_json, write_tidy
+from echomq_bench.records.record import Record, write_record
 
 __all__ = ["Candidate", "Recommendation", "recommend", "fmt_ms", "fmt_pct", "table", "write_run",
            "model_lease_for_budget", "summary_dict", "verification_text", "recommend_for"]
@@ -225,11 +225,10 @@ def write_run(run_dir: Path, results: Sequence[SweepResult], recs: Sequence[Reco
     from echomq_bench.lease.chart import draw
     from echomq_bench.lease.sweep import work_latency
 
-    write_json(run_dir / "meta.json", meta)
     summary = summary_dict(results, recs, checks)
-    write_json(run_dir / "summary.json", summary)
-    write_tidy(run_dir / "lease.csv", [row for res in results for row in _tidy_rows(res)])
-    write_tidy(run_dir / "recovery.csv", [row for res in results for row in _recovery_rows(res)])
+    write_record(run_dir, Record(kind="lease", summary=summary, meta=meta,
+                                 tables={"lease": [row for res in results for row in _tidy_rows(res)],
+                                         "recovery": [row for res in results for row in _recovery_rows(res)]}))
     lat = work_latency(results[0].data)
     for res in results[1:]:
         lat.merge(work_latency(res.data))

@@ -3,7 +3,9 @@
     wilson(k, n)                 a proportion (false expiry, duplicates)
     quantile_ci(xs, q)           a median or p99, distribution-free, from order statistics
     rate_ci(counts, seconds)     a throughput, from batch means (t interval)
-    bootstrap_ci(...)            a ratio with no simpler interval (wasted work share)
+
+A ratio with no simpler interval (the wasted work share) takes the
+bootstrap of `echomq_bench.measurement.stats.bootstrap_ci`.
 
 Every interval is two-sided at `conf` (0.95 by default). An interval that
 the sample cannot bound on one side says so with -inf/inf rather than
@@ -14,11 +16,11 @@ from __future__ import annotations
 
 import math
 from statistics import NormalDist
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
-__all__ = ["wilson", "binom_cdf", "quantile", "quantile_ci", "rate_ci", "bootstrap_ci", "t_quantile"]
+__all__ = ["wilson", "binom_cdf", "quantile", "quantile_ci", "rate_ci", "t_quantile"]
 
 
 def _z(conf: float) -> float:
@@ -140,24 +142,3 @@ def rate_ci(counts: Sequence[int], batch_seconds: float) -> tuple[float, float, 
         return mean, -math.inf, math.inf
     half = t_quantile(arr.size - 1) * float(arr.std(ddof=1)) / math.sqrt(arr.size)
     return mean, mean - half, mean + half
-
-
-def bootstrap_ci(
-    columns: Sequence[np.ndarray],
-    stat: Callable[..., float],
-    *,
-    n_boot: int = 400,
-    conf: float = 0.95,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """Percentile bootstrap of stat(*columns) over rows resampled together."""
-    n = len(columns[0])
-    if n == 0:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(n_boot):
-        idx = rng.integers(0, n, n)
-        values.append(stat(*(c[idx] for c in columns)))
-    lo, hi = np.quantile(values, [(1 - conf) / 2, 1 - (1 - conf) / 2])
-    return float(lo), float(hi)

@@ -116,7 +116,7 @@ def step_table(samples: list[StepSample], step_time_s: float) -> list[dict[str, 
     return rows
 
 
-@dataclass
+@dataclass(frozen=True)
 class Outcome:
     scenario: str
     run: dict[str, Any]

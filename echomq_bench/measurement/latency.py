@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hdrh.histogram import HdrHistogram
 
-__all__ = ["Latency", "PERCENTILES"]
+__all__ = ["Latency", "PERCENTILES", "read_hgrm"]
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 LOWEST_US, HIGHEST_US, DIGITS = 1, 3_600_000_000, 3  # 1 µs .. 1 h at 0.1%
@@ -57,3 +57,20 @@ class Latency:
         in milliseconds."""
         with path.open("wb") as fh:
             self.hist.output_percentile_distribution(fh, 1000.0)
+
+
+def read_hgrm(path: Path) -> list[tuple[float, float, int]]:
+    """The rows of an .hgrm file (`Latency.write_hgrm`, HdrHistogram's
+    percentile text): (value in the file's unit, percentile as a fraction,
+    total count up to that value). Headers, the `#[...]` footer and the
+    last line's missing 1/(1-p) column are handled alike."""
+    rows = []
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 3 or line.lstrip().startswith("#"):
+            continue
+        try:
+            rows.append((float(parts[0]), float(parts[1]), int(float(parts[2]))))
+        except ValueError:  # the column header
+            continue
+    return rows

@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-__all__ = ["ServerSample", "Usage", "sample", "usage", "process_cpu_s", "sched_s", "steal_s", "bound", "BUSY"]
+__all__ = ["ServerSample", "Usage", "sample", "usage", "command_stats", "commandstats_entry", "process_cpu_s", "sched_s", "steal_s", "bound",
+           "BUSY"]
 
 # A main thread this busy is saturated for practical purposes: the rest is
 # the event loop's own waiting between batches.
@@ -28,6 +29,23 @@ class ServerSample:
     commands: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (calls, usec)
 
 
+def _commands(stats: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """INFO commandstats as command -> (calls, usec)."""
+    return {k.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"])) for k, v in stats.items()}
+
+
+def commandstats_entry(stats: dict[str, Any], command: str) -> tuple[int, int]:
+    """(calls, usec) of one command in an INFO commandstats reply already
+    read; (0, 0) before its first call, when the server lists no entry."""
+    entry = stats.get(f"cmdstat_{command.lower()}") or {}
+    return int(entry.get("calls", 0)), int(entry.get("usec", 0))
+
+
+def command_stats(client: Any, command: str = "evalsha") -> tuple[int, int]:
+    """(calls, usec) of one command so far, from one INFO commandstats."""
+    return commandstats_entry(client.info("commandstats"), command)
+
+
 def sample(client: Any) -> ServerSample:
     info = client.info("cpu")
     stats = client.info("commandstats")
@@ -35,8 +53,7 @@ def sample(client: Any) -> ServerSample:
     cpu = float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
     main = float(info.get("used_cpu_sys_main_thread", info["used_cpu_sys"])) + float(
         info.get("used_cpu_user_main_thread", info["used_cpu_user"]))
-    commands = {k.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"])) for k, v in stats.items()}
-    return ServerSample(wall, cpu, main, commands)
+    return ServerSample(wall, cpu, main, _commands(stats))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ reported as no significant difference even when the interval excludes 1.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -59,20 +59,28 @@ def paired_ratios(baseline: Sequence[float], other: Sequence[float]) -> np.ndarr
     return b / a
 
 
-def bootstrap_ci(values: Sequence[float], *, level: float = LEVEL, n_boot: int = N_BOOT,
-                 seed: int = 0) -> tuple[float, float, float]:
-    """The median of `values` and the percentile-bootstrap interval around it."""
-    x = np.asarray(values, dtype=float)
-    if x.ndim != 1 or len(x) == 0:
-        raise ValueError("bootstrap needs a non-empty list of values")
+def bootstrap_ci(*columns: Sequence[float], stat: Callable[..., float] | None = None, level: float = LEVEL,
+                 n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, float]:
+    """`stat` of the columns and its percentile-bootstrap interval, rows
+    resampled together: (value, lo, hi). Without `stat`, the median of one
+    column (a list of ratios)."""
+    cols = [np.asarray(c, dtype=float) for c in columns]
+    if not cols or any(c.ndim != 1 or len(c) != len(cols[0]) for c in cols) or len(cols[0]) == 0:
+        raise ValueError("bootstrap needs non-empty lists of values, all of one length")
     if not 0 < level < 1:
         raise ValueError(f"level must be between 0 and 1, got {level}")
+    if stat is None and len(cols) != 1:
+        raise ValueError("the median takes one list of values; give stat for several columns")
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(x), size=(n_boot, len(x)))
-    medians = np.median(x[picks], axis=1)
-    tail = (1 - level) / 2 * 100
-    lo, hi = np.percentile(medians, [tail, 100 - tail])
-    return float(np.median(x)), float(lo), float(hi)
+    picks = rng.integers(0, len(cols[0]), size=(n_boot, len(cols[0])))
+    if stat is None:
+        value, boots = float(np.median(cols[0])), np.median(cols[0][picks], axis=1)
+    else:
+        value = float(stat(*cols))
+        boots = np.array([stat(*(c[idx] for c in cols)) for idx in picks], dtype=float)
+    tail = (1 - level) / 2
+    lo, hi = np.quantile(boots, [tail, 1 - tail])
+    return value, float(lo), float(hi)
 
 
 def verdict(lo: float, hi: float, *, higher_is_better: bool, ratio: float | None = None,

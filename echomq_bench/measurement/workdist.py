@@ -213,14 +213,12 @@ def _from_counts(pairs: list[tuple[float, int]], source: Path) -> tuple[float, .
 
 def _load_hgrm(path: Path) -> tuple[float, ...]:
     """HdrHistogram's percentile text (Value Percentile TotalCount ...), values in ms."""
+    from echomq_bench.measurement.latency import read_hgrm
+
     pairs: list[tuple[float, int]] = []
     last = 0
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) < 3 or line.lstrip().startswith("#") or not is_number(parts[0]):
-            continue
-        total = int(float(parts[2]))
-        pairs.append((float(parts[0]), total - last))
+    for value, _, total in read_hgrm(path):
+        pairs.append((value, total - last))
         last = total
     return _from_counts(pairs, path)
 

@@ -34,7 +34,7 @@ def typical(values: Sequence[float], keep: float = KEEP) -> float:
     return float(np.partition(arr, k - 1)[:k].mean())
 
 
-@dataclass
+@dataclass(frozen=True)
 class Batch:
     """One batch of one case: per call, the verb's server time (commandstats
     usec delta, whole µs) and round trip (µs), and the same for the no-op
@@ -176,7 +176,7 @@ class Comparison:
     base_us: float
 
 
-@dataclass
+@dataclass(frozen=True)
 class Measurement:
     server: str
     version: str

@@ -10,13 +10,13 @@ once more; only a verb flagged twice is a regression.
 from __future__ import annotations
 
 import math
-import sys
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from echomq_bench.measurement.serverstats import bound
+from echomq_bench.progress import Progress
 from echomq_bench.microbench.baseline import (UPDATE_PASSES, baseline_path, load_baseline, pass_drift, script_texts,
                                               shown, write_baseline, write_scripts)
 from echomq_bench.microbench.cases import CASES, VERB_CASES
@@ -126,7 +126,7 @@ def verdicts(m: Measurement, base: dict[str, Any] | None, tolerance: float, ab_t
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class GateResult:
     build: str
     version: str
@@ -136,6 +136,7 @@ class GateResult:
     verdicts: list[Verdict]
     changed_scripts: list[str] = field(default_factory=list)
     updated: bool = False
+    run_dir: Path | None = None       # the results folder the run was written to
 
     @property
     def regressions(self) -> list[str]:
@@ -151,12 +152,6 @@ class GateResult:
                 "bound": bound(m.server_utilization, m.client_utilization),
                 "verdicts": [v.to_dict() for v in self.verdicts]}
 
-
-
-def _progress(label: str) -> Any:
-    def report(text: str) -> None:
-        print(f"\r{label}: {text:<24}", end="", file=sys.stderr, flush=True)
-    return report
 
 
 def _changed(current: dict[str, dict[str, Any]], base: dict[str, Any] | None) -> list[str]:
@@ -197,7 +192,7 @@ def gate_one(server: Any, options: GateOptions = GateOptions()) -> GateResult:
     ab_cases = [] if o.update else [c for c in names if CASES[c].script in changed]
     client = server.client()
     version = server.version()
-    progress = None if o.quiet else _progress(f"gate {server.name}")
+    progress = None if o.quiet else Progress(label=f"gate {server.name}")
     with tempfile.TemporaryDirectory(prefix="echomq-gate-") as tmp:
         ab_dir = write_scripts(base["scripts"], Path(tmp)) if ab_cases and base else None
         if o.update:
@@ -209,11 +204,11 @@ def gate_one(server: Any, options: GateOptions = GateOptions()) -> GateResult:
             m = measure(client, mo)
             found = _confirmed(client, mo, verdicts(m, base, o.tolerance, o.ab_tolerance), base, o)
     if progress:
-        print("\r" + " " * 60 + "\r", end="", file=sys.stderr, flush=True)
+        progress.done()
     result = GateResult(server.name, version, path, base, m, found, changed)
     if o.update:
         write_baseline(path, m, None, drift, lua_dir=shown(m.lua_dir), passes=UPDATE_PASSES)
-        result.updated = True
+        result = replace(result, updated=True)
     client.close()
     return result
 

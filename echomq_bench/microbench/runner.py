@@ -42,7 +42,7 @@ from typing import Any, Callable, Sequence
 
 import redis
 
-from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage
+from echomq_bench.measurement.serverstats import commandstats_entry, process_cpu_s, sample, usage
 from echomq_bench.microbench.cases import CASES, REFERENCES, VERB_CASES, Case, Env, Sizes
 from echomq_bench.microbench.figures import Batch, Comparison, Figure, Measurement, figure, typical
 from echomq_bench.microbench.settings import FULL, QUICK, Settings
@@ -57,11 +57,6 @@ __all__ = [
 class MicrobenchError(RuntimeError):
     """A batch that did not measure what it claims: a wrong reply, or calls
     on the server that this process did not make."""
-
-
-def _usec(stats: dict[str, Any], command: str) -> tuple[int, int]:
-    entry = stats.get(f"cmdstat_{command}") or {}
-    return int(entry.get("calls", 0)), int(entry.get("usec", 0))
 
 
 def run_batch(cases: Sequence[Case], n: int) -> list[Batch]:
@@ -114,7 +109,7 @@ def _timed_call(env: Env, case: Case, batch: Batch, got: list[object], i: int,
     ping()
     t3 = clock()
     now = client.info("commandstats")
-    delta = {c: (_usec(now, c)[0] - _usec(stats, c)[0], _usec(now, c)[1] - _usec(stats, c)[1])
+    delta = {c: (commandstats_entry(now, c)[0] - commandstats_entry(stats, c)[0], commandstats_entry(now, c)[1] - commandstats_entry(stats, c)[1])
              for c in (case.command, "eval", "ping")}
     if [d[0] for d in delta.values()] != [1, 1, 1]:
         raise MicrobenchError(
@@ -138,7 +133,7 @@ def _heavy_reference(env: Env, case: Case, batch: Batch, i: int, stats: dict[str
     read_100()
     t5 = clock()
     now = env.client.info("commandstats")
-    calls, usec = (a - b for a, b in zip(_usec(now, "eval"), _usec(stats, "eval")))
+    calls, usec = (a - b for a, b in zip(commandstats_entry(now, "eval"), commandstats_entry(stats, "eval")))
     if calls != 1:
         raise MicrobenchError(f"{case.name}: the server counted {calls} EVAL for one reference "
                               "call; another client is using the server")

@@ -18,7 +18,7 @@ OWN_COMMANDS = frozenset({"info", "config|resetstat"})
 SCRIPT_COMMANDS = frozenset({"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"})
 
 
-@dataclass
+@dataclass(frozen=True)
 class Phase:
     """One phase (enqueue or drain) of one peer run."""
 
@@ -95,7 +95,7 @@ class Phase:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class PeerRun:
     """Everything one peer did in one trial on one server."""
 

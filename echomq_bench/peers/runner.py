@@ -13,7 +13,6 @@ consumers report how many times the job function ran.
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from echomq_bench.peers import PEERS, get
 from echomq_bench.peers.base import PeerMissingError
 from echomq_bench.peers.children import SETUP_TIMEOUT_S, Child, RunnerError, pump
 from echomq_bench.peers.result import PeerRun, Phase
+from echomq_bench.progress import Progress
 from echomq_bench.records import meta as meta_mod
 from echomq_bench.servers import EmbeddedServer, Server, ServerSpec, UrlServer, start
 
@@ -274,25 +274,4 @@ def remove_tree(path: Path) -> None:
     for child in path.iterdir():
         child.unlink()
     path.rmdir()
-
-
-class Progress:
-    """One status line on stderr: redrawn on a terminal; into a log, a line every 10 s."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self.every = 0.2 if self.tty else 10.0
-        self.last = time.monotonic()
-
-    def show(self, text: str) -> None:
-        now = time.monotonic()
-        if now - self.last >= self.every:
-            self.last = now
-            sys.stderr.write("\r\033[K" + text if self.tty else text + "\n")
-            sys.stderr.flush()
-
-    def end(self, text: str) -> None:
-        self.last = time.monotonic()
-        sys.stderr.write(("\r\033[K" if self.tty else "") + text + "\n")
-        sys.stderr.flush()
 

@@ -69,7 +69,7 @@ class Drain:
         return (self.calls - 1) * cadence_ms + self.calls * call_us / 1000
 
 
-@dataclass
+@dataclass(frozen=True)
 class Curve:
     server: str
     version: str

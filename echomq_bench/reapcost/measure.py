@@ -16,7 +16,7 @@ import redis
 
 from echomq.queue import Queue
 from echomq_bench.load.bulk import BulkFill, delete_keys, id_block, server_ms
-from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage
+from echomq_bench.measurement.serverstats import command_stats, process_cpu_s, sample, usage
 from echomq_bench.reapcost.curve import FULL, Curve, CurveSettings, Drain, Point
 
 __all__ = ["measure_curve", "PAYLOAD", "FAR_MS"]
@@ -58,19 +58,14 @@ class _Verb:
         delete_keys(c, map(self.q.keys.job, ids))
 
 
-def _evalsha(client: redis.Redis) -> tuple[int, int]:
-    entry = client.info("commandstats").get("cmdstat_evalsha") or {}
-    return int(entry.get("calls", 0)), int(entry.get("usec", 0))
-
-
 def _one_call(v: _Verb, cap: int, k: int) -> tuple[int, float]:
     """Set k due entries, then one timed call; its server µs and round trip µs."""
     ids = v.due(k)
-    calls0, usec0 = _evalsha(v.q.client)
+    calls0, usec0 = command_stats(v.q.client)
     t0 = time.perf_counter()
     moved = v.call(cap)
     rtt = (time.perf_counter() - t0) * 1e6
-    calls1, usec1 = _evalsha(v.q.client)
+    calls1, usec1 = command_stats(v.q.client)
     v.clean(ids)
     if moved != min(k, cap):
         raise RuntimeError(f"{v.verb}({cap}) with {k} due moved {moved}, expected {min(k, cap)}")
@@ -83,20 +78,20 @@ def _one_call(v: _Verb, cap: int, k: int) -> tuple[int, float]:
 def _drain(v: _Verb, cap: int, orphans: int, size: int) -> Drain:
     """K orphans at once, reaped back to back until none is left."""
     ids = v.due(orphans)
-    calls0, usec0 = _evalsha(v.q.client)
+    calls0, usec0 = command_stats(v.q.client)
     worst, n, left = 0, 0, orphans
     t0 = time.perf_counter()
     while left > 0:
-        c0, u0 = _evalsha(v.q.client)
+        c0, u0 = command_stats(v.q.client)
         moved = v.call(cap)
-        c1, u1 = _evalsha(v.q.client)
+        c1, u1 = command_stats(v.q.client)
         worst = max(worst, u1 - u0)
         n += 1
         left -= moved
         if moved == 0:
             raise RuntimeError(f"{v.verb}({cap}) moved nothing with {left} still due")
     wall = (time.perf_counter() - t0) * 1000
-    calls1, usec1 = _evalsha(v.q.client)
+    calls1, usec1 = command_stats(v.q.client)
     v.clean(ids)
     return Drain(v.verb, cap, orphans, size, n, wall, (usec1 - usec0) / 1000, worst)
 
@@ -115,7 +110,9 @@ def measure_curve(client: redis.Redis, *, server: str = "?", version: str = "?",
     """The whole grid for each verb on one server; keys are removed after."""
     tag = f"rc{secrets.token_hex(3)}"
     bulk = BulkFill(client)
-    curve = Curve(server, version, settings)
+    points: list[Point] = []
+    drains: list[Drain] = []
+    ratio_pairs: dict[str, list[tuple[int, int]]] = {}
     s0, cpu0, t0 = sample(client), process_cpu_s(), time.perf_counter()
     try:
         for verb in settings.verbs:
@@ -127,23 +124,21 @@ def measure_curve(client: redis.Redis, *, server: str = "?", version: str = "?",
             for v in queues.values():  # settle after the fill: the first calls read cold memory
                 for _ in range(3):
                     _one_call(v, settings.ratio_cap, 1)
-            curve.points.extend(_grid(verb, queues, settings, progress))
-            curve.ratio_pairs[verb] = _ratio_pairs(verb, queues, settings, progress)
+            points.extend(_grid(verb, queues, settings, progress))
+            ratio_pairs[verb] = _ratio_pairs(verb, queues, settings, progress)
             # The drain beside drain_size live entries (or the nearest measured M).
             near = min(settings.sizes, key=lambda m: abs(math.log(m) - math.log(settings.drain_size)))
             for cap in settings.caps:
                 _say(progress, f"{verb}: draining {settings.orphans:,} at cap {cap:,}")
-                curve.drains.append(_drain(queues[near], cap, settings.orphans, near))
+                drains.append(_drain(queues[near], cap, settings.orphans, near))
             for v in queues.values():
                 client.unlink(v.zkey, v.q.keys.pending)
     finally:
         for key in list(client.scan_iter(match=f"emq:{{{tag}-*", count=10_000)):
             client.unlink(key)
     use = usage(s0, sample(client))
-    curve.wall_s = time.perf_counter() - t0
-    curve.server_main_cpu_s = use.main_cpu_s
-    curve.client_cpu_s = process_cpu_s() - cpu0
-    return curve
+    return Curve(server, version, settings, points, drains, ratio_pairs, wall_s=time.perf_counter() - t0,
+                 server_main_cpu_s=use.main_cpu_s, client_cpu_s=process_cpu_s() - cpu0)
 
 
 def _grid(verb: str, queues: dict[int, _Verb], settings: CurveSettings, progress: Progress | None) -> list[Point]:

@@ -3,40 +3,36 @@
 A run is a folder `results/<run-id>/` holding
 
     meta.json      the context (echomq_bench.records.meta.collect)
-    summary.json   the headline figures of the run
+    summary.json   the headline figures of the run, `kind` and `schema` first
     *.csv          tidy tables: one row per observation, a `metric` and a
                    `value` column plus the columns that name the condition
                    (build, trial, consumers, lease_ms, ...)
     *.png, *.hgrm  charts and histograms that belong to the run
 
-`load(dir)` gives them back as a `Run` with pandas DataFrames.
+Runners write them once through `echomq_bench.records.record.write_record`;
+`load(dir)` gives them back as a `Run` with pandas DataFrames, and
+`read_record(dir)` as the frozen `Record` that was written.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 import pandas as pd
 
-from echomq.errors import EchoMQError
+from echomq_bench.records.record import (KINDS, Record, ResultsError, read_json, read_record, write_json,
+                                         write_record, write_tidy)
 
-__all__ = ["RESULTS_DIR", "new_run_dir", "write_json", "write_tidy", "Run", "load", "load_many", "ResultsError"]
+__all__ = ["RESULTS_DIR", "new_run_dir", "write_json", "write_tidy", "Run", "load", "load_many", "ResultsError",
+           "Record", "write_record", "read_record", "KINDS"]
 
 RESULTS_DIR = Path(os.environ.get("ECHOMQ_RESULTS_DIR", "results"))
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-class ResultsError(EchoMQError, ValueError):
-    """A results folder that cannot be read; the message says which and why."""
-
-    code = "EMQRESULTS"
 
 
 def new_run_dir(kind: str, out: Path | str | None = None) -> Path:
@@ -54,31 +50,7 @@ def new_run_dir(kind: str, out: Path | str | None = None) -> Path:
     return path
 
 
-def write_json(path: Path, data: Mapping[str, Any]) -> Path:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-    tmp.replace(path)  # readers never see half a file
-    return path
-
-
-def write_tidy(path: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
-    """A tidy CSV; columns are the union of the rows' keys, metric and value last."""
-    rows = list(rows)
-    cols: list[str] = []
-    for row in rows:
-        cols.extend(k for k in row if k not in cols)
-    for last in ("metric", "value", "unit"):
-        if last in cols:
-            cols.remove(last)
-            cols.append(last)
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=cols)
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
-@dataclass
+@dataclass(frozen=True)
 class Run:
     path: Path
     meta: dict[str, Any]
@@ -89,22 +61,20 @@ class Run:
     def run_id(self) -> str:
         return self.path.name
 
+    @property
+    def kind(self) -> str | None:
+        """The kind summary.json declares (None when it declares none)."""
+        kind = self.summary.get("kind")
+        return kind if isinstance(kind, str) and kind else None
+
+    @property
+    def schema(self) -> int | None:
+        return self.summary.get("schema")
+
     def table(self, name: str) -> pd.DataFrame:
         if name not in self.tables:
             raise ResultsError(f"{self.path}: no table {name!r}; have {sorted(self.tables)}")
         return self.tables[name]
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}: not valid JSON ({exc})") from None
-    except OSError as exc:
-        raise ResultsError(f"{path}: cannot read ({exc.strerror})") from None
-    if not isinstance(data, dict):
-        raise ResultsError(f"{path}: expected a JSON object")
-    return data
 
 
 def load(path: Path | str) -> Run:
@@ -115,8 +85,8 @@ def load(path: Path | str) -> Run:
     path = path.resolve()
     if not (path / "meta.json").is_file():
         raise ResultsError(f"{path}: not a results folder (no meta.json)")
-    meta = _read_json(path / "meta.json")
-    summary = _read_json(path / "summary.json") if (path / "summary.json").is_file() else {}
+    meta = read_json(path / "meta.json")
+    summary = read_json(path / "summary.json") if (path / "summary.json").is_file() else {}
     tables = {}
     for csv_path in sorted(path.glob("*.csv")):
         try:

@@ -8,11 +8,32 @@ from typing import Iterable
 
 from echomq_bench.records.files import ResultsError, Run, load_many
 from echomq_bench.report.doc import Doc, Heading, Notes, Para
-from echomq_bench.report.sections import RENDERERS, headline_findings, kind_of
+from echomq_bench.report.sections import RENDERERS, headline_findings
 
-__all__ = ["build_report"]
+__all__ = ["build_report", "ORDER", "kind_of"]
 
-ORDER = ("check", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate")
+ORDER = ("check", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate", "failover")
+# The main job's folder holds one run per part; the report reads the parts.
+CONTAINER = "run"
+
+
+def kind_of(run: Run) -> str:
+    """The kind the folder's summary.json declares; a folder that declares
+    none, or one this report does not know, is refused by name."""
+    kind = run.kind
+    if kind is None:
+        raise ResultsError(f"{run.path}: summary.json declares no kind; this report knows the kinds "
+                           f"{', '.join(ORDER)}")
+    if kind not in RENDERERS and kind != CONTAINER:
+        raise ResultsError(f"{run.path}: unknown kind {kind!r}; this report knows the kinds {', '.join(ORDER)}")
+    return kind
+
+
+def _parts(runs: list[Run]) -> list[Run]:
+    """The runs to render: a folder holding other runs (the main job's,
+    whose own summary is written after its report) is read through them."""
+    holders = {r.path.parent for r in runs}
+    return [r for r in runs if r.path not in holders and r.kind != CONTAINER]
 
 
 def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> tuple[Path, Path, list[str]]:
@@ -21,13 +42,11 @@ def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> 
     paths = [Path(p) for p in paths]
     runs = load_many(paths)
     by_kind: dict[str, Run] = {}
-    for r in runs:
-        kind = kind_of(r)
-        if kind and kind not in by_kind:
-            by_kind[kind] = r
+    for r in _parts(runs):
+        by_kind.setdefault(kind_of(r), r)
     if not by_kind:
         raise ResultsError(f"{', '.join(map(str, paths))}: no results this report knows how to read "
-                           "(no check, compare, consumers, reapcost, lease, faults, peers or microbench table)")
+                           f"(the kinds it knows: {', '.join(ORDER)})")
     out_dir = Path(out) if out else paths[0]
     out_dir.mkdir(parents=True, exist_ok=True)
     findings = headline_findings(by_kind)
@@ -39,7 +58,7 @@ def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> 
                    f"Machine: {first.meta.get('machine', {}).get('cpu_model', '?')} x "
                    f"{first.meta.get('machine', {}).get('cpu_count', '?')} cores; server and load generator share it."]))
     for kind in ORDER:
-        if kind in by_kind and kind in RENDERERS:
+        if kind in by_kind:
             doc.add(*RENDERERS[kind](by_kind[kind], out_dir))
     md, html = doc.write(out_dir)
     return md, html, findings

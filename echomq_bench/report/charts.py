@@ -17,7 +17,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-__all__ = ["throughput_vs_consumers", "latency_quantiles", "ratio_cis", "reap_curves", "read_hgrm"]
+from echomq_bench.measurement import latency  # noqa: E402
+
+__all__ = ["throughput_vs_consumers", "latency_quantiles", "ratio_cis", "reap_curves", "read_hgrm", "rate_timeline"]
 
 QUANTILE_TICKS = (50.0, 90.0, 99.0, 99.9, 99.99)
 
@@ -47,18 +49,25 @@ def throughput_vs_consumers(frame: pd.DataFrame, path: Path, footer: str = "") -
     return _save(fig, path, footer)
 
 
+def rate_timeline(frame: pd.DataFrame, path: Path, footer: str = "") -> Path:
+    """frame: build, t_s, value (cycles/s per bin); one line per build, so a
+    burst of interference shows as a dip in one bin, not in the headline."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for build, rows in frame.groupby("build", sort=False):
+        pts = rows.groupby("t_s")["value"].median().sort_index()
+        ax.plot(pts.index, pts.values, marker=".", label=str(build))
+    ax.set_xlabel("seconds since the window opened")
+    ax.set_ylabel("claim+complete cycles/s")
+    ax.set_title("Rate over the window")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    return _save(fig, path, footer)
+
+
 def read_hgrm(path: Path) -> pd.DataFrame:
     """The percentile table of an .hgrm file: value (ms) against percentile."""
-    rows = []
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) == 4 and not line.lstrip().startswith("#"):
-            try:
-                value, pct = float(parts[0]), float(parts[1])
-            except ValueError:
-                continue
-            rows.append((value, pct))
-    return pd.DataFrame(rows, columns=["value_ms", "percentile"])
+    return pd.DataFrame([row[:2] for row in latency.read_hgrm(path)], columns=["value_ms", "percentile"])
 
 
 def latency_quantiles(curves: Mapping[str, pd.DataFrame], path: Path, footer: str = "") -> Path:

@@ -1,5 +1,5 @@
 """One renderer per kind of results folder. A renderer reads a `Run` and
-returns blocks; the kind is told by the files the runner wrote."""
+returns blocks; the kind is the one the folder's summary.json declares."""
 
 from __future__ import annotations
 
@@ -10,22 +10,14 @@ import pandas as pd
 
 from echomq_bench.records.files import Run
 from echomq_bench.report import charts
+from echomq_bench.report.capacity import capacity_finding, capacity_section
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
+from echomq_bench.report.failover import failover_finding, failover_section
 
-__all__ = ["kind_of", "RENDERERS", "headline_findings"]
+__all__ = ["RENDERERS", "headline_findings"]
 
 Renderer = Callable[[Run, Path], list[Block]]
-
-
-def kind_of(run: Run) -> str | None:
-    """The kind of a results folder, from the tables it holds."""
-    for kind, table in (("check", "check"), ("compare", "compare"), ("consumers", "consumers"),
-                        ("capacity", "capacity"), ("reapcost", "reapcost"), ("lease", "lease"),
-                        ("faults", "faults"), ("peers", "peers"), ("gate", "microbench")):
-        if table in run.tables:
-            return kind
-    return None
 
 
 def _footer(run: Run, **kw: str) -> str:
@@ -211,7 +203,7 @@ def gate_section(run: Run, out: Path) -> list[Block]:
 RENDERERS: dict[str, Renderer] = {
     "check": check_section, "compare": compare_section, "consumers": consumers_section,
     "reapcost": reapcost_section, "lease": lease_section, "faults": faults_section,
-    "peers": peers_section, "gate": gate_section,
+    "peers": peers_section, "gate": gate_section, "capacity": capacity_section, "failover": failover_section,
 }
 
 
@@ -254,4 +246,8 @@ def headline_findings(runs: dict[str, Run]) -> list[str]:
         rec = runs["lease"].summary.get("recommendation")
         if rec:
             out.append("Lease: " + rec.split(". One step")[0].rstrip(".") + ".")
+    for kind, finding in (("capacity", capacity_finding), ("failover", failover_finding)):
+        text = finding(runs[kind]) if kind in runs else None
+        if text:
+            out.append(text)
     return out[:3] if len(out) > 3 else out

@@ -34,8 +34,9 @@ from echomq import verbs
 from echomq.queue import Queue
 from echomq.scripts import lua_dir
 from echomq_bench.servers import parse_server_spec, start
+from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.measurement.stats import SAME, SLOWER
-from echomq_bench.capacity.workload import StderrProgress
+from echomq_bench.progress import Progress
 
 MARK = "local popped = rcall('ZPOPMIN', pendingKey)"
 BUSY_TARGET = 0.85
@@ -67,8 +68,8 @@ def claim_costs(spec: str, folders: list[Path | None], rounds: int = 40, batch: 
                 for _ in range(batch):
                     pipe.execute_command(*claim)
                 pipe.execute()
-        stats = [c.info("commandstats")["cmdstat_evalsha"] for c in clients]
-    return [s["usec"] / s["calls"] for s in stats]
+        stats = [command_stats(c, "evalsha") for c in clients]
+    return [usec / calls for calls, usec in stats]
 
 
 def slow_scripts(spec: str, tmp: Path) -> tuple[Path, float, float]:
@@ -108,7 +109,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="slowed-build comparisons (default 3)")
     parser.add_argument("--build", default="redis", help="the build for targets 2 and 3 (default redis)")
     args = parser.parse_args()
-    progress = StderrProgress()
+    progress = Progress()
     ok = True
 
     print(f"1. capacity: server main thread busy >= {BUSY_TARGET:.0%}")

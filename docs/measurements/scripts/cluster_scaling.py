@@ -39,7 +39,8 @@ from echomq_bench.servers import (EmbeddedCluster, format_placements, master_cli
                                    spread_queues, start)
 from echomq.keys import QueueKeys
 from echomq_bench.load.backlog import drop_queue
-from echomq_bench.records.files import new_run_dir, write_json, write_tidy
+from echomq_bench.records.files import new_run_dir
+from echomq_bench.records.record import Record, write_record
 from echomq_bench.measurement.serverstats import sample, usage
 
 WARMUP_S = 0.5
@@ -253,9 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     out = new_run_dir("cluster-scaling", args.out)
     context = meta.collect([], queues=args.queues, seconds=args.seconds, trials=args.trials, batch=args.batch)
     context["servers"] = started  # described while they ran
-    write_json(out / "meta.json", context)
-    write_json(out / "summary.json", summary)
-    write_tidy(out / "cluster_scaling.csv", rows)
+    write_record(out, Record(kind="cluster-scaling", summary=summary, meta=context,
+                             tables={"cluster_scaling": rows}))
     print(f"results: {out}")
     return 0
 

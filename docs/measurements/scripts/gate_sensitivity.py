@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from echomq_bench.commands.gate import slowed_copy
+from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.microbench.runner import FULL, MeasureOptions, measure, typical
 from echomq.scripts import lua_dir
 from echomq_bench.servers import DEFAULT_SPECS, running
@@ -38,9 +39,9 @@ def loop_ns_per_iteration(client: object, n: int = 200_000, tries: int = 7) -> f
     """Server ns per iteration of the busy loop (EVAL usec delta, median of tries)."""
     out = []
     for _ in range(tries):
-        before = client.info("commandstats").get("cmdstat_eval", {}).get("usec", 0)  # type: ignore[attr-defined]
+        before = command_stats(client, "eval")[1]
         client.eval(LOOP_LUA, 0, n)  # type: ignore[attr-defined]
-        after = client.info("commandstats")["cmdstat_eval"]["usec"]  # type: ignore[attr-defined]
+        after = command_stats(client, "eval")[1]
         out.append((after - before) * 1000 / n)
     return statistics.median(out)
 

@@ -17,13 +17,8 @@ import os
 import sys
 import time
 
-<<<<<<< HEAD:docs/measurements/scripts/redispy_baseline.py
 from echomq import Queue, mint, verbs
 from echomq_bench.servers import start
-=======
-from echomq import Queue, mint
-from echomq_bench.servers import start
->>>>>>> servers:bench/redispy_baseline.py
 from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage
 
 BACKLOG = 300_000

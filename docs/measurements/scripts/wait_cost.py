@@ -33,16 +33,13 @@ from pathlib import Path
 import numpy as np
 
 from echomq_bench.records import meta
-<<<<<<< HEAD:docs/measurements/scripts/wait_cost.py
-from echomq_bench.servers import EmbeddedCluster
 from echomq import verbs
-=======
 from echomq_bench.servers import EmbeddedCluster, ServerSpec, parse_server_spec
->>>>>>> servers:bench/wait_cost.py
 from echomq.ids import mint
 from echomq.keys import QueueKeys
 from echomq.queue import Queue
-from echomq_bench.records.files import new_run_dir, write_json, write_tidy
+from echomq_bench.records.files import new_run_dir
+from echomq_bench.records.record import Record, write_record
 from echomq_bench.measurement.serverstats import sample, usage
 
 MODES = ("plain", "wait", "wait-piped", "batch", "batch+wait")
@@ -154,9 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     builds = [run_build(name, args, rows, say) for name in (args.server or ["redis", "valkey"])]
     out = new_run_dir("wait-cost", args.out)
-    write_json(out / "meta.json", meta.collect(argv=sys.argv, **vars(args) | {"out": str(out)}))
-    write_tidy(out / "wait_cost.csv", rows)
-    write_json(out / "summary.json", {"kind": "wait-cost", "builds": builds})
+    write_record(out, Record(kind="wait-cost", summary={"builds": builds}, tables={"wait_cost": rows},
+                             meta=meta.collect(argv=sys.argv, **vars(args) | {"out": str(out)})))
     print(f"WAIT 1 {args.timeout_ms} after enqueue: one client, 1 master + 1 replica in cluster mode, "
           f"{args.rounds} interleaved rounds x {args.calls} jobs per way; latency per job")
     print(f"{'build':<14} {'way':<11} {'p50 µs':>8} {'p99 µs':>8} {'x base':>13} {'WAIT timeouts':>14}")

@@ -1,0 +1,176 @@
+"""The one shape a run leaves behind, and the one writer and reader of it.
+
+A runner builds a frozen `Record` once, when the run is over, and hands it
+to `write_record`; reports and notebooks read it back with `read_record`
+(or `echomq_bench.records.files.load`, which gives pandas tables). Nothing
+patches a record after it is built: `dataclasses.replace` makes a new one.
+
+On disk, in the run folder:
+
+    summary.json   {"kind": ..., "schema": ..., <the summary's own keys>}
+    <table>.csv    one tidy CSV per table (`write_tidy`)
+    meta.json      the run's context, when the record carries it
+
+A table with no rows is not kept (it has no columns to name). A CSV cell
+left empty reads back as an absent key, so a row written without a column
+comes back without it; numbers and booleans come back as numbers
+and booleans. The summary is JSON: tuples come back as lists.
+
+This module does not import pandas at import time: `echomq-bench check`
+and the runners load it without paying for pandas.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+from echomq.errors import EchoMQError
+
+__all__ = ["SCHEMA", "KINDS", "Record", "ResultsError", "write_record", "read_record", "write_json", "write_tidy",
+           "read_json"]
+
+SCHEMA = 1
+# What `echomq-bench report` knows how to render; "run" is the main job's
+# folder that holds one folder per part.
+KINDS = ("run", "check", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate",
+         "failover")
+_HEAD = ("kind", "schema")
+
+Rows = tuple[Mapping[str, Any], ...]
+
+
+class ResultsError(EchoMQError, ValueError):
+    """A results folder that cannot be read; the message says which and why."""
+
+    code = "EMQRESULTS"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One run's results: what kind of run, its headline figures (`summary`,
+    JSON-shaped), its tidy tables by name, and its context (`meta`)."""
+
+    kind: str
+    summary: Mapping[str, Any]
+    tables: Mapping[str, Rows] = field(default_factory=dict)
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    schema: int = SCHEMA
+
+    def __post_init__(self) -> None:
+        if not self.kind or not isinstance(self.kind, str):
+            raise ValueError(f"a record needs a kind, got {self.kind!r}")
+        clash = [k for k in _HEAD if k in self.summary]
+        if clash:
+            raise ValueError(f"summary keys {clash} are the record's own; pass them as fields")
+        # Read-only views over private copies: the caller's dicts stay theirs.
+        object.__setattr__(self, "summary", MappingProxyType(dict(self.summary)))
+        object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))
+        # A table with no rows has no columns to name, so it is not kept.
+        object.__setattr__(self, "tables", MappingProxyType(
+            {name: tuple(MappingProxyType(dict(row)) for row in rows)
+             for name, rows in self.tables.items() if rows}))
+
+    def summary_json(self) -> dict[str, Any]:
+        """summary.json as written: kind and schema first."""
+        return {"kind": self.kind, "schema": self.schema, **_plain(self.summary)}
+
+
+def _plain(value: Any) -> Any:
+    """Read-only views back into the dicts and lists JSON writes."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> Path:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(_plain(data), indent=2, sort_keys=False, default=str) + "\n")
+    tmp.replace(path)  # readers never see half a file
+    return path
+
+
+def write_tidy(path: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
+    """A tidy CSV; columns are the union of the rows' keys, metric and value last."""
+    rows = list(rows)
+    cols: list[str] = []
+    for row in rows:
+        cols.extend(k for k in row if k not in cols)
+    for last in ("metric", "value", "unit"):
+        if last in cols:
+            cols.remove(last)
+            cols.append(last)
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=cols)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read ({exc.strerror})") from None
+    if not isinstance(data, dict):
+        raise ResultsError(f"{path}: expected a JSON object")
+    return data
+
+
+def write_record(run_dir: Path | str, record: Record) -> Path:
+    """The record's files in `run_dir` (made if missing); tables first and
+    summary.json last, so a folder with a summary is a finished run."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if record.meta:
+        write_json(run_dir / "meta.json", record.meta)
+    for name, rows in record.tables.items():
+        write_tidy(run_dir / f"{name}.csv", rows)
+    write_json(run_dir / "summary.json", record.summary_json())
+    return run_dir
+
+
+def _cell(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value  # numpy scalar -> Python
+
+
+def _read_rows(path: Path) -> Rows:
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{path}: not a readable CSV ({exc})") from None
+    rows = []
+    for raw in frame.to_dict("records"):
+        rows.append({k: _cell(v) for k, v in raw.items() if not (isinstance(v, float) and math.isnan(v))})
+    return tuple(rows)
+
+
+def read_record(run_dir: Path | str) -> Record:
+    """The record `write_record` wrote. A folder whose summary.json has no
+    kind is refused with the kinds this version writes, and one written by
+    a newer schema than this version knows is refused by number."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "summary.json").is_file():
+        raise ResultsError(f"{run_dir}: not a finished run (no summary.json)")
+    data = read_json(run_dir / "summary.json")
+    kind = data.pop("kind", None)
+    schema = data.pop("schema", 0)  # folders written before records declared a schema
+    if not kind:
+        raise ResultsError(f"{run_dir}: summary.json declares no kind; known kinds: {', '.join(KINDS)}")
+    if not isinstance(schema, int) or schema > SCHEMA:
+        raise ResultsError(f"{run_dir}: summary.json has schema {schema!r}; this version reads schema {SCHEMA} "
+                           "and older")
+    meta = read_json(run_dir / "meta.json") if (run_dir / "meta.json").is_file() else {}
+    tables = {p.stem: _read_rows(p) for p in sorted(run_dir.glob("*.csv"))}
+    return Record(kind=kind, summary=data, tables=tables, meta=meta, schema=schema)
