@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.measurement import serverstats
-from echomq_bench.measurement.ceiling import Ceiling
+from echomq_bench.load.ceiling import Ceiling
 from echomq_bench.load.driver import BIN_S, VERBS
 from echomq_bench.measurement.latency import Latency
 

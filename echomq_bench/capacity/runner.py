@@ -7,7 +7,7 @@ EVALSHA of the project's scripts), and returns a `CapacityResult` that says
 not only the rate but whether the server was the bottleneck: its main
 thread's CPU over wall time (INFO cpu), its CPU per cycle, the commandstats
 beside it, the driver's own CPU, and the ceiling that redis-benchmark gets
-from the same claim script (`echomq_bench.measurement.ceiling`).
+from the same claim script (`echomq_bench.load.ceiling`).
 
 On a machine with two or more cores the server's main thread is pinned to
 the first core this process may use and the driver (and the C benchmark

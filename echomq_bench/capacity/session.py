@@ -21,7 +21,7 @@ from echomq_bench.load.audit import Ledger, audit
 from echomq_bench.load.backlog import drop_queue, fill_in_turn
 from echomq_bench.capacity.result import CapacityResult, Measured, RunSetup, build_result
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings
-from echomq_bench.measurement.ceiling import Ceiling, CeilingOptions, run_ceiling
+from echomq_bench.load.ceiling import Ceiling, CeilingOptions, run_ceiling
 from echomq_bench.load.driver import BIN_S, Window, WorkerPlan, slot_owner
 from echomq_bench.load.driver_process import worker_main
 from echomq.queue import Queue

@@ -11,7 +11,7 @@ digits are `ids.encode`'s, a block at a time (a test holds the two equal).
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 import hiredis
 import numpy as np

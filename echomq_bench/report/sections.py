@@ -71,8 +71,7 @@ def compare_section(run: Run, out: Path) -> list[Block]:
         })
         if name != base:
             for metric, key in (("throughput", "throughput"), ("server µs/cycle", "server_us"), ("claim p99", "p99")):
-                ratio = e.get(f"{key}_ratio")
-                ci = e.get(f"{key}_ci95")
+                ratio, ci = e.get(f"{key}_ratio"), e.get(f"{key}_ci95")
                 verdict = e.get("verdict") if key == "throughput" else e.get(f"{key}_verdict")
                 if ratio is not None and ci:
                     ratio_rows.append({"build": name, "metric": metric, "ratio": ratio, "lo": ci[0], "hi": ci[1],
