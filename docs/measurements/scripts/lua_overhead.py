@@ -1,7 +1,7 @@
 """Is the Lua lean? Server time inside scripts per claim+complete cycle,
 ours against the seed's claim paired with a minimal fenced complete.
 
-    python bench/lua_overhead.py [--server SPEC]... [--rounds 80] [--cycles 250]
+    python docs/measurements/scripts/lua_overhead.py [--server SPEC]... [--rounds 80] [--cycles 250]
                                  [--form pipelined|single|both|pumps] [--baseline DIR]
 
 Both pairs run against the same server in one process, interleaved A B A B
@@ -179,7 +179,7 @@ def main() -> int:
                 ok &= verdict == "ok"
                 print(f"{server.version():<22} {form:<10} {r['ours']:>14.2f} {r['ref']:>14.2f} {r['ratio']:>7.3f}  "
                       f"{r['lo']:.3f}..{r['hi']:.3f}  {verdict}", flush=True)
-    against = f"baseline {args.baseline}" if args.baseline else "the seed's scripts (bench/reference)"
+    against = f"baseline {args.baseline}" if args.baseline else "the seed's scripts (docs/measurements/scripts/reference)"
     print(f"{args.rounds} interleaved rounds of {args.cycles} each against {against}; cmdstat_evalsha usec "
           f"per {unit}, median; range = interquartile range of per-round ratios")
     return 0 if ok else 1
