@@ -197,18 +197,22 @@ def wire_calls(q: Queue, jid: str) -> dict[tuple[str, str], Callable[[str], obje
     """(verb, argument) -> a raw EVALSHA with that argument replaced, every other one valid."""
     c, k, s = q.client, q.keys, q.scripts
 
+    def send(call: verbs.ScriptCall) -> object:
+        # verbs builds the call as data and checks nothing: the script must refuse.
+        return c.execute_command(*call.evalsha(s.sha(call.verb)))
+
     def retry(tok: str = "1", delay: str = "0", mx: str = "2") -> object:
-        return c.evalsha(s.sha("retry"), 4, k.active, k.schedule, k.dead, k.job(jid), jid, tok, "e", delay, mx)
+        return send(verbs.retry(k, jid, tok, "e", delay, mx))  # type: ignore[arg-type]
 
     def reap(limit: str = "100", mx: str = "2") -> object:
-        return c.evalsha(s.sha("reap"), 3, k.active, k.pending, k.dead, k.job_prefix, limit, mx)
+        return send(verbs.reap(k, limit, mx))  # type: ignore[arg-type]
 
     return {
-        ("claim", "lease_ms"): lambda v: c.evalsha(s.sha("claim"), 2, k.pending, k.active, k.job_prefix, v),
-        ("promote", "limit"): lambda v: c.evalsha(s.sha("promote"), 2, k.schedule, k.pending, k.job_prefix, v),
+        ("claim", "lease_ms"): lambda v: send(verbs.claim(k, v)),  # type: ignore[arg-type]
+        ("promote", "limit"): lambda v: send(verbs.promote(k, v)),  # type: ignore[arg-type]
         ("reap", "limit"): lambda v: reap(limit=v),
         ("reap", "max_attempts"): lambda v: reap(mx=v),
-        ("complete", "token"): lambda v: c.evalsha(s.sha("complete"), 2, k.active, k.job(jid), jid, v),
+        ("complete", "token"): lambda v: send(verbs.complete(k, jid, v)),  # type: ignore[arg-type]
         ("retry", "token"): lambda v: retry(tok=v),
         ("retry", "delay_ms"): lambda v: retry(delay=v),
         ("retry", "max_attempts"): lambda v: retry(mx=v),
