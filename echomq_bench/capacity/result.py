@@ -112,7 +112,7 @@ class CapacityResult:
         return self._summaries[verb]
 
     def headline(self) -> dict[str, Any]:
-        """The summary.json entry: the issue's six keys first, then context."""
+        """The summary.json entry: the six headline keys first, then context."""
         return {
             "cycles_per_s": self.cycles_per_s,
             "server_us_per_cycle": self.server_us_per_cycle,

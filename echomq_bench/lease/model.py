@@ -12,7 +12,7 @@ after the deadline is uniform on [0, R) for a pump every R,
 
     P(false expiry) = E_o E_U [ sf(L + U - o) ]          (sf(x) = P(W > x))
 
-`lease_expiry` is the issue's first-order form, P(W > L - gap): the chance
+`lease_expiry` is the first-order form, P(W > L - gap): the chance
 the lease runs out, reaped or not; it is the limit R -> 0 and an upper bound.
 
 Recovery after a crash. The worker claims at server time 0, starts work
