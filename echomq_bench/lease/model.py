@@ -46,6 +46,7 @@ from typing import Sequence
 
 import numpy as np
 
+from echomq_bench.measurement.stats import FloatArray
 from echomq_bench.measurement.workdist import Distribution
 
 __all__ = [
@@ -82,7 +83,7 @@ def lease_expiry(dist: Distribution, lease_ms: float, gap_ms: float = 0.0) -> fl
     return dist.sf(lease_ms - gap_ms)
 
 
-def _overhead_points(values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def _overhead_points(values: Sequence[float]) -> tuple[FloatArray, FloatArray]:
     """The measured overheads as weighted points: the body (p0-p99) and the
     top 1% each as OVERHEAD_POINTS equal-mass quantiles. The top 1% gets its
     own points because rare stalls (a descheduled worker) are what makes a
@@ -107,7 +108,7 @@ def false_expiry(dist: Distribution, lease_ms: float, inputs: ModelInputs) -> fl
     return total
 
 
-def _work_draws(dist: Distribution, n: int, rng: np.random.Generator) -> np.ndarray:
+def _work_draws(dist: Distribution, n: int, rng: np.random.Generator) -> FloatArray:
     # Stratified: one draw per 1/n slice of probability, shuffled, so the
     # model's quantiles do not wobble with the seed.
     p = (np.arange(n) + rng.random(n)) / n
@@ -116,7 +117,7 @@ def _work_draws(dist: Distribution, n: int, rng: np.random.Generator) -> np.ndar
     return w
 
 
-def _claim_wait(inputs: ModelInputs, n: int, rng: np.random.Generator) -> np.ndarray:
+def _claim_wait(inputs: ModelInputs, n: int, rng: np.random.Generator) -> FloatArray:
     if not math.isfinite(inputs.claim_rate_per_ms) or inputs.claim_rate_per_ms <= 0:
         return np.zeros(n)
     ahead, prob = zip(*inputs.ahead_weights)
@@ -126,7 +127,7 @@ def _claim_wait(inputs: ModelInputs, n: int, rng: np.random.Generator) -> np.nda
 
 
 def recovery_samples(dist: Distribution, lease_ms: float, inputs: ModelInputs,
-                     n: int = RECOVERY_SAMPLES, seed: int = 0) -> np.ndarray:
+                     n: int = RECOVERY_SAMPLES, seed: int = 0) -> FloatArray:
     """Draws of crash -> re-claim (ms) from the model's formula."""
     rng = np.random.default_rng(seed)
     w = _work_draws(dist, n, rng)
@@ -136,7 +137,7 @@ def recovery_samples(dist: Distribution, lease_ms: float, inputs: ModelInputs,
     return np.maximum(0.0, lease_ms + u + q - inputs.crash_gap_ms - v * w)
 
 
-def deadline_samples(inputs: ModelInputs, n: int = RECOVERY_SAMPLES, seed: int = 0) -> np.ndarray:
+def deadline_samples(inputs: ModelInputs, n: int = RECOVERY_SAMPLES, seed: int = 0) -> FloatArray:
     """Draws of lease deadline -> re-claim (ms): reap phase plus claim wait."""
     rng = np.random.default_rng(seed)
     return rng.random(n) * inputs.reap_every_ms + _claim_wait(inputs, n, rng)

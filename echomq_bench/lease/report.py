@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from echomq_bench.lease.analysis import LeaseResult, SweepResult
 from echomq_bench.lease.recommend import (Candidate, Recommendation, fmt_ms, fmt_pct, model_lease_for_budget, recommend,
@@ -117,6 +117,10 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
+def _plain_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _plain(v) for k, v in fields.items()}
+
+
 def summary_dict(results: Sequence[SweepResult], recs: Sequence[Recommendation],
                  checks: Sequence[tuple[bool, str] | None] = ()) -> dict[str, Any]:
     per_server = []
@@ -141,14 +145,15 @@ def summary_dict(results: Sequence[SweepResult], recs: Sequence[Recommendation],
             "client_cpu_s": res.data.client_cpu_s,
             "wall_s": res.data.wall_s,
         }
-        if i < len(checks) and checks[i] is not None:
-            entry["check"] = {"holds": checks[i][0], "text": checks[i][1]}
+        check = checks[i] if i < len(checks) else None
+        if check is not None:
+            entry["check"] = {"holds": check[0], "text": check[1]}
         per_server.append(entry)
     # One number for the team: the most cautious of the servers' picks.
     chosen = [(rec, res) for rec, res in zip(recs, results) if rec.lease_ms is not None]
     top = max(chosen, key=lambda x: x[0].lease_ms or 0.0)[0] if chosen else recs[0]
     s = results[0].settings
-    return _plain({
+    return _plain_fields({
         "recommended_lease_ms": top.lease_ms,
         "false_expiry_rate": top.false_expiry_rate,
         "recovery_p99_ms": top.recovery_p99_ms,
@@ -227,8 +232,8 @@ def write_run(run_dir: Path, results: Sequence[SweepResult], recs: Sequence[Reco
 
     summary = summary_dict(results, recs, checks)
     write_record(run_dir, Record(kind="lease", summary=summary, meta=meta,
-                                 tables={"lease": [row for res in results for row in _tidy_rows(res)],
-                                         "recovery": [row for res in results for row in _recovery_rows(res)]}))
+                                 tables={"lease": tuple(row for res in results for row in _tidy_rows(res)),
+                                         "recovery": tuple(row for res in results for row in _recovery_rows(res))}))
     lat = work_latency(results[0].data)
     for res in results[1:]:
         lat.merge(work_latency(res.data))

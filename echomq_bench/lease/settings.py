@@ -75,7 +75,7 @@ def _nice(x: float) -> float:
     """x rounded to two significant digits, so a lease reads like one a person would set."""
     if x <= 0:
         return x
-    mag = 10 ** math.floor(math.log10(x) - 1)
+    mag: float = 10 ** math.floor(math.log10(x) - 1)
     return round(x / mag) * mag
 
 

@@ -20,6 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
+from echomq_bench.measurement.stats import Floats
+
 __all__ = ["wilson", "binom_cdf", "quantile", "quantile_ci", "rate_ci", "t_quantile"]
 
 
@@ -63,7 +65,7 @@ def binom_cdf(k: int, n: int, p: float) -> float:
     return min(1.0, math.exp(top) * math.fsum(math.exp(v - top) for v in logs))
 
 
-def quantile(xs: Sequence[float], q: float) -> float:
+def quantile(xs: Floats, q: float) -> float:
     """The q-quantile (linear interpolation, numpy's default); nan when empty."""
     if len(xs) == 0:
         return math.nan
@@ -93,9 +95,9 @@ def _order_ranks(n: int, q: float, conf: float) -> tuple[int | None, int | None]
     # Lower rank l: the largest l with P(B <= l - 1) <= alpha, i.e. X_(l) is
     # below the quantile with probability >= 1 - alpha.
     lower = None
-    for l in range(1, n + 1):
-        if cdf[l - 1] <= alpha:
-            lower = l
+    for rank in range(1, n + 1):
+        if cdf[rank - 1] <= alpha:
+            lower = rank
         else:
             break
     upper = None
@@ -106,7 +108,7 @@ def _order_ranks(n: int, q: float, conf: float) -> tuple[int | None, int | None]
     return lower, upper
 
 
-def quantile_ci(xs: Sequence[float], q: float, conf: float = 0.95) -> tuple[float, float]:
+def quantile_ci(xs: Floats, q: float, conf: float = 0.95) -> tuple[float, float]:
     """Distribution-free interval for the q-quantile from order statistics
     (the binomial method); -inf/inf on a side the sample cannot bound."""
     n = len(xs)

@@ -36,6 +36,7 @@ import multiprocessing as mp
 import random
 import secrets
 import time
+from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 import redis
@@ -149,10 +150,10 @@ def _collect(server: Any, settings: SweepSettings, progress: Callable[[str], Non
 
 
 def _start(ctx: Any, procs: list[Any], shared: tuple[Any, SweepSettings, Any, str],
-           leases: tuple[float, ...]) -> list[Any]:
+           leases: tuple[float, ...]) -> list[Connection]:
     """One process per lease, appended to procs as it starts; returns their pipes once all are ready."""
     spec, settings, counters, tag = shared
-    pipes = []
+    pipes: list[Connection] = []
     for i, lease in enumerate(leases):
         parent, child = ctx.Pipe()
         p = ctx.Process(target=lease_worker, args=(spec, i, settings, lease, child, counters, tag),
@@ -183,7 +184,7 @@ def _window(settings: SweepSettings, leases: tuple[float, ...]) -> tuple[float, 
     return start, end, cap
 
 
-def _gather(pipes: list[Any], client: Any, leases: tuple[float, ...], counters: Any,
+def _gather(pipes: list[Connection], client: Any, leases: tuple[float, ...], counters: Any,
             window: tuple[float, float, float], say: Callable[[str], None]) -> tuple[dict[int, LeaseData], Any]:
     """Each process's data as it reports, and the server's usage over the window."""
     start, end, cap = window
@@ -210,11 +211,12 @@ def _gather(pipes: list[Any], client: Any, leases: tuple[float, ...], counters: 
     return results, usage(s0, sampled_end)
 
 
-def _recv(conn: Any) -> tuple[str, Any]:
+def _recv(conn: Connection) -> tuple[str, Any]:
     try:
-        return conn.recv()
+        kind, payload = conn.recv()
     except EOFError:
         return "error", "a lease process died without a word (killed, or out of memory?)"
+    return kind, payload
 
 
 def _progress_line(now: float, start: float, end: float, leases: tuple[float, ...], counters: Any,

@@ -28,6 +28,12 @@ POLL_S = 0.05
 REFILL_S = 0.01
 PROGRESS_FIELDS = 4  # per lease: executions, refused, crashes, resolved-after-window flag
 
+# One counted attempt. Live: job id, token, claim sent, claim answered, nominal
+# work ms, complete sent, complete answered, accepted. Crashed: job id, token,
+# claim sent, claim answered, nominal work ms, nominal crash ms, crashed at.
+LiveRow = tuple[str, int, float, float, float, float, float, bool]
+CrashRow = tuple[str, int, float, float, float, float, float]
+
 
 # --------------------------------------------------------------------------
 # Connecting from another process without writing a password anywhere
@@ -59,8 +65,8 @@ class _Attempts:
     def __init__(self, run: _LeaseRun) -> None:
         self.run = run
         self.base = run.index * PROGRESS_FIELDS
-        self.live: list[tuple] = []
-        self.crashed: list[tuple] = []
+        self.live: list[LiveRow] = []
+        self.crashed: list[CrashRow] = []
         self.claims: list[float] = []
         self.holding: tuple[float, float, bool] = (0.0, 0.0, False)  # the job in hand: t0, t1, counted
 
@@ -192,7 +198,7 @@ class _LeaseRun:
         live_rows = [r for book in self.books for r in list(book.live)]
         crash_rows = [r for book in self.books for r in list(book.crashed)]
 
-        def after(row: tuple) -> float:
+        def after(row: LiveRow | CrashRow) -> float:
             return reclaim.get((row[0], row[1] + 1), math.nan)
 
         live = {

@@ -28,10 +28,10 @@ class Latency:
         return int(self.hist.get_total_count())
 
     def percentile_ms(self, p: float) -> float:
-        return self.hist.get_value_at_percentile(p) / 1000.0
+        return float(self.hist.get_value_at_percentile(p)) / 1000.0
 
     def max_ms(self) -> float:
-        return self.hist.get_max_value() / 1000.0
+        return float(self.hist.get_max_value()) / 1000.0
 
     def summary_ms(self) -> dict[str, float]:
         out = {f"p{p:g}": self.percentile_ms(p) for p in PERCENTILES}
@@ -40,7 +40,8 @@ class Latency:
         return out
 
     def encode(self) -> str:
-        return self.hist.encode().decode("ascii")
+        blob: bytes = self.hist.encode()
+        return blob.decode("ascii")
 
     @classmethod
     def decode(cls, blob: str | bytes) -> "Latency":

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-__all__ = ["ServerSample", "Usage", "sample", "usage", "command_stats", "commandstats_entry", "process_cpu_s", "sched_s", "steal_s", "bound",
-           "BUSY"]
+__all__ = ["ServerSample", "Usage", "sample", "usage", "command_stats", "commandstats_entry", "process_cpu_s",
+           "sched_s", "steal_s", "bound", "BUSY"]
 
 # A main thread this busy is saturated for practical purposes: the rest is
 # the event loop's own waiting between batches.

@@ -26,13 +26,18 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
-__all__ = ["Comparison", "bootstrap_ci", "paired_ratios", "compare_metric", "compare_ratios", "verdict",
-           "round_ratio", "FASTER", "SLOWER", "SAME", "N_BOOT", "LEVEL"]
+__all__ = ["Floats", "FloatArray", "Comparison", "bootstrap_ci", "paired_ratios", "compare_metric", "compare_ratios",
+           "verdict", "round_ratio", "FASTER", "SLOWER", "SAME", "N_BOOT", "LEVEL"]
 
 FASTER, SLOWER, SAME = "faster", "slower", "no significant difference"
 N_BOOT = 10_000
 LEVEL = 0.95
+
+FloatArray = npt.NDArray[np.float64]
+# A column of numbers, as a list or as a numpy array.
+Floats = Sequence[float] | npt.NDArray[np.floating[Any]]
 
 
 @dataclass(frozen=True)
@@ -49,9 +54,9 @@ class Comparison:
         return out
 
 
-def paired_ratios(baseline: Sequence[float], other: Sequence[float]) -> np.ndarray:
-    a = np.asarray(baseline, dtype=float)
-    b = np.asarray(other, dtype=float)
+def paired_ratios(baseline: Floats, other: Floats) -> FloatArray:
+    a = np.asarray(baseline, dtype=np.float64)
+    b = np.asarray(other, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
         raise ValueError(f"paired trials need two equal, non-empty lists; got {len(a)} and {len(b)}")
     if np.any(a <= 0) or np.any(b <= 0) or not np.all(np.isfinite(a)) or not np.all(np.isfinite(b)):
@@ -59,7 +64,7 @@ def paired_ratios(baseline: Sequence[float], other: Sequence[float]) -> np.ndarr
     return b / a
 
 
-def bootstrap_ci(*columns: Sequence[float], stat: Callable[..., float] | None = None, level: float = LEVEL,
+def bootstrap_ci(*columns: Floats, stat: Callable[..., float] | None = None, level: float = LEVEL,
                  n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, float]:
     """`stat` of the columns and its percentile-bootstrap interval, rows
     resampled together: (value, lo, hi). Without `stat`, the median of one
@@ -95,7 +100,7 @@ def verdict(lo: float, hi: float, *, higher_is_better: bool, ratio: float | None
     return SAME
 
 
-def compare_metric(baseline: Sequence[float], other: Sequence[float], *, higher_is_better: bool,
+def compare_metric(baseline: Floats, other: Floats, *, higher_is_better: bool,
                    level: float = LEVEL, n_boot: int = N_BOOT, seed: int = 0,
                    min_effect: float = 0.0) -> Comparison:
     """Trial i of `other` against trial i of `baseline`."""
@@ -103,16 +108,16 @@ def compare_metric(baseline: Sequence[float], other: Sequence[float], *, higher_
                           n_boot=n_boot, seed=seed, min_effect=min_effect)
 
 
-def compare_ratios(ratios: Sequence[float], *, higher_is_better: bool, level: float = LEVEL,
+def compare_ratios(ratios: Floats, *, higher_is_better: bool, level: float = LEVEL,
                    n_boot: int = N_BOOT, seed: int = 0, min_effect: float = 0.0) -> Comparison:
     """One ratio other/baseline per trial, however each trial got it."""
-    ratios = np.asarray(ratios, dtype=float)
-    if len(ratios) == 0 or np.any(ratios <= 0) or not np.all(np.isfinite(ratios)):
+    arr = np.asarray(ratios, dtype=float)
+    if len(arr) == 0 or np.any(arr <= 0) or not np.all(np.isfinite(arr)):
         raise ValueError("ratios must be positive and finite, one per trial")
-    ratio, lo, hi = bootstrap_ci(ratios, level=level, n_boot=n_boot, seed=seed)
+    ratio, lo, hi = bootstrap_ci(arr, level=level, n_boot=n_boot, seed=seed)
     return Comparison(ratio, (lo, hi),
                       verdict(lo, hi, higher_is_better=higher_is_better, ratio=ratio, min_effect=min_effect),
-                      len(ratios), higher_is_better)
+                      len(arr), higher_is_better)
 
 
 def round_ratio(baseline: dict[int, float], other: dict[int, float]) -> float | None:

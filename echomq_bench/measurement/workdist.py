@@ -55,7 +55,9 @@ def parse_duration_ms(text: str) -> float:
 
 
 class Distribution(Protocol):
-    spec: str
+    # Read-only: the distributions are frozen dataclasses.
+    @property
+    def spec(self) -> str: ...
 
     def sample_ms(self, rng: random.Random) -> float: ...
     def sf(self, x_ms: float) -> float: ...
