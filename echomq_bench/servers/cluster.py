@@ -177,7 +177,8 @@ class Cluster:
         options: dict[str, Any] = {"decode_responses": False, "socket_connect_timeout": 5,
                                    **self._client_options}
         options.update(kwargs)
-        startup = [redis.cluster.ClusterNode(n.host, n.port) for n in live]
+        # redis-py leaves ClusterNode's constructor unannotated.
+        startup = [redis.cluster.ClusterNode(n.host, n.port) for n in live]  # type: ignore[no-untyped-call]
         return RedisCluster(startup_nodes=startup, **options)
 
     def version(self) -> str:
@@ -220,7 +221,8 @@ class Cluster:
 
     def _cluster_info(self, node: ClusterNode) -> dict[str, Any]:
         with node.client(socket_timeout=5, retry=no_retry()) as c:
-            return c.cluster("info")  # type: ignore[no-any-return]
+            info: dict[str, Any] = c.cluster("info")
+        return info
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_SECONDS, *, expect_masters: int | None = None) -> None:
         """Return once every live node says cluster_state:ok, all of them
@@ -287,6 +289,7 @@ class UrlCluster(Cluster):
             raise ServerSpecError(f"{spec!r} is not a cluster URL spec")
         self.spec = spec
         self.name = spec.name
+        self._url = spec.url
         parts = urlsplit(spec.url)
         scheme = CLUSTER_SCHEMES[parts.scheme.lower()]
         self._plain_url = urlunsplit((scheme, parts.netloc, "", parts.query, ""))
@@ -302,7 +305,7 @@ class UrlCluster(Cluster):
 
     @property
     def url(self) -> str:
-        return self.spec.url  # type: ignore[return-value]
+        return self._url
 
     @property
     def running(self) -> bool:

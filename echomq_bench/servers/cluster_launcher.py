@@ -68,8 +68,8 @@ class EmbeddedCluster(Cluster):
             self.node_args = (*self.node_args, "--masterauth", password)
         try:
             for index in range(self.layout.size):
-                self.nodes.append(ClusterNode(LOOPBACK, 0, server=self._start_node(index)))
-                self.nodes[-1].port = self.nodes[-1].server.port  # type: ignore[union-attr]
+                server = self._start_node(index)
+                self.nodes.append(ClusterNode(LOOPBACK, server.port, server=server))
             self._form(ready_timeout)
         except BaseException:
             self.stop()
@@ -108,23 +108,23 @@ class EmbeddedCluster(Cluster):
         masters = self.nodes[: self.layout.masters]
         clients = [n.client() for n in self.nodes]
         try:
-            ids = [c.execute_command("CLUSTER MYID").decode() for c in clients]
+            ids = [c.cluster("MYID").decode() for c in clients]
             for epoch, (c, (lo, hi)) in enumerate(zip(clients, slot_ranges(len(masters))), start=1):
                 # Distinct epochs up front, as redis-cli does, so no collision
                 # round decides the first slot map.
-                c.execute_command("CLUSTER SET-CONFIG-EPOCH", epoch)
-                c.execute_command("CLUSTER ADDSLOTSRANGE", lo, hi)
+                c.cluster("SET-CONFIG-EPOCH", epoch)
+                c.cluster("ADDSLOTSRANGE", lo, hi)
             # Every pair meets directly: a full mesh at once instead of
             # waiting for gossip to spread the news from one node.
             servers = self.servers
             for i, c in enumerate(clients):
                 for other in servers[i + 1 :]:
                     bus = other.option("--cluster-port")
-                    c.execute_command("CLUSTER MEET", LOOPBACK, other.port, bus)
+                    c.cluster("MEET", LOOPBACK, other.port, bus)
             self._wait(lambda: self._all_know(ids), ready_timeout, "every node to know every other")
             for index in range(len(masters), len(self.nodes)):
                 master_id = ids[(index - len(masters)) // self.layout.replicas]
-                clients[index].execute_command("CLUSTER REPLICATE", master_id)
+                clients[index].cluster("REPLICATE", master_id)
             self._wait(lambda: self._replicas_synced(ids), ready_timeout, "the replicas to sync")
         finally:
             for c in clients:

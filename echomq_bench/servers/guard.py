@@ -112,7 +112,8 @@ class Guard:
         except OSError as exc:
             # Cleanup at exit still works; only a hard crash would leak.
             self.keeper_failed = True
-            warnings.warn(f"echomq: cannot start the server keeper ({exc})", RuntimeWarning)
+            # stacklevel 1: the fault is here, not in whoever started a server.
+            warnings.warn(f"echomq: cannot start the server keeper ({exc})", RuntimeWarning, stacklevel=1)
             return
         state = [{"op": "add_pid", "pid": pid, "start": start} for pid, start in self.pids.items()]
         state += [{"op": "add_dir", "path": path} for path in self.dirs]
@@ -139,7 +140,7 @@ class Guard:
             try:
                 server.stop()
             except Exception as exc:  # one bad server must not keep others running
-                warnings.warn(f"echomq: stopping {server.name} failed: {exc}", RuntimeWarning)
+                warnings.warn(f"echomq: stopping {server.name} failed: {exc}", RuntimeWarning, stacklevel=1)
         with self.lock:
             self._close_pipe()
             keeper, self.keeper = self.keeper, None

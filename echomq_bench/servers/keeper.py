@@ -25,6 +25,7 @@ import shutil
 import signal
 import sys
 import time
+from typing import TypedDict
 
 TERM_GRACE_SECONDS = 3.0
 KILL_GRACE_SECONDS = 2.0
@@ -96,7 +97,16 @@ def reap(pids: dict[int, int | None], dirs: set[str]) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def apply(message: dict[str, object], pids: dict[int, int | None], dirs: set[str]) -> None:
+class Message(TypedDict, total=False):
+    """One line from the parent; which keys it holds depends on `op`."""
+
+    op: str
+    pid: int
+    start: int | None
+    path: str
+
+
+def apply(message: Message, pids: dict[int, int | None], dirs: set[str]) -> None:
     op = message.get("op")
     if op == "add_pid":
         start = message.get("start")

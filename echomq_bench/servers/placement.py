@@ -102,7 +102,8 @@ def master_clients(target: Any) -> dict[str, redis.Redis]:
         return {m.name: m.client() for m in target.masters()}
     if isinstance(target, RedisCluster):
         order, _ = _owners(target)
-        nodes = {n.name: n for n in target.get_primaries()}
+        # redis-py leaves get_primaries unannotated; it answers ClusterNodes.
+        nodes = {n.name: n for n in target.get_primaries()}  # type: ignore[no-untyped-call]
         return {name: target.get_redis_connection(nodes[name]) for name in order}
     from echomq.queue import describe
 

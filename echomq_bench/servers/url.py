@@ -25,7 +25,8 @@ def url_connection_kwargs(url: str) -> dict[str, Any]:
     """`redis.Redis(**kwargs)` arguments for `url`, as redis-py reads it
     (credentials, db and TLS query options included), with `ssl=True` for
     rediss:// in place of redis-py's connection class."""
-    kwargs = parse_url(url)
+    # redis-py leaves parse_url unannotated; it answers a plain dict.
+    kwargs: dict[str, Any] = parse_url(url)  # type: ignore[no-untyped-call]
     if kwargs.pop("connection_class", None) is SSLConnection:
         kwargs["ssl"] = True
     kwargs.setdefault("port", DEFAULT_URL_PORT)
