@@ -24,6 +24,7 @@ from typing import Any, Iterable
 import redis
 
 from echomq.keys import QueueKeys
+from echomq_bench.load.bulk import member_ids
 
 __all__ = ["Ledger", "AuditReport", "audit"]
 
@@ -109,11 +110,13 @@ class AuditReport:
         lines = [
             f"audit {'PASS' if self.passed else 'FAIL'}",
             f"  enqueued {self.enqueued} = completed {self.completed} + pending {self.pending} + active {self.active}"
-            f" + scheduled {self.scheduled} + dead {self.dead} ({total}){'' if total == self.enqueued else '  MISMATCH'}",
+            f" + scheduled {self.scheduled} + dead {self.dead} ({total})"
+            f"{'' if total == self.enqueued else '  MISMATCH'}",
             f"  lost {self.lost}, in two places {self.in_two_places}, unknown ids on the server {self.unknown}",
             f"  completes accepted twice {self.double_accepted}",
             f"  zombie completes {self.zombie_sent}, accepted {self.zombie_accepted} (must be 0)",
-            f"  refused completes {self.refused}, with a token not superseded {self.refused_not_superseded} (must be 0)",
+            f"  refused completes {self.refused},"
+            f" with a token not superseded {self.refused_not_superseded} (must be 0)",
         ]
         for name, ids in self.examples.items():
             if ids:
@@ -122,7 +125,7 @@ class AuditReport:
 
 
 def _members(client: redis.Redis, key: str) -> set[str]:
-    return {m.decode() for m in client.zrange(key, 0, -1)}
+    return set(member_ids(client, key))
 
 
 def audit(client: redis.Redis, queues: Iterable[str], ledger: Ledger) -> AuditReport:

@@ -18,7 +18,7 @@ import redis
 
 from echomq.ids import encode, parse_id, mint
 
-__all__ = ["id_block", "BulkFill", "server_ms", "SLICE", "delete_keys"]
+__all__ = ["id_block", "BulkFill", "server_ms", "SLICE", "delete_keys", "member_ids"]
 
 SLICE = 10_000
 _LOW = 62**4  # four low digits come from the tables below
@@ -109,11 +109,17 @@ class BulkFill:
             first = score0 + step * start
             flat[0::2] = range(first, first + step * len(chunk), step) if step else [first] * len(chunk)
             flat[1::2] = chunk
-            pipe.execute_command("ZADD", zkey, *flat)
+            # redis-py leaves execute_command unannotated.
+            pipe.execute_command("ZADD", zkey, *flat)  # type: ignore[no-untyped-call]
             if len(pipe) >= 4:
                 pipe.execute()
         pipe.execute()
         return len(ids)
+
+
+def member_ids(client: redis.Redis, key: str, start: int = 0, end: int = -1) -> list[str]:
+    """A sorted set's members from rank `start` to `end`, in score order, as text."""
+    return [m.decode() if isinstance(m, bytes) else str(m) for m in client.zrange(key, start, end)]
 
 
 def delete_keys(client: redis.Redis, keys: Iterable[str], chunk: int = 5_000) -> None:

@@ -84,7 +84,8 @@ class RedisCalls:
 
     def command(self, *args: Any) -> Any:
         with wire_errors(self.client):
-            return self.client.execute_command(*args)
+            # redis-py leaves execute_command unannotated.
+            return self.client.execute_command(*args)  # type: ignore[no-untyped-call]
 
     def _send(self, calls: Sequence[ScriptCall]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)

@@ -27,7 +27,7 @@ import random
 import socket
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import hiredis
 
@@ -138,7 +138,9 @@ class PipelinedConsumer(_Pipelined):
             raise ValueError("the pipelined consumer completes every job: no crash, failure or handle")
         self.queue, self.policy, self.working, self.rng = queue, policy, working, rng
         self.claim_cmd = encode_call(verbs.claim(queue, policy.lease_ms), shas["claim"])
-        template = CommandTemplate(verbs.complete(queue, ID_HOLE, TOKEN_HOLE).evalsha(shas["complete"]),
+        # The hole stands where the verb takes an int token; each fill writes the real one.
+        token = cast(int, TOKEN_HOLE)
+        template = CommandTemplate(verbs.complete(queue, ID_HOLE, token).evalsha(shas["complete"]),
                                    fixed={"id": ID_HOLE}, variable={"token": TOKEN_HOLE})
         self.complete = template.filler("id", "token", "len(token)")
         # No work time (capacity): a job completes in the same send as the next claims, no timer.

@@ -82,9 +82,9 @@ class CommandTemplate:
 
     def __init__(self, command: Sequence[Any], fixed: Mapping[str, str | bytes] | None = None,
                  variable: Mapping[str, str | bytes] | None = None) -> None:
-        fixed = {n: as_bytes(v) for n, v in (fixed or {}).items()}
-        variable = {n: as_bytes(v) for n, v in (variable or {}).items()}
-        by_value = {v: n for n, v in variable.items()}
+        fixed_b = {n: as_bytes(v) for n, v in (fixed or {}).items()}
+        variable_b = {n: as_bytes(v) for n, v in (variable or {}).items()}
+        by_value = {v: n for n, v in variable_b.items()}
         # Literal bytes and holes in order; a hole is (name, "%s") or, for a length, (name, "%d").
         parts: list[bytes | tuple[str, bytes]] = [b"*%d\r\n" % len(command)]
         for arg in map(as_bytes, command):
@@ -92,10 +92,10 @@ class CommandTemplate:
             if name is not None:
                 parts += [b"$", (f"len({name})", b"%d"), b"\r\n", (name, b"%s"), b"\r\n"]
             else:
-                parts += [b"$%d\r\n" % len(arg), *self._split(arg, fixed), b"\r\n"]
+                parts += [b"$%d\r\n" % len(arg), *self._split(arg, fixed_b), b"\r\n"]
         holes = [p for p in parts if isinstance(p, tuple)]
         self.slots = tuple(name for name, _ in holes)
-        missing = {*fixed, *variable} - set(self.slots)
+        missing = {*fixed_b, *variable_b} - set(self.slots)
         if missing:
             raise ValueError(f"holes {sorted(missing)} are not in the command")
         self.format = b"".join(p[1] if isinstance(p, tuple) else p.replace(b"%", b"%%") for p in parts)
@@ -143,8 +143,9 @@ class CommandTemplate:
     def fill(self, **values: Any) -> bytes:
         """The command with these values in its holes (the convenient, slower form)."""
         given = {n: as_bytes(v) for n, v in values.items()}
-        given.update({f"len({n})": len(v) for n, v in given.items()})
-        return self.format % tuple(given[s] for s in self.slots)
+        lengths = {f"len({n})": len(v) for n, v in given.items()}
+        filled: dict[str, bytes | int] = {**given, **lengths}
+        return self.format % tuple(filled[s] for s in self.slots)
 
     def pieces(self) -> list[bytes]:
         """The bytes between the holes, for joining around values in bulk."""
