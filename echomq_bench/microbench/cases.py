@@ -21,8 +21,8 @@ from typing import Any, Sequence
 import redis
 
 from echomq_bench.load.backlog import drop_queue
-from echomq_bench.load.bulk import BulkFill, delete_keys, id_block, server_ms
-from echomq.queue import Queue
+from echomq_bench.load.bulk import BulkFill, delete_keys, id_block, member_ids, server_ms
+from echomq.queue import Job, Queue
 
 __all__ = ["Sizes", "Env", "Case", "CASES", "VERB_CASES", "REFERENCES", "LEASE_MS", "PAYLOAD", "NOOP_LUA",
            "READ_100_LUA",
@@ -209,7 +209,7 @@ class EnqueueDuplicate(Enqueue):
     name, expect = "enqueue_duplicate", "duplicate"
 
     def prepare(self, n: int) -> None:
-        self.ids = [i.decode() for i in self.env.client.zrange(self.q.keys.pending, 0, n - 1)]
+        self.ids = member_ids(self.env.client, self.q.keys.pending, 0, n - 1)
 
     def after(self, replies: list[object]) -> None:
         pass
@@ -227,10 +227,10 @@ class Claim(Case):
         return self.q.claim(LEASE_MS)
 
     def ok(self, reply: object) -> bool:
-        return reply is not None and reply.token == 1 and reply.payload == PAYLOAD  # type: ignore[attr-defined]
+        return isinstance(reply, Job) and reply.token == 1 and reply.payload == PAYLOAD
 
     def after(self, replies: list[object]) -> None:
-        ids = [job.id for job in replies if job is not None]  # type: ignore[attr-defined]
+        ids = [job.id for job in replies if isinstance(job, Job)]
         if ids:
             self.env.client.zrem(self.q.keys.active, *ids)
             delete_keys(self.env.client, map(self.q.keys.job, ids))
@@ -285,6 +285,7 @@ class _PerCall(Case):
 
     heavy = True
     k = 0
+    q: Queue  # each kind's own queue, made by its __init__
 
     def __init__(self, env: Env, lua_dir: Path | str | None = None) -> None:
         super().__init__(env, lua_dir)

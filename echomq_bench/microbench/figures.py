@@ -9,6 +9,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from echomq_bench.measurement.stats import Floats
 from echomq_bench.microbench.cases import CASES, KEEP, SUB_US_KEEP
 from echomq_bench.microbench.settings import Settings
 
@@ -18,7 +19,7 @@ __all__ = ["Batch", "Figure", "Comparison", "Measurement", "typical", "figure", 
 BOOTSTRAP = 200
 
 
-def typical(values: Sequence[float], keep: float = KEEP) -> float:
+def typical(values: Floats, keep: float = KEEP) -> float:
     """The mean of the faster half (`keep`) of the calls.
 
     On a shared machine a call's server time is its script's work plus
@@ -90,7 +91,9 @@ class Figure:
     client_ratio_iqr: tuple[float, float]
 
     def to_dict(self) -> dict[str, Any]:
-        r = lambda x, d=4: round(float(x), d)  # noqa: E731
+        def r(x: float, d: int = 4) -> float:
+            return round(float(x), d)
+
         return {"command": self.command, "calls": self.calls, "server_us": r(self.server_us, 3),
                 "server_us_mean": r(self.server_us_mean, 3), "client_us": r(self.client_us, 2),
                 "reference": self.reference, "server_ratio": r(self.server_ratio),

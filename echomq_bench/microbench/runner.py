@@ -93,6 +93,12 @@ def run_batch(cases: Sequence[Case], n: int) -> list[Batch]:
     return out
 
 
+def _stat_delta(now: dict[str, Any], before: dict[str, Any], command: str) -> tuple[int, int]:
+    """(calls, usec) of `command` between two INFO commandstats replies."""
+    (calls1, usec1), (calls0, usec0) = commandstats_entry(now, command), commandstats_entry(before, command)
+    return calls1 - calls0, usec1 - usec0
+
+
 def _timed_call(env: Env, case: Case, batch: Batch, got: list[object], i: int,
                 stats: dict[str, Any]) -> dict[str, Any]:
     """Call i of one case, then the no-op script and PING, each timed; the
@@ -109,8 +115,7 @@ def _timed_call(env: Env, case: Case, batch: Batch, got: list[object], i: int,
     ping()
     t3 = clock()
     now = client.info("commandstats")
-    delta = {c: (commandstats_entry(now, c)[0] - commandstats_entry(stats, c)[0], commandstats_entry(now, c)[1] - commandstats_entry(stats, c)[1])
-             for c in (case.command, "eval", "ping")}
+    delta = {c: _stat_delta(now, stats, c) for c in (case.command, "eval", "ping")}
     if [d[0] for d in delta.values()] != [1, 1, 1]:
         raise MicrobenchError(
             f"{case.name}: between two INFOs the server counted "
@@ -133,7 +138,7 @@ def _heavy_reference(env: Env, case: Case, batch: Batch, i: int, stats: dict[str
     read_100()
     t5 = clock()
     now = env.client.info("commandstats")
-    calls, usec = (a - b for a, b in zip(commandstats_entry(now, "eval"), commandstats_entry(stats, "eval")))
+    calls, usec = _stat_delta(now, stats, "eval")
     if calls != 1:
         raise MicrobenchError(f"{case.name}: the server counted {calls} EVAL for one reference "
                               "call; another client is using the server")
