@@ -19,7 +19,7 @@ import redis
 from echomq import verbs
 from echomq.errors import StaleTokenError, WrongKindError
 from echomq.ids import mint, parse_id
-from echomq.queue import Queue
+from echomq.queue import Job, Queue
 from echomq.scripts import discover
 from echomq_bench.load.backlog import drop_queue
 
@@ -57,6 +57,13 @@ def wire_error(fn: Callable[[], object]) -> str:
     return f"no error (replied {got!r})"
 
 
+def _held(job: Job | None, seen: str) -> Job:
+    """The claimed job; Failed with `seen` when the claim found nothing."""
+    if job is None:
+        raise Failed(seen)
+    return job
+
+
 def server_ms(client: redis.Redis, key: str | None = None) -> int:
     """The server's clock; on a cluster, the clock of the node that owns `key`."""
     if key is not None and isinstance(client, redis.RedisCluster):
@@ -77,7 +84,8 @@ def _cleanup(q: Queue) -> None:
 def j1(client: redis.Redis) -> str:
     public = {n for n in dir(Queue) if not n.startswith("_") and callable(getattr(Queue, n))}
     expect(public == VERBS, f"public methods {sorted(public)}")
-    return "the bus module's surface: enqueue, browse, pending_size (of eight verbs) -- scripts and key shapes are nobody's business"
+    return ("the bus module's surface: enqueue, browse, pending_size (of eight verbs) -- "
+            "scripts and key shapes are nobody's business")
 
 
 def j2(client: redis.Redis) -> str:
@@ -91,7 +99,8 @@ def j2(client: redis.Redis) -> str:
         expect(q.pending_size() == 1, f"pending {q.pending_size()}")
     finally:
         _cleanup(q)
-    return "enqueue is one script and idempotent by id: first call enqueued, second answered duplicate, the row untouched and pending holds 1"
+    return ("enqueue is one script and idempotent by id: first call enqueued, second answered duplicate, "
+            "the row untouched and pending holds 1")
 
 
 def j3(client: redis.Redis) -> str:
@@ -99,7 +108,8 @@ def j3(client: redis.Redis) -> str:
     try:
         ord_id = mint("ORD")
         call = verbs.enqueue(q.keys, ord_id, b"x").evalsha(q.scripts.sha("enqueue"))
-        code = wire_error(lambda: client.execute_command(*call))
+        # redis-py leaves execute_command unannotated.
+        code = wire_error(lambda: client.execute_command(*call))  # type: ignore[no-untyped-call]
         expect(code == "EMQKIND", f"raw EVALSHA answered {code}")
         try:
             q.enqueue(ord_id, b"x")
@@ -109,7 +119,8 @@ def j3(client: redis.Redis) -> str:
         expect(client.exists(q.keys.job(ord_id), q.keys.pending) == 0, "a key was written")
     finally:
         _cleanup(q)
-    return "kind policy lives in the script: an ORD id in the job position answers EMQKIND on the wire -- the key let it pass, the law did not"
+    return ("kind policy lives in the script: an ORD id in the job position answers EMQKIND on the wire -- "
+            "the key let it pass, the law did not")
 
 
 def j4(client: redis.Redis) -> str:
@@ -128,7 +139,8 @@ def j4(client: redis.Redis) -> str:
         expect(head == [ids[0].encode()], f"head {head}")
     finally:
         _cleanup(q)
-    return "newest-first browse over the ids themselves returns the last five minted in reverse mint order; the very first job sits at the head; 301 pending, no second index anywhere"
+    return ("newest-first browse over the ids themselves returns the last five minted in reverse mint order; "
+            "the very first job sits at the head; 301 pending, no second index anywhere")
 
 
 def j5(client: redis.Redis) -> str:
@@ -136,14 +148,14 @@ def j5(client: redis.Redis) -> str:
     try:
         order = mint("ORD")
         q.enqueue(mint(), json.dumps({"order": order, "qty": 3}).encode())
-        job = q.claim(lease_ms=30_000)
-        expect(job is not None, "claim found nothing")
-        cargo = json.loads(job.payload)  # type: ignore[union-attr]
+        job = _held(q.claim(lease_ms=30_000), "claim found nothing")
+        cargo = json.loads(job.payload)
         expect(cargo == {"order": order, "qty": 3}, f"payload {cargo}")
         expect(parse_id(cargo["order"]).kind == "ORD", f"order id {cargo['order']}")
     finally:
         _cleanup(q)
-    return "the payload carries an ORD id and a quantity, never a row -- decoded and re-parsed on the far side of the wire"
+    return ("the payload carries an ORD id and a quantity, never a row -- "
+            "decoded and re-parsed on the far side of the wire")
 
 
 def l1(client: redis.Redis) -> str:
@@ -152,7 +164,8 @@ def l1(client: redis.Redis) -> str:
     expect(scripts == expected, f"scripts {sorted(scripts)}")
     public = {n for n in dir(Queue) if not n.startswith("_") and callable(getattr(Queue, n))}
     expect(public == VERBS, f"public methods {sorted(public)}")
-    return "claim, complete, retry, promote, reap join enqueue, browse, pending_size -- five new verbs, every transition one script"
+    return ("claim, complete, retry, promote, reap join enqueue, browse, pending_size -- "
+            "five new verbs, every transition one script")
 
 
 def l2(client: redis.Redis) -> str:
@@ -162,19 +175,21 @@ def l2(client: redis.Redis) -> str:
         q.enqueue(older, b"a")
         q.enqueue(newer, b"b")
         before = server_ms(client, q.keys.active)
-        job = q.claim(lease_ms=30_000)
+        claimed = q.claim(lease_ms=30_000)
         after = server_ms(client, q.keys.active)
-        expect(job is not None and job.id == older and job.token == 1, f"claimed {job}")
+        job = _held(claimed, f"claimed {claimed}")
+        expect(job.id == older and job.token == 1, f"claimed {job}")
         deadline = client.zscore(q.keys.active, older)
         expect(deadline is not None and before + 30_000 <= deadline <= after + 30_000,
                f"lease deadline {deadline}, server clock {before}..{after}")
         expect(client.hget(q.keys.job(older), "state") == b"active", "state not active")
-        expect(q.complete(job.id, job.token) == "ok", "complete did not answer ok")  # type: ignore[union-attr]
+        expect(q.complete(job.id, job.token) == "ok", "complete did not answer ok")
         expect(client.exists(q.keys.job(older)) == 0, "row still there")
         expect(client.zscore(q.keys.active, older) is None, "still in active")
     finally:
         _cleanup(q)
-    return "claim hands out the oldest job with a server-clock lease and fencing token 1; complete with the right token retires the row -- nothing remains"
+    return ("claim hands out the oldest job with a server-clock lease and fencing token 1; "
+            "complete with the right token retires the row -- nothing remains")
 
 
 def _expire(client: redis.Redis, q: Queue, lease_ms: int) -> None:
@@ -182,7 +197,7 @@ def _expire(client: redis.Redis, q: Queue, lease_ms: int) -> None:
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         due = client.zrange(q.keys.active, 0, 0, withscores=True)
-        if not due or due[0][1] <= server_ms(client, q.keys.active):
+        if not due or float(due[0][1]) <= server_ms(client, q.keys.active):
             return
         time.sleep(lease_ms / 4000)
 
@@ -192,17 +207,19 @@ def l3(client: redis.Redis) -> str:
     try:
         jid = mint()
         q.enqueue(jid, b"work")
-        zombie = q.claim(lease_ms=5)
+        zombie = _held(q.claim(lease_ms=5), "claim found nothing")
         _expire(client, q, 5)
         expect(q.reap() == 1, "reap did not return the orphan")
-        holder = q.claim(lease_ms=30_000)
-        expect(holder is not None and holder.token == 2, f"holder {holder}")
-        call = verbs.complete(q.keys, jid, zombie.token).evalsha(q.scripts.sha("complete"))  # type: ignore[union-attr]
-        code = wire_error(lambda: client.execute_command(*call))
+        claimed = q.claim(lease_ms=30_000)
+        holder = _held(claimed, f"holder {claimed}")
+        expect(holder.token == 2, f"holder {holder}")
+        call = verbs.complete(q.keys, jid, zombie.token).evalsha(q.scripts.sha("complete"))
+        # redis-py leaves execute_command unannotated.
+        code = wire_error(lambda: client.execute_command(*call))  # type: ignore[no-untyped-call]
         expect(code == "EMQSTALE", f"zombie complete on the wire answered {code}")
         row = client.hgetall(q.keys.job(jid))
         expect(row.get(b"state") == b"active" and row.get(b"attempts") == b"2", f"row after zombie {row}")
-        expect(q.complete(jid, holder.token) == "ok", "holder's complete refused")  # type: ignore[union-attr]
+        expect(q.complete(jid, holder.token) == "ok", "holder's complete refused")
     finally:
         _cleanup(q)
     return "a stale token is refused on the wire: EMQSTALE; the lease holder's work survives the zombie's complete"
@@ -213,8 +230,8 @@ def l4(client: redis.Redis) -> str:
     try:
         jid = mint()
         q.enqueue(jid, b"work")
-        job = q.claim(lease_ms=30_000)
-        answer = q.retry(jid, job.token, "transient", delay_ms=20)  # type: ignore[union-attr]
+        job = _held(q.claim(lease_ms=30_000), "claim found nothing")
+        answer = q.retry(jid, job.token, "transient", delay_ms=20)
         row = client.hgetall(q.keys.job(jid))
         expect(answer == "scheduled" and row[b"state"] == b"scheduled", f"retry {answer}, row {row}")
         expect(client.zscore(q.keys.schedule, jid) is not None, "not in the schedule")
@@ -229,7 +246,8 @@ def l4(client: redis.Redis) -> str:
         expect(again is not None and again.id == jid and again.token == 2, f"second claim {again}")
     finally:
         _cleanup(q)
-    return "retry parks the job in the schedule, promote moves the due back to pending, and the next claim hands token 2 -- one job, two lives, one counter"
+    return ("retry parks the job in the schedule, promote moves the due back to pending, "
+            "and the next claim hands token 2 -- one job, two lives, one counter")
 
 
 def l5(client: redis.Redis) -> str:
@@ -242,7 +260,7 @@ def l5(client: redis.Redis) -> str:
             for attempt in (1, 2):
                 job = q.claim(lease_ms=30_000)
                 expect(job is not None and job.id == jid and job.token == attempt, f"claim {job}")
-                answer = q.retry(jid, attempt, f"boom {attempt}", delay_ms=0)  # type: ignore[union-attr]
+                answer = q.retry(jid, attempt, f"boom {attempt}", delay_ms=0)
                 expect(answer == ("scheduled" if attempt == 1 else "dead"), f"retry at {attempt}: {answer}")
                 q.promote(limit=100)
         row = client.hgetall(q.keys.job(ids[0]))
@@ -251,7 +269,8 @@ def l5(client: redis.Redis) -> str:
         expect(morgue == ids[::-1], f"dead browse {morgue}")
     finally:
         _cleanup(q)
-    return "attempts 2 against max 2 is the morgue: state dead, last_error kept, and the dead set browses in mint order like everything else"
+    return ("attempts 2 against max 2 is the morgue: state dead, last_error kept, "
+            "and the dead set browses in mint order like everything else")
 
 
 def l6(client: redis.Redis) -> str:
@@ -259,8 +278,9 @@ def l6(client: redis.Redis) -> str:
     try:
         jid = mint()
         q.enqueue(jid, b"work")
-        orphan = q.claim(lease_ms=40)
-        expect(orphan is not None and orphan.token == 1, f"claim {orphan}")
+        claimed = q.claim(lease_ms=40)
+        orphan = _held(claimed, f"claim {claimed}")
+        expect(orphan.token == 1, f"claim {orphan}")
         expect(q.reap() == 0, "reaped a live lease")
         _expire(client, q, 40)
         expect(q.reap() == 1, "reap did not return the orphan")
@@ -268,13 +288,14 @@ def l6(client: redis.Redis) -> str:
         again = q.claim(lease_ms=30_000)
         expect(again is not None and again.id == jid and again.token == 2, f"next claim {again}")
         try:
-            q.complete(jid, orphan.token)  # type: ignore[union-attr]
+            q.complete(jid, orphan.token)
             raise Failed("a late complete with token 1 was accepted")
         except StaleTokenError:
             pass
     finally:
         _cleanup(q)
-    return "a 40 ms lease expires unanswered; reap returns the orphan to pending and the next claim holds token 2 -- crash recovery is one zset scan on the server's clock"
+    return ("a 40 ms lease expires unanswered; reap returns the orphan to pending and the next claim holds token 2 -- "
+            "crash recovery is one zset scan on the server's clock")
 
 
 STORIES: list[tuple[str, str, Callable[[redis.Redis], str]]] = [
