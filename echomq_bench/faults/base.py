@@ -16,6 +16,8 @@ import redis
 from echomq.keys import QueueKeys
 from echomq_bench.faults.load import Evidence, Fleet, Worker, last_event
 from echomq_bench.load.audit import AuditReport, Ledger
+from echomq_bench.load.bulk import member_ids
+from echomq_bench.servers import Server
 
 __all__ = ["Plan", "QUICK", "FULL", "Ctx", "Injection", "Lease", "Check", "Scenario", "members", "active_tokens",
            "hold_lease", "freeze", "errorstat", "since", "stopped"]
@@ -43,7 +45,7 @@ FULL = Plan(warmup_s=3.0, after_s=5.0, drain_s=15.0, kills=4, zombies=4, flushes
 
 @dataclass
 class Ctx:
-    server: Any
+    server: Server
     admin: redis.Redis
     keys: QueueKeys
     fleet: Fleet
@@ -135,7 +137,7 @@ def hold_lease(ctx: Ctx, fail: bool | None = None, exclude: tuple[int, ...] = ()
 def members(client: redis.Redis, keys: QueueKeys) -> set[str]:
     out: set[str] = set()
     for key in (keys.pending, keys.active, keys.schedule, keys.dead):
-        out |= {m.decode() for m in client.zrange(key, 0, -1)}
+        out.update(member_ids(client, key))
     return out
 
 
@@ -145,7 +147,7 @@ def errorstat(client: redis.Redis, code: str) -> int:
 
 
 def active_tokens(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
-    ids = [m.decode() for m in client.zrange(keys.active, 0, -1)]
+    ids = member_ids(client, keys.active)
     pipe = client.pipeline(transaction=False)
     for jid in ids:
         pipe.hget(keys.job(jid), "attempts")

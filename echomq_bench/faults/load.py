@@ -52,6 +52,7 @@ from echomq_bench.load.engine import (
     ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop,
 )
 from echomq_bench.measurement.workdist import parse_dist
+from echomq_bench.servers import Server
 
 __all__ = ["LoadSettings", "FaultLog", "Worker", "Fleet", "Answer", "Evidence", "read_logs", "last_event"]
 
@@ -76,9 +77,11 @@ class LoadSettings:
     socket_timeout_s: float = 0.5
 
 
-def worker_client(server: Any, settings: LoadSettings) -> redis.Redis:
-    return server.client(socket_timeout=settings.socket_timeout_s,
-                         socket_connect_timeout=settings.socket_timeout_s, retry=Retry(NoBackoff(), 0))
+def worker_client(server: Server, settings: LoadSettings) -> redis.Redis:
+    # Faults run on single servers, whose client is a plain redis.Redis.
+    client: redis.Redis = server.client(socket_timeout=settings.socket_timeout_s,
+                                        socket_connect_timeout=settings.socket_timeout_s, retry=Retry(NoBackoff(), 0))
+    return client
 
 
 class _Log:
@@ -102,7 +105,7 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _connect(server: Any, settings: LoadSettings, stop: Stop, log: _Log) -> RedisCalls | None:
+def _connect(server: Server, settings: LoadSettings, stop: Stop, log: _Log) -> RedisCalls | None:
     while not stop.is_set():
         try:
             return RedisCalls(worker_client(server, settings))
@@ -165,7 +168,7 @@ def _role(kind: str, calls: RedisCalls, settings: LoadSettings, name: str, log: 
     return Pump(calls, keys, pump, hear, rng)
 
 
-def _main(role: str, server: Any, settings: LoadSettings, name: str, path: Path, stop: Any,
+def _main(role: str, server: Server, settings: LoadSettings, name: str, path: Path, stop: Any,
           parent: int, seed: int) -> None:
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -196,7 +199,7 @@ class Fleet:
     """The worker processes of one scenario, forked so they start in
     milliseconds; each dies with the parent (PR_SET_PDEATHSIG)."""
 
-    def __init__(self, server: Any, queue_name: str, settings: LoadSettings, log_dir: Path, seed: int) -> None:
+    def __init__(self, server: Server, queue_name: str, settings: LoadSettings, log_dir: Path, seed: int) -> None:
         self.server, self.queue_name, self.settings = server, queue_name, settings
         self.log_dir = log_dir
         self.ctx = mp.get_context("fork")
