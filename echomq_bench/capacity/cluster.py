@@ -44,11 +44,11 @@ from typing import Any, Callable
 
 from echomq.keys import QueueKeys
 from echomq_bench.capacity.cluster_result import ClusterCapacityResult, NodeResult, format_cluster
-from echomq_bench.capacity.settings import CapacityError, CapacitySettings
+from echomq_bench.capacity.settings import DEFAULT_SETTINGS, CapacityError, CapacitySettings
 from echomq_bench.servers import Placement, format_placements, spread_queues
 from echomq_bench.servers import server_version
-from echomq_bench.capacity.session import (Session, backlog_size, close_session, collect, drive, fill_sessions, open_session,
-                      plans)
+from echomq_bench.capacity.session import (Session, backlog_size, close_session, collect, drive, fill_sessions,
+                                           open_session, plans)
 from echomq_bench.load.wire import Target
 
 __all__ = ["ClusterCapacityResult", "NodeResult", "run_cluster_capacity", "format_cluster"]
@@ -88,7 +88,7 @@ class _Master:
 # The run
 
 
-def run_cluster_capacity(cluster: Any, settings: CapacitySettings = CapacitySettings(), *,
+def run_cluster_capacity(cluster: Any, settings: CapacitySettings = DEFAULT_SETTINGS, *,
                          lua_dir: Path | str | None = None, progress: Say | None = None,
                          cleanup: bool = True, show: Say | None = None) -> ClusterCapacityResult:
     """Measure a running cluster (echomq_bench.servers.Cluster), master by master, through one window.

@@ -48,6 +48,7 @@ __all__ = ["Build", "Trial", "CompareResult", "run_compare", "unique_builds", "a
 
 Say = Callable[[str], None]
 DEFAULT_TRIALS = 5
+COMPARE_SETTINGS = CapacitySettings(duration_s=5.0)
 INTERLEAVE = ("together", "slot", "trial")
 INTERLEAVE_TEXT = {
     "together": "all builds at once, main threads sharing one core, fresh servers per trial",
@@ -172,7 +173,8 @@ class CompareResult:
             busy = sorted(r.server_utilization for r in runs)[len(runs) // 2]
             bounds = f"server {sum(r.bound == 'server' for r in runs)}/{len(runs)}"
             c = self.comparisons[b.name]["throughput"]
-            verdict = "baseline" if b is self.builds[0] else f"{c.ratio:.3f} [{c.ci95[0]:.3f}, {c.ci95[1]:.3f}]  {c.verdict}"
+            verdict = ("baseline" if b is self.builds[0]
+                       else f"{c.ratio:.3f} [{c.ci95[0]:.3f}, {c.ci95[1]:.3f}]  {c.verdict}")
             lines.append(
                 f"{b.name[:14]:<14} {runs[0].version[:14]:<14} {_median(thr):>15,.0f} "
                 f"{f'({s[0]:,.0f}..{s[-1]:,.0f})':>17} {_median(self.values(b.name, 'server_us')):>10.2f} "
@@ -222,7 +224,7 @@ def unique_builds(specs: Sequence[ServerSpec]) -> list[ServerSpec]:
 
 
 def run_compare(builds: Sequence[Build | ServerSpec | str],
-                settings: CapacitySettings = CapacitySettings(duration_s=5.0), trials: int = DEFAULT_TRIALS, *,
+                settings: CapacitySettings = COMPARE_SETTINGS, trials: int = DEFAULT_TRIALS, *,
                 interleave: str = "together", slot_s: float = SLOT_S, progress: Say | None = None,
                 min_effect: float = 0.0, seed: int = 0) -> CompareResult:
     """Every build `trials` times, each trial on fresh servers.
@@ -235,8 +237,8 @@ def run_compare(builds: Sequence[Build | ServerSpec | str],
     """
     given = [as_build(b) for b in builds]
     refuse_clusters(b.spec for b in given)
-    builds = [Build(spec, b.lua_dir) for spec, b in zip(unique_builds([b.spec for b in given]), given)]
-    if len(builds) < 2:
+    runs = [Build(spec, b.lua_dir) for spec, b in zip(unique_builds([b.spec for b in given]), given)]
+    if len(runs) < 2:
         raise CapacityError("compare needs at least two builds (repeat one for an A/A check)")
     if trials < 2:
         raise CapacityError(f"compare needs at least 2 trials, got {trials}")
@@ -247,25 +249,28 @@ def run_compare(builds: Sequence[Build | ServerSpec | str],
     if interleave == "slot" and settings.rate is not None:
         raise CapacityError("turns in slots need a closed loop: leave out --rate, or run the builds together")
     say: Say = progress or (lambda _: None)
-    out = CompareResult(list(builds), settings, [], min_effect=min_effect, interleave=interleave)
+    out = CompareResult(list(runs), settings, [], min_effect=min_effect, interleave=interleave)
     for i in range(trials):
         # The C client's ceiling once per build, when asked.
         run_settings = settings if i == 0 else replace(settings, ceiling=False)
         if interleave in ("together", "slot"):
             _shared_trial(out, i, trials, run_settings, slot_s if interleave == "slot" else None, say)
         else:
-            for build in builds:
-                prefix = f"[{len(out.trials) + 1}/{trials * len(builds)}] trial {i + 1}"
-                result = measure(build.spec, run_settings, lua_dir=build.lua_dir,
-                                 progress=lambda text: say(f"{prefix} {text}"))
+            for build in runs:
+                prefix = f"[{len(out.trials) + 1}/{trials * len(runs)}] trial {i + 1}"
+                result = measure(build.spec, run_settings, lua_dir=build.lua_dir, progress=_prefixed(say, prefix))
                 out.trials.append(Trial(build.name, i + 1, len(out.trials) + 1, result))
                 say(f"{prefix} {_line(build.name, result)}")
-    for build in builds:
+    for build in runs:
         out.comparisons[build.name] = {
             metric: compare_ratios(out.trial_ratios(build.name, metric), higher_is_better=better, seed=seed,
                                    min_effect=min_effect)
             for metric, (_, better, _) in METRICS.items()}
     return out
+
+
+def _prefixed(say: Say, prefix: str) -> Say:
+    return lambda text: say(f"{prefix} {text}")
 
 
 def _shared_trial(out: CompareResult, i: int, trials: int, settings: CapacitySettings, slot_s: float | None,
@@ -283,7 +288,7 @@ def _shared_trial(out: CompareResult, i: int, trials: int, settings: CapacitySet
             stack.callback(server.stop)
             servers.append(server)
         results = run_alternating(servers, settings, lua_dirs=[b.lua_dir for b in order], slot_s=slot_s,
-                                  progress=lambda text: say(f"{prefix} {text}"),
+                                  progress=_prefixed(say, prefix),
                                   cleanup=any(b.spec.kind == "url" for b in order), seed=i)
     by_name = {b.name: (pos, r) for pos, (b, r) in enumerate(zip(order, results))}
     for build in out.builds:

@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 
 from echomq_bench.capacity.result import CapacityResult
 from echomq_bench.capacity.session import Session, close_session, collect, drive, open_session, plans, prepare
-from echomq_bench.capacity.settings import CapacityError, CapacitySettings
+from echomq_bench.capacity.settings import DEFAULT_SETTINGS, CapacityError, CapacitySettings
 
 __all__ = ["run_capacity", "run_alternating", "measure", "SLOT_S"]
 
@@ -46,7 +46,7 @@ Say = Callable[[str], None]
 SLOT_S = 0.25                  # alternating runs: each server's turn
 
 
-def run_capacity(server: Any, settings: CapacitySettings = CapacitySettings(), *,
+def run_capacity(server: Any, settings: CapacitySettings = DEFAULT_SETTINGS, *,
                  lua_dir: Path | str | None = None, progress: Say | None = None,
                  cleanup: bool = True, show: Say | None = None) -> CapacityResult:
     """Measure one running server. It is left running; the run's keys are removed
@@ -71,7 +71,7 @@ def run_capacity(server: Any, settings: CapacitySettings = CapacitySettings(), *
         close_session(s, settings, cleanup)
 
 
-def run_alternating(servers: Sequence[Any], settings: CapacitySettings = CapacitySettings(), *,
+def run_alternating(servers: Sequence[Any], settings: CapacitySettings = DEFAULT_SETTINGS, *,
                     lua_dirs: Sequence[Path | str | None] | None = None, slot_s: float | None = SLOT_S,
                     progress: Say | None = None,
                     cleanup: bool = True, seed: int = 0) -> list[CapacityResult]:
@@ -119,7 +119,7 @@ def _joint_say(progress: Say | None, slot_s: float | None) -> Say:
     return (lambda text: progress(f"{label}: {text}")) if progress else (lambda _: None)
 
 
-def measure(spec: Any, settings: CapacitySettings = CapacitySettings(), *, lua_dir: Path | str | None = None,
+def measure(spec: Any, settings: CapacitySettings = DEFAULT_SETTINGS, *, lua_dir: Path | str | None = None,
             progress: Say | None = None, show: Say | None = None) -> CapacityResult:
     """Start a fresh server (or cluster) from `spec`, measure it, stop it."""
     from echomq_bench.servers import start

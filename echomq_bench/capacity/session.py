@@ -11,6 +11,7 @@ import multiprocessing
 import os
 import secrets
 import time
+from multiprocessing.connection import Connection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -27,8 +28,8 @@ from echomq_bench.load.driver_process import worker_main
 from echomq.queue import Queue
 from echomq_bench.load.wire import Target
 
-__all__ = ["Session", "Measured", "target_of", "pin", "open_session", "prepare", "fill_sessions", "collect", "close_session",
-           "backlog_size", "plans", "drive"]
+__all__ = ["Session", "Measured", "target_of", "pin", "open_session", "prepare", "fill_sessions", "collect",
+           "close_session", "backlog_size", "plans", "drive"]
 
 Say = Callable[[str], None]
 READY_TIMEOUT_S = 30.0
@@ -265,10 +266,10 @@ def drive(groups: list[tuple[list[WorkerPlan], Session]], settings: CapacitySett
     steal = (st1[0] - st0[0]) / (st1[1] - st0[1]) if st1[1] > st0[1] else 0.0
     out, cursor = [], 0
     for (plans, _), b, a in zip(groups, before, after):
-        mine = results[cursor:cursor + len(plans)]
+        counts = results[cursor:cursor + len(plans)]
         cursor += len(plans)
         p = plans[0]
-        out.append((mine, Measured(
+        out.append((counts, Measured(
             use=serverstats.usage(b["info"], a["info"]), client_cpu_s=a["cpu"] - b["cpu"],
             server_wait_s=a["server"][1] - b["server"][1] if a["server"][0] > 0 else None,
             client_wait_s=a["client"][1] - b["client"][1], steal=steal,
@@ -282,11 +283,11 @@ def _snapshot(s: Session, pids: list[int]) -> dict[str, Any]:
             "server": serverstats.sched_s(server_pids, main_thread_only=True), "client": serverstats.sched_s(pids)}
 
 
-def _expect(pipe: Any, key: str, timeout: float, index: int) -> dict[str, Any]:
+def _expect(pipe: Connection, key: str, timeout: float, index: int) -> dict[str, Any]:
     if not pipe.poll(timeout):
         raise CapacityError(f"driver worker {index} did not answer within {timeout:g} s")
     try:
-        message = pipe.recv()
+        message: dict[str, Any] = pipe.recv()
     except EOFError:
         raise CapacityError(f"driver worker {index} died") from None
     if "error" in message and key not in message:

@@ -7,7 +7,7 @@ from typing import Any, Iterable, Literal
 
 from echomq.errors import EchoMQError
 
-__all__ = ["CapacitySettings", "CapacityError", "refuse_clusters"]
+__all__ = ["CapacitySettings", "DEFAULT_SETTINGS", "CapacityError", "refuse_clusters"]
 
 
 class CapacityError(EchoMQError):
@@ -61,6 +61,9 @@ class CapacitySettings:
             problems.append(str(exc))
         if problems:
             raise CapacityError("bad capacity settings: " + "; ".join(problems))
+
+
+DEFAULT_SETTINGS = CapacitySettings()
 
 
 def refuse_clusters(specs: Iterable[Any], command: str = "compare") -> None:
