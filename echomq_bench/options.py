@@ -206,8 +206,9 @@ def add_workload_options(parser: argparse.ArgumentParser, *, duration_default: s
                    help="backlog: drain a pre-filled backlog (default); produce: producers keep pending fed")
     g.add_argument("--backlog", type=number(int, 0), default=None, metavar="JOBS",
                    help="jobs to pre-fill (default: enough for 80,000 jobs/s through warm-up and window)")
-    g.add_argument("--queues", type=int, default=d.queues, metavar="N", help="queues to spread the load over (default: 1 on a "
-                   "server, one per master on a cluster, named so that they land on different masters)")
+    g.add_argument("--queues", type=int, default=d.queues, metavar="N",
+                   help="queues to spread the load over (default: 1 on a server, one per master on a cluster, "
+                        "named so that they land on different masters)")
     add_ceiling(g)
     g.add_argument("--ceiling-requests", type=number(int, 1), default=None, metavar="N",
                    help=f"claims the C client sends for the ceiling (default {d.ceiling_requests:,})")

@@ -299,7 +299,9 @@ def _result(cluster: EmbeddedCluster, names: list[str], nodes: tuple[str, str], 
     on_server: set[str] = set()
     for n in names:
         for kind in ("pending", "active", "schedule", "dead"):
-            on_server |= {m.decode() for m in client.zrange(f"emq:{{{n}}}:{kind}", 0, -1)}
+            for member in client.zrange(f"emq:{{{n}}}:{kind}", 0, -1):
+                assert isinstance(member, bytes)  # asked without scores, on a client that does not decode
+                on_server.add(member.decode())
     doubts = recorder.resolve(on_server)
     report = audit(client, names, recorder.ledger)
     return FailoverResult(

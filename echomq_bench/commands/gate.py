@@ -39,8 +39,11 @@ __all__ = ["configure", "run", "run_gate", "gate_one", "format_result", "GateOpt
            "baseline_path", "load_baseline", "write_baseline", "slowed_copy", "DEFAULT_TOLERANCE",
            "DEFAULT_AB_TOLERANCE", "BaselineError"]
 
+# Frozen, so one shared default is safe.
+_DEFAULT_OPTIONS = GateOptions()
 
-def run_gate(servers: Iterable[Any], options: GateOptions = GateOptions(), *,
+
+def run_gate(servers: Iterable[Any], options: GateOptions = _DEFAULT_OPTIONS, *,
              out_dir: Path | str | None = None) -> list[GateResult]:
     """gate_one on each server; writes results/<run-id>/ (meta, tidy CSV, summary)."""
     from echomq_bench.records import meta, files as results

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from echomq_bench.progress import Progress
-from echomq_bench.reapcost import FULL, QUICK, VERBS, Curve, CurveSettings, Drain, Point, chart, format_curve, measure_curve
+from echomq_bench.reapcost import (FULL, QUICK, VERBS, Curve, CurveSettings, Drain, Point, chart, format_curve,
+                                   measure_curve)
 
 __all__ = ["CurveSettings", "FULL", "QUICK", "Point", "Drain", "Curve", "measure_curve", "run_reap_curve",
            "format_curve", "configure", "run"]

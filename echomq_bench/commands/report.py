@@ -13,7 +13,8 @@ __all__ = ["configure", "run"]
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = "Turn results folders into report.md, a self-contained report.html and PNG charts."
-    parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="results folders (a run, or a folder of runs)")
+    parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR",
+                        help="results folders (a run, or a folder of runs)")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="where to write the report (default: the first DIR)")
 

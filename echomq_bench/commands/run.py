@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from echomq_bench.progress import Progress
 from echomq_bench.records import meta, files as results
@@ -120,7 +120,7 @@ def _consumers(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[st
     from echomq_bench.commands.capacity import CapacitySettings, run_capacity
     from echomq_bench.servers import running
 
-    rows, infos = [], []
+    rows: list[dict[str, Any]] = []
     with running(*specs) as servers:
         for server in servers:
             for c in plan.consumers:
@@ -131,8 +131,7 @@ def _consumers(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[st
                 say(f"{server.name}: {c} consumers")
                 r = run_capacity(server, settings)
                 rows.extend(r.rows(consumers=c))
-        infos = servers
-        info = meta.collect(infos, part="consumers", consumers=list(plan.consumers), window_s=plan.consumers_s)
+        info = meta.collect(servers, part="consumers", consumers=list(plan.consumers), window_s=plan.consumers_s)
     results.write_record(out, results.Record(kind="consumers", summary={"consumers": list(plan.consumers)},
                                              meta=info, tables={"consumers": rows}))
 

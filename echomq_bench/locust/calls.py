@@ -21,7 +21,7 @@ enqueues and completes, the flow counters, completes per queue.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from gevent import GreenletExit
 
@@ -30,11 +30,12 @@ from echomq.verbs import ScriptCall
 from echomq_bench.load.calls import is_error
 from echomq_bench.load.policy import Event
 from echomq_bench.locust.client import REQUEST_TYPE, Books, Gate
-from echomq_bench.locust.wire import Wire
+from echomq_bench.locust.wire import AnyWire
 
 __all__ = ["LocustCalls", "BooksRecorder", "unresolved_ops"]
 
 Judge = Callable[[str, Any], tuple[str, "BaseException | None"]]  # (name, reply) -> name, failure
+Reply = TypeVar("Reply")
 
 
 def unresolved_ops(calls: Sequence[ScriptCall], names: Mapping[str, str]) -> list[list[Any]]:
@@ -56,7 +57,7 @@ class LocustCalls:
     `names` maps each queue's pending and active keys to its name (enqueue
     and complete lead with them), for the unresolved ops."""
 
-    def __init__(self, environment: Any, wire: Wire, books: Books, gate: Gate, names: Mapping[str, str]) -> None:
+    def __init__(self, environment: Any, wire: AnyWire, books: Books, gate: Gate, names: Mapping[str, str]) -> None:
         self._fire = environment.events.request.fire
         self.wire = wire
         self.books = books
@@ -85,7 +86,8 @@ class LocustCalls:
             sha = self._shas[verb] = self.wire.scripts.sha(verb)
         return sha
 
-    def _measured(self, name: str, calls: Sequence[ScriptCall], send: Callable[[], Any], judge: Judge | None) -> Any:
+    def _measured(self, name: str, calls: Sequence[ScriptCall], send: Callable[[], Reply],
+                  judge: Judge | None) -> Reply:
         ops = unresolved_ops(calls, self.names)
         self.gate.enter(self, ops)
         start, t0 = time.time(), time.perf_counter()

@@ -27,7 +27,7 @@ from gevent.event import Event
 from echomq_bench.load.audit import Ledger
 from echomq.errors import ServerUnavailableError, StaleTokenError
 from echomq_bench.measurement.latency import Latency
-from echomq_bench.locust.wire import QueueWire, Wire
+from echomq_bench.locust.wire import AnyWire, QueueWire
 
 __all__ = ["Books", "Gate", "Drained", "EchoClient", "Claimed", "REQUEST_TYPE", "RECOVERY_TYPE", "RECOVERY_METRICS"]
 
@@ -75,7 +75,7 @@ class Books:
             self.recovery[name].merge(Latency.decode(blob))
 
 
-class Drained(GreenletExit):
+class Drained(GreenletExit):  # type: ignore[misc]  # gevent ships no type information
     """The run is draining: the greenlet that would make a call ends instead.
     A GreenletExit, so Locust stops the user quietly (without waiting out a
     --stop-timeout) and gevent prints nothing for a background greenlet."""
@@ -110,9 +110,9 @@ class Gate:
 
 
 class EchoClient:
-    """A zombie's complete and the crash notes over one `Wire`, measured, with the books kept."""
+    """A zombie's complete and the crash notes over one wire, measured, with the books kept."""
 
-    def __init__(self, environment: Any, wire: Wire, books: Books, gate: Gate) -> None:
+    def __init__(self, environment: Any, wire: AnyWire, books: Books, gate: Gate) -> None:
         self._measure = environment.events.request.measure
         self._fire = environment.events.request.fire
         self.wire = wire

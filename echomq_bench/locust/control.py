@@ -32,8 +32,8 @@ import gevent
 from gevent.event import Event
 
 from echomq_bench.load.audit import audit
-from echomq_bench.servers import (Cluster, EmbeddedServer, ServerError, format_placements, master_clients,
-                                   parse_server_spec, redacted_url, spread_queues, start)
+from echomq_bench.servers import (Cluster, EmbeddedServer, Server, ServerError, format_placements,
+                                   master_clients, parse_server_spec, redacted_url, spread_queues, start)
 from echomq.errors import EchoMQError
 from echomq.keys import QueueKeys
 from echomq_bench.records.meta import collect
@@ -41,7 +41,8 @@ from echomq_bench import servers
 from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage
 from echomq_bench.locust.client import REQUEST_TYPE, Books
 from echomq_bench.locust.options import DEFAULTS, Settings, SettingsError, add_options
-from echomq_bench.locust.report import Outcome, StepSample, machine_busy_s, node_table, output_dir, settle, step_table, write_outputs
+from echomq_bench.locust.report import (Outcome, StepSample, machine_busy_s, node_table, output_dir, settle,
+                                        step_table, write_outputs)
 from echomq_bench.locust.session import RUN_OPTION, RunInfo, Session
 
 __all__ = ["Controller", "DRAIN_MESSAGE", "BOOKS_MESSAGE"]
@@ -66,7 +67,7 @@ class Controller:
         self.defaults = {**DEFAULTS, **defaults}
         self.environment: Any = None
         self.role = "local"
-        self.server: Any = None
+        self.server: Server | None = None
         self.server_key: str | None = None
         self.server_version = ""
         self.admin: Any = None
@@ -145,9 +146,14 @@ class Controller:
         how = "embedded, stopped when Locust quits" if isinstance(self.server, EmbeddedServer) else "running already"
         log.info("echomq: %s at %s (%s)", self.server_version, redacted_url(self.server.url), how)
 
+    def _started(self) -> Server:
+        """The server `_ensure_server` started or reached; only a worker has none."""
+        assert self.server is not None, "no server: on_init or on_test_start starts one first"
+        return self.server
+
     def _session_url(self) -> str:
         """The URL load processes connect with: an embedded server's password included."""
-        return self.server.connection_url()
+        return self._started().connection_url()
 
     def _fatal(self, message: str) -> None:
         """Stop before anything ran, the way argparse does: exit 2 with the reason."""
@@ -364,13 +370,13 @@ class Controller:
                     for name, lat in books.recovery.items() if lat.count}
         run = {"run_id": session.run.run_id, "queues": list(session.run.queues),
                "load_processes": session.run.load_processes, "role": self.role,
-               "server": f"{self.server_version} ({self.server.describe()})"}
+               "server": f"{self.server_version} ({self._started().describe()})"}
         settings = session.settings
         return Outcome(
             scenario=self.scenario, run=run, report=report, settled=settled, counters=dict(books.counters),
             recovery=recovery, seconds=seconds, cycles_per_s=report.completed / seconds if seconds else 0.0,
             missing_processes=len(self.expected - set(self.collected)),
             steps=step_table(self.samples, settings.step_time_ms / 1000.0),
-            meta=collect([self.server], scenario=self.scenario, **settings.describe()),
+            meta=collect([self._started()], scenario=self.scenario, **settings.describe()),
             nodes=node_table(self.placements, dict(books.completed), usages, seconds) if self.cluster else [],
         )

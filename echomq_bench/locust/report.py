@@ -151,8 +151,8 @@ class Outcome:
                      f"retries scheduled {c.get('retry_scheduled', 0)}, dead by retry {c.get('retry_dead', 0)}, "
                      f"promoted {c.get('promoted', 0)}, reaped {c.get('reaped', 0)}")
         if c.get("crashes"):
-            lines.append(f"crashes {c['crashes']}: recovered {c.get('recovered', 0)}, zombies woke {c.get('zombies', 0)}"
-                         f" (gave up {c.get('zombie_gave_up', 0)})")
+            lines.append(f"crashes {c['crashes']}: recovered {c.get('recovered', 0)}, "
+                         f"zombies woke {c.get('zombies', 0)} (gave up {c.get('zombie_gave_up', 0)})")
         for name, summary in self.recovery.items():
             lines.append(f"recovery {name}: n={summary['count']:.0f} p50 {summary['p50']:.1f} ms, "
                          f"p99 {summary['p99']:.1f} ms, max {summary['max']:.1f} ms")
@@ -188,10 +188,11 @@ def node_table(placements: list[Any], completed: dict[str, int], usages: dict[st
         queues = [p.queue for p in placements if p.node == node]
         done = sum(completed.get(q, 0) for q in queues)
         use = usages.get(node)
+        cpu_util = round(use.cpu_s / use.wall_s, 4) if use is not None and use.wall_s else None
         rows.append({"node": node, "queues": queues, "completed": done,
                      "cycles_per_s": done / seconds if seconds else 0.0,
                      "server_main_util": None if use is None else round(use.utilization, 4),
-                     "server_cpu_util": None if use is None else round(use.cpu_s / use.wall_s, 4) if use.wall_s else None})
+                     "server_cpu_util": cpu_util})
     return rows
 
 

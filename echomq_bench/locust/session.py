@@ -35,7 +35,7 @@ from echomq_bench.load.engine import Producer, ProducerPolicy, Pump, PumpPolicy
 from echomq_bench.locust.calls import BooksRecorder, LocustCalls
 from echomq_bench.locust.client import Books, Claimed, EchoClient, Gate
 from echomq_bench.locust.options import Settings
-from echomq_bench.locust.wire import ClusterRouter, ConnectionFactory, QueueWire, is_cluster_url
+from echomq_bench.locust.wire import AnyWire, ClusterRouter, ConnectionFactory, QueueWire, is_cluster_url
 
 __all__ = ["RunInfo", "Session", "RUN_OPTION"]
 
@@ -94,7 +94,7 @@ class Session:
         self.started = time.perf_counter()
         self.drained_at: float | None = None
         self._next_queue = 0
-        self.wires: list[Any] = []
+        self.wires: list[AnyWire] = []
         # Enqueue and complete lead with these keys: how an unanswered call names its queue.
         self.queue_names = {key: q.name for q in self.queues for key in (q.keys.pending, q.keys.active)}
         self.recorder = BooksRecorder(self.books)

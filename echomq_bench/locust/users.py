@@ -130,7 +130,7 @@ class ConsumerSteps(LoadTestShape):
     def tick(self) -> tuple[int, float] | None:
         ctl = _controller()
         steps, step_s = ctl.steps_plan()
-        index = int(self.get_run_time() // step_s)
+        index = int(self.get_run_time() // step_s)  # type: ignore[no-untyped-call]  # Locust leaves it unannotated
         if index >= len(steps):
             return None
         ctl.step_reached(index, steps[index])

@@ -16,22 +16,71 @@ loads the script and sends once more, as redis-py's `Script` does.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import redis
 from gevent import GreenletExit
-
-try:  # redis[hiredis] brings it; without it redis-py packs in Python
-    from hiredis import pack_command
-except ImportError:  # pragma: no cover
-    pack_command = None
+from redis.cluster import ClusterNode, NodesManager, RedisCluster
+from redis.connection import AbstractConnection
 
 from echomq import verbs
 from echomq.errors import ServerUnavailableError, from_reply
 from echomq.keys import QueueKeys
 from echomq.scripts import Scripts
 
-__all__ = ["Wire", "QueueWire", "ConnectionFactory", "ClusterRouter", "ClusterWire", "is_cluster_url"]
+__all__ = ["Wire", "AnyWire", "Command", "QueueWire", "ConnectionFactory", "ClusterRouter", "ClusterWire",
+           "is_cluster_url"]
+
+# One command as sent: hiredis packs only a tuple.
+Command = tuple[Any, ...]
+
+
+def _hiredis_pack() -> Callable[[Command], bytes] | None:
+    try:  # redis[hiredis] brings it; without it redis-py packs in Python
+        from hiredis import pack_command
+    except ImportError:  # pragma: no cover
+        return None
+    return pack_command
+
+
+pack_command = _hiredis_pack()
+
+
+class _Connection(Protocol):
+    """What a wire drives on a redis-py connection, typed (redis-py leaves
+    these methods unannotated)."""
+
+    def send_packed_command(self, command: bytes | Sequence[bytes], check_health: bool = True) -> None: ...
+
+    def send_command(self, *args: Any) -> None: ...
+
+    def pack_commands(self, commands: Iterable[Command]) -> list[bytes]: ...
+
+    def read_response(self) -> Any: ...
+
+    def disconnect(self) -> None: ...
+
+
+class _Connects(Protocol):
+    def connect(self) -> AbstractConnection: ...
+
+
+class AnyWire(Protocol):
+    """What `Wire` and `ClusterWire` both offer the Locust glue."""
+
+    scripts: Scripts
+
+    def call(self, cmd: Command) -> Any: ...
+
+    def pipeline(self, cmds: Sequence[Command]) -> list[Any]: ...
+
+    def command(self, *args: Any) -> Any: ...
+
+    def load_scripts(self) -> None: ...
+
+    def reconnect(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class QueueWire:
@@ -61,11 +110,11 @@ class ConnectionFactory:
     def __init__(self, url: str) -> None:
         parsed = redis.ConnectionPool.from_url(url, socket_connect_timeout=5)
         self.url = url
-        self.connection_class = parsed.connection_class
+        self.connection_class: type[AbstractConnection] = parsed.connection_class
         self.kwargs = dict(parsed.connection_kwargs)
         self.made = 0
 
-    def connect(self) -> redis.connection.AbstractConnection:
+    def connect(self) -> AbstractConnection:
         self.made += 1
         return self.connection_class(**self.kwargs)
 
@@ -86,12 +135,12 @@ class Wire:
     (wire codes mapped through echomq.errors); `pipeline` returns one reply
     or exception per command."""
 
-    def __init__(self, factory: "ConnectionFactory", scripts: Scripts) -> None:
+    def __init__(self, factory: _Connects, scripts: Scripts) -> None:
         self.scripts = scripts
         self._texts = [source.text for source in scripts.sources.values()]
-        self.conn = factory.connect()
+        self.conn: _Connection = factory.connect()
 
-    def call(self, cmd: Sequence[Any]) -> Any:
+    def call(self, cmd: Command) -> Any:
         conn = self.conn
         try:
             if pack_command is not None:
@@ -112,7 +161,7 @@ class Wire:
             conn.disconnect()
             raise
 
-    def pipeline(self, cmds: Sequence[Sequence[Any]]) -> list[Any]:
+    def pipeline(self, cmds: Sequence[Command]) -> list[Any]:
         """Send all, read all; a command's error reply is its result, mapped."""
         conn = self.conn
         try:
@@ -155,7 +204,7 @@ class Wire:
     def close(self) -> None:
         self.conn.disconnect()
 
-    def _reload_and_call(self, cmd: Sequence[Any]) -> Any:
+    def _reload_and_call(self, cmd: Command) -> Any:
         self.load_scripts()
         try:
             self.conn.send_command(*cmd)
@@ -182,11 +231,25 @@ class _NodeFactory:
     """Connections to one node, with the settings redis-py's cluster client uses for it."""
 
     def __init__(self, pool: redis.ConnectionPool) -> None:
-        self.connection_class = pool.connection_class
+        self.connection_class: type[AbstractConnection] = pool.connection_class
         self.kwargs = dict(pool.connection_kwargs)
 
-    def connect(self) -> redis.connection.AbstractConnection:
+    def connect(self) -> AbstractConnection:
         return self.connection_class(**self.kwargs)
+
+
+class _SlotMap(Protocol):
+    """What the router reads from redis-py's cluster client, typed (redis-py
+    leaves `keyslot` and `get_node` unannotated)."""
+
+    nodes_manager: NodesManager
+
+    def keyslot(self, key: str) -> int: ...
+
+    def get_node(self, host: str | None = None, port: int | None = None,
+                 node_name: str | None = None) -> ClusterNode | None: ...
+
+    def get_redis_connection(self, node: ClusterNode) -> redis.Redis: ...
 
 
 class ClusterRouter:
@@ -200,7 +263,7 @@ class ClusterRouter:
     def __init__(self, url: str) -> None:
         from echomq_bench.servers import UrlCluster, parse_server_spec
 
-        self.client = UrlCluster(parse_server_spec(url)).client()
+        self.client: RedisCluster = UrlCluster(parse_server_spec(url)).client()
         self._slots: dict[str, str] = {}  # hash tag -> master address
         self.made = 0
 
@@ -211,19 +274,21 @@ class ClusterRouter:
         tag = key[start + 1:end] if end > start + 1 else key
         node = self._slots.get(tag)
         if node is None:
-            node = self.client.nodes_manager.get_node_from_slot(self.client.keyslot(key)).name
+            cluster: _SlotMap = self.client
+            node = cluster.nodes_manager.get_node_from_slot(cluster.keyslot(key)).name
             self._slots[tag] = node
         return node
 
     def factory(self, node: str) -> _NodeFactory:
-        target = self.client.get_node(node_name=node)
+        cluster: _SlotMap = self.client
+        target = cluster.get_node(node_name=node)
         if target is None or target.redis_connection is None:
             self.refresh()
-            target = self.client.get_node(node_name=node)
+            target = cluster.get_node(node_name=node)
         if target is None:
             raise ServerUnavailableError(f"cluster node {node} is not in the slot map")
         if target.redis_connection is None:
-            target.redis_connection = self.client.get_redis_connection(target)
+            target.redis_connection = cluster.get_redis_connection(target)
         self.made += 1
         return _NodeFactory(target.redis_connection.connection_pool)
 
@@ -240,7 +305,7 @@ class ClusterRouter:
         return ClusterWire(self, scripts)
 
 
-def _first_key(cmd: Sequence[Any]) -> Any:
+def _first_key(cmd: Command) -> Any:
     # EVALSHA sha numkeys key...; every other command the scenarios send has its key first
     return cmd[3] if str(cmd[0]).upper() == "EVALSHA" else cmd[1]
 
@@ -261,10 +326,10 @@ class ClusterWire:
     def _wire(self, node: str) -> Wire:
         wire = self.wires.get(node)
         if wire is None:
-            wire = self.wires[node] = Wire(self.router.factory(node), self.scripts)  # type: ignore[arg-type]
+            wire = self.wires[node] = Wire(self.router.factory(node), self.scripts)
         return wire
 
-    def call(self, cmd: Sequence[Any]) -> Any:
+    def call(self, cmd: Command) -> Any:
         for _ in range(3):
             try:
                 return self._wire(self.router.node_for(_first_key(cmd))).call(cmd)
@@ -272,7 +337,7 @@ class ClusterWire:
                 self.router.refresh()
         raise ServerUnavailableError(f"cluster: {cmd[0]} still MOVED after re-reading the slot map")
 
-    def pipeline(self, cmds: Sequence[Sequence[Any]]) -> list[Any]:
+    def pipeline(self, cmds: Sequence[Command]) -> list[Any]:
         """Each master's share as one pipeline (the scenarios send one queue's
         commands together, so normally one); replies in the order sent."""
         out: list[Any] = [None] * len(cmds)

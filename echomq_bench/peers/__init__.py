@@ -30,4 +30,5 @@ def get(name: str) -> Peer:
         module, cls = PEERS[name]
     except KeyError:
         raise ValueError(f"unknown queue {name!r}; choose from {', '.join(PEERS)}") from None
-    return getattr(importlib.import_module(module), cls)()
+    adapter: type[Peer] = getattr(importlib.import_module(module), cls)
+    return adapter()

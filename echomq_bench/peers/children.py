@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import IO, Any, Callable
 
 from echomq_bench.peers.base import PeerMissingError
 
@@ -43,6 +43,8 @@ class Child:
             cwd=os.getcwd(),
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
+        # Kept narrowed: the selector registers and unregisters this very stream.
+        self.stdout: IO[bytes] = self.proc.stdout
         self.proc.stdin.write((json.dumps(config) + "\n").encode())
         self.proc.stdin.flush()
         self._buf = b""
@@ -59,8 +61,7 @@ class Child:
 
     def feed(self) -> list[tuple[str, str]]:
         """Read what is there; return the complete protocol lines."""
-        assert self.proc.stdout is not None
-        chunk = os.read(self.proc.stdout.fileno(), 65536)
+        chunk = os.read(self.stdout.fileno(), 65536)
         if not chunk:
             self.eof = True
             return []
@@ -104,7 +105,7 @@ def pump(children: list[Child], until: Callable[[Child], bool], timeout: float, 
     sel = selectors.DefaultSelector()
     for child in children:
         if not until(child):
-            sel.register(child.proc.stdout, selectors.EVENT_READ, child)  # type: ignore[arg-type]
+            sel.register(child.stdout, selectors.EVENT_READ, child)
     deadline = time.monotonic() + timeout
     try:
         while sel.get_map():
@@ -113,14 +114,14 @@ def pump(children: list[Child], until: Callable[[Child], bool], timeout: float, 
                 waiting = ", ".join(key.data.label for key in sel.get_map().values())
                 raise RunnerError(f"timed out after {timeout:.0f} s waiting for {waiting} to {what}")
             for key, _ in sel.select(timeout=min(left, 0.2)):
-                child: Child = key.data
-                for word, rest in child.feed():
-                    _handle(child, word, rest)
-                if child.eof and not until(child):
-                    raise RunnerError(f"{child.label} exited early (code {child.proc.wait()}); "
-                                      f"last lines of {child.log_path}:\n{child.log_tail()}")
-                if until(child):
-                    sel.unregister(child.proc.stdout)
+                ready: Child = key.data
+                for word, rest in ready.feed():
+                    _handle(ready, word, rest)
+                if ready.eof and not until(ready):
+                    raise RunnerError(f"{ready.label} exited early (code {ready.proc.wait()}); "
+                                      f"last lines of {ready.log_path}:\n{ready.log_tail()}")
+                if until(ready):
+                    sel.unregister(ready.stdout)
             tick()
     finally:
         sel.close()

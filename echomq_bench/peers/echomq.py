@@ -52,7 +52,7 @@ class EchoMQ:
         policy = ProducerPolicy(batch=ENQUEUE_BATCH, total=n, payload=PAYLOAD.encode("ascii"))
         producer = Producer(RedisCalls(client), [QueueKeys(queue)], policy, strict=True)
         gate.ready()
-        producer.run(on_step=lambda p: progress(p.sent))
+        producer.run(on_step=lambda _: progress(producer.sent))
         gate.done()
         client.close()
         return producer.tally["enqueue", "enqueued"]

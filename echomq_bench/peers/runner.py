@@ -131,9 +131,13 @@ def _drain(t: _Trial, admin: Any, children: list[Child]) -> tuple[Phase, list[di
          lambda: t.tick("drain", sum(w.progress for w in workers)))
     s3 = serverstats.sample(admin)
     pump(workers, lambda c: c.result is not None, SETUP_TIMEOUT_S, "report and exit")
-    done: list[dict[str, Any]] = [w.result for w in workers]  # type: ignore[misc]
-    drain = Phase(t.n, max(w.done_at for w in workers) - t2, serverstats.usage(s2, s3),  # type: ignore[type-var]
-                  sum(r["cpu_s"] for r in done))
+    done: list[dict[str, Any]] = []
+    done_at: list[float] = []
+    for w in workers:
+        assert w.done_at is not None and w.result is not None  # the pumps above waited for both
+        done.append(w.result)
+        done_at.append(w.done_at)
+    drain = Phase(t.n, max(done_at) - t2, serverstats.usage(s2, s3), sum(r["cpu_s"] for r in done))
     for w in workers:
         w.close()
     return drain, done

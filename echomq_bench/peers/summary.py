@@ -159,7 +159,8 @@ def format_table(summary: dict[str, Any]) -> str:
         lines.append(
             f"{e['server_version']:<14} {e['queue']:<12} {e['enqueue']['jobs_per_s']:>8,.0f} "
             f"{e['drain']['jobs_per_s']:>8,.0f} {e['jobs_per_s']:>8,.0f} {e['server_us_per_job']:>10.1f} "
-            f"{f'{lo:.1f}..{hi:.1f}':>13} {split:>12} {e['commands_per_job']:>8.1f} {e['memory']['bytes_per_pending_job']:>9,.0f} "
+            f"{f'{lo:.1f}..{hi:.1f}':>13} {split:>12} {e['commands_per_job']:>8.1f} "
+            f"{e['memory']['bytes_per_pending_job']:>9,.0f} "
             f"{e['client_us_per_job']:>10.0f} {e['drain']['bottleneck']:>11}  "
             f"{'yes' if e['drained_clean'] else 'NO'}")
     lines.append("")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from echomq_bench.measurement.serverstats import bound
 from echomq_bench.reapcost.curve import Curve
+
+if TYPE_CHECKING:  # matplotlib is loaded only when a chart is drawn
+    from matplotlib.typing import LineStyleType
 
 __all__ = ["format_curve", "chart"]
 
@@ -78,7 +81,7 @@ def chart(curves: Sequence[Curve], path: Path) -> Path:
 
     verbs = curves[0].settings.verbs
     fig, axes = plt.subplots(len(verbs), 2, figsize=(15, 4.4 * len(verbs)), squeeze=False)
-    styles = ["-", "--", ":", "-."]
+    styles: list[LineStyleType] = ["-", "--", ":", "-."]
     from matplotlib.lines import Line2D
 
     build_keys = [Line2D([], [], color="black", linestyle=styles[i % len(styles)], label=f"{c.server} ({c.version})")

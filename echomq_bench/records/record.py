@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from echomq.errors import EchoMQError
 
@@ -42,7 +42,8 @@ KINDS = ("run", "check", "compare", "consumers", "capacity", "reapcost", "lease"
          "failover")
 _HEAD = ("kind", "schema")
 
-Rows = tuple[Mapping[str, Any], ...]
+# Runners hand in lists; the record keeps each table as a tuple of read-only rows.
+Rows = Sequence[Mapping[str, Any]]
 
 
 class ResultsError(EchoMQError, ValueError):

@@ -39,24 +39,25 @@ def _parts(runs: list[Run]) -> list[Run]:
 def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> tuple[Path, Path, list[str]]:
     """Write report.md and report.html (and the charts) into `out`, by
     default the first folder; returns both paths and the headline findings."""
-    paths = [Path(p) for p in paths]
-    runs = load_many(paths)
+    folders = [Path(p) for p in paths]
+    runs = load_many(folders)
     by_kind: dict[str, Run] = {}
     for r in _parts(runs):
         by_kind.setdefault(kind_of(r), r)
     if not by_kind:
-        raise ResultsError(f"{', '.join(map(str, paths))}: no results this report knows how to read "
+        raise ResultsError(f"{', '.join(map(str, folders))}: no results this report knows how to read "
                            f"(the kinds it knows: {', '.join(ORDER)})")
-    out_dir = Path(out) if out else paths[0]
+    out_dir = Path(out) if out else folders[0]
     out_dir.mkdir(parents=True, exist_ok=True)
     findings = headline_findings(by_kind)
     doc = Doc("echomq-bench report")
     first = next(iter(by_kind.values()))
     doc.add(Heading("Headline findings", anchor="findings"))
     doc.add(*(Para(f) for f in findings) if findings else [Para("No headline figures in these results.")])
+    machine = first.meta.get("machine", {})
     doc.add(Notes([f"Built from: {', '.join(sorted(r.run_id for r in by_kind.values()))}.",
-                   f"Machine: {first.meta.get('machine', {}).get('cpu_model', '?')} x "
-                   f"{first.meta.get('machine', {}).get('cpu_count', '?')} cores; server and load generator share it."]))
+                   f"Machine: {machine.get('cpu_model', '?')} x {machine.get('cpu_count', '?')} cores; "
+                   "server and load generator share it."]))
     for kind in ORDER:
         if kind in by_kind:
             doc.add(*RENDERERS[kind](by_kind[kind], out_dir))

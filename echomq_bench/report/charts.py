@@ -14,6 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -24,7 +25,7 @@ __all__ = ["throughput_vs_consumers", "latency_quantiles", "ratio_cis", "reap_cu
 QUANTILE_TICKS = (50.0, 90.0, 99.0, 99.9, 99.99)
 
 
-def _save(fig: plt.Figure, path: Path, footer: str) -> Path:
+def _save(fig: Figure, path: Path, footer: str) -> Path:
     if footer:
         # Below the axes, so the PNG carries its context when it travels alone.
         text = "\n".join(textwrap.wrap(footer, 170))

@@ -137,7 +137,8 @@ class Doc:
             elif isinstance(b, Image):
                 data = base64.b64encode(b.path.read_bytes()).decode("ascii")
                 parts.append(f'<figure><figcaption>{html.escape(b.caption)}</figcaption>'
-                             f'<img alt="{html.escape(b.alt or b.caption)}" src="data:image/png;base64,{data}"></figure>')
+                             f'<img alt="{html.escape(b.alt or b.caption)}" '
+                             f'src="data:image/png;base64,{data}"></figure>')
         return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
                 f"<title>{html.escape(self.title)}</title><style>{STYLE}</style>"
                 f"<script>{CHECK_IMAGES}</script></head><body><h1>{html.escape(self.title)}</h1>"

@@ -47,6 +47,11 @@ def _spread_text(entry: dict[str, Any], key: str, fmt: str = ",.0f") -> str:
     return f"{format(s['median'], fmt)} ({format(s['min'], fmt)}..{format(s['max'], fmt)})"
 
 
+def _ratio_text(entry: dict[str, Any]) -> str:
+    lo, hi = entry["throughput_ci95"][:2]
+    return f"{entry['throughput_ratio']:.3f} [{lo:.3f}, {hi:.3f}] {entry['verdict']}"
+
+
 def compare_section(run: Run, out: Path) -> list[Block]:
     summary = run.summary
     base = summary.get("baseline", "?")
@@ -66,8 +71,7 @@ def compare_section(run: Run, out: Path) -> list[Block]:
             "server busy": _spread_text(e, "server_utilization", ".0%"),
             "client CPU": _spread_text(e, "client_utilization", ".0%"),
             "bound (trials)": ", ".join(f"{k} {v}" for k, v in bound.items() if v),
-            f"throughput vs {base} [95% CI]": "baseline" if name == base else
-            f"{e['throughput_ratio']:.3f} [{e['throughput_ci95'][0]:.3f}, {e['throughput_ci95'][1]:.3f}] {e['verdict']}",
+            f"throughput vs {base} [95% CI]": "baseline" if name == base else _ratio_text(e),
         })
         if name != base:
             for metric, key in (("throughput", "throughput"), ("server µs/cycle", "server_us"), ("claim p99", "p99")):
@@ -112,7 +116,8 @@ def compare_section(run: Run, out: Path) -> list[Block]:
 def consumers_section(run: Run, out: Path) -> list[Block]:
     t = run.table("consumers")
     wide = t[t["metric"].isin(["cycles_per_s", "server_utilization", "client_utilization"])]
-    piv = wide.pivot_table(index=["build", "consumers"], columns="metric", values="value", aggfunc="median").reset_index()
+    piv = wide.pivot_table(index=["build", "consumers"], columns="metric", values="value",
+                           aggfunc="median").reset_index()
     bounds = t.groupby(["build", "consumers"])["bound"].first().reset_index()
     piv = piv.merge(bounds, on=["build", "consumers"])
     bound_text = "; ".join(f"{b}: {', '.join(f'{c}->{x}' for c, x in zip(g['consumers'], g['bound']))}"
@@ -132,11 +137,14 @@ def reapcost_section(run: Run, out: Path) -> list[Block]:
     points = run.table("reapcost")
     points = points[(points["metric"] == "server_us") & (points["verb"] == "reap")]
     drains = run.tables.get("drain", pd.DataFrame())
-    drains = drains[(drains.get("metric") == "drain_at_cadence_ms") & (drains.get("verb") == "reap")] if len(drains) else drains
+    if len(drains):
+        drains = drains[(drains.get("metric") == "drain_at_cadence_ms") & (drains.get("verb") == "reap")]
     wide = points.groupby(["build", "M", "cap", "k"])["value"].median().reset_index()
-    full = wide[wide["k"] == wide["cap"]].pivot_table(index=["build", "cap"], columns="M", values="value").reset_index()
+    full = wide[wide["k"] == wide["cap"]].pivot_table(index=["build", "cap"], columns="M",
+                                                       values="value").reset_index()
     full.columns = [c if isinstance(c, str) else f"M={int(c):,} µs" for c in full.columns]
-    footer = _footer(run, trials=f"median of the repeats of each point ({points.groupby(['build', 'M', 'cap', 'k']).size().min()} or more)",
+    repeats = points.groupby(["build", "M", "cap", "k"]).size().min()
+    footer = _footer(run, trials=f"median of the repeats of each point ({repeats} or more)",
                      bottleneck="server (one call at a time; the figure is the server's own time inside the script)")
     blocks: list[Block] = [Heading("Reap cost against the cap", anchor="reapcost"),
                            Para("One reap call blocks the server for its whole run; that is the latency spike every "
@@ -146,7 +154,8 @@ def reapcost_section(run: Run, out: Path) -> list[Block]:
     if ratio:
         blocks.append(Para("Check: " + ", ".join(f"{k} {v}" for k, v in ratio.items())))
     if len(drains):
-        png = charts.reap_curves(points.rename(columns={"value": "server_us"}), drains, 100, out / "reapcost_curves.png", footer)
+        png = charts.reap_curves(points.rename(columns={"value": "server_us"}), drains, 100,
+                                 out / "reapcost_curves.png", footer)
         blocks.append(Image(png, "Reap: blocking time of one call and drain time of a mass crash, product cap marked"))
     blocks += [Table(full, "Server µs of one reap call that moves cap jobs, by active-set size M"), Notes([footer])]
     return blocks
@@ -172,7 +181,8 @@ def lease_section(run: Run, out: Path) -> list[Block]:
     notes = context_lines(run, trials=f"work {s.get('work', '?')}, time scale {s.get('time_scale', 1)}; "
                                      "rates with 95% Wilson intervals", bottleneck=bottleneck or "see the lease report")
     if png.is_file():
-        blocks.append(Image(png, "The lease trade-off: false expiry and recovery against the lease, recommendation marked"))
+        blocks.append(Image(png, "The lease trade-off: false expiry and recovery against the lease, "
+                                 "recommendation marked"))
     blocks.append(Notes(notes))
     return blocks
 
@@ -206,7 +216,7 @@ RENDERERS: dict[str, Renderer] = {
 }
 
 
-def _us_pair(summary: dict[str, Any], name: str, base: str) -> str:
+def _us_pair(summary: dict[str, Any], name: str, base: str | None) -> str:
     us = {b: (summary["builds"][b].get("server_us_per_cycle") or {}).get("median", float("nan")) for b in (name, base)}
     return f"{us[name]:.1f} against {us[base]:.1f} server µs per cycle"
 

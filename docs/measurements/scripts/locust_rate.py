@@ -18,8 +18,9 @@ commandstats counts the calls scripts make), over a window that starts
 after a warm-up. Server main-thread CPU (INFO cpu) and the client process's
 CPU (/proc) are taken over the same window, so the table says which side
 was the limit; "others CPU" is what the rest of the machine took meanwhile (on
-a shared machine a client below one core was waiting for a core). Rounds interleave the clients in rotating order; the figure
-is the median round, the range min..max. Target: Locust >= 4,000 cycles/s.
+a shared machine a client below one core was waiting for a core). Rounds
+interleave the clients in rotating order; the figure is the median round,
+the range min..max. Target: Locust >= 4,000 cycles/s.
 """
 
 from __future__ import annotations
@@ -133,8 +134,8 @@ class Launch:
             mode = "client" if name.endswith("evalsha") else "connection"
             self._spawn([sys.executable, __file__, "--child", mode, url, str(users)], env, log)
         elif name == "Locust local":
-            self._spawn([str(LOCUST), *common, "--headless", "-u", str(users), "-r", str(users), "-t", f"{seconds:.0f}s",
-                         "--csv", str(out / "run")], env, log)
+            self._spawn([str(LOCUST), *common, "--headless", "-u", str(users), "-r", str(users),
+                         "-t", f"{seconds:.0f}s", "--csv", str(out / "run")], env, log)
         else:
             port = free_port()
             master = [str(LOCUST), *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",

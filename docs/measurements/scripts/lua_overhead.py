@@ -179,7 +179,8 @@ def main() -> int:
                 ok &= verdict == "ok"
                 print(f"{server.version():<22} {form:<10} {r['ours']:>14.2f} {r['ref']:>14.2f} {r['ratio']:>7.3f}  "
                       f"{r['lo']:.3f}..{r['hi']:.3f}  {verdict}", flush=True)
-    against = f"baseline {args.baseline}" if args.baseline else "the seed's scripts (docs/measurements/scripts/reference)"
+    reference = "the seed's scripts (docs/measurements/scripts/reference)"
+    against = f"baseline {args.baseline}" if args.baseline else reference
     print(f"{args.rounds} interleaved rounds of {args.cycles} each against {against}; cmdstat_evalsha usec "
           f"per {unit}, median; range = interquartile range of per-round ratios")
     return 0 if ok else 1
