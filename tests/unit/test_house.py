@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("echomq", "echomq_bench")
 SOURCES = PACKAGES + ("scenarios", "bench", "docs/measurements/scripts")
 MAX_MODULE_LINES = 400

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from echomq import Queue, StaleTokenError, mint, verbs
+from tests.helpers import server_ms
 
 MAX_ATTEMPTS = 2
 SHORT_MS, LONG_MS = 1, 10**9
@@ -50,11 +51,6 @@ class Model:
     def holds(self, jid: str, token: int) -> bool:
         row = self.rows.get(jid)
         return row is not None and row[b"state"] == b"active" and int(row[b"attempts"]) == token
-
-
-def server_ms(client: redis.Redis) -> int:
-    sec, usec = client.time()
-    return sec * 1000 + usec // 1000
 
 
 class QueueMachine(RuleBasedStateMachine):

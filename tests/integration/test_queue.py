@@ -9,11 +9,7 @@ import redis
 
 import echomq
 from echomq import Job, Queue, StaleTokenError, mint
-
-
-def server_ms(client: redis.Redis) -> int:
-    sec, usec = client.time()
-    return sec * 1000 + usec // 1000
+from tests.helpers import server_ms
 
 
 def wait_until_due(client: redis.Redis, key: str) -> None:
@@ -24,15 +20,6 @@ def wait_until_due(client: redis.Redis, key: str) -> None:
             return
         time.sleep(0.002)
     raise AssertionError(f"{key} never came due")
-
-
-def test_public_surface_is_exactly_the_eight_verbs() -> None:
-    public = {n for n in dir(Queue) if not n.startswith("_")}
-    assert public == {"enqueue", "browse", "pending_size", "claim", "complete", "retry", "promote", "reap"}
-    assert set(echomq.__all__) == {
-        "Queue", "Job", "mint", "parse_id", "EchoMQError", "StaleTokenError",
-        "WrongKindError", "InvalidArgumentError", "ServerUnavailableError",
-    }
 
 
 def test_enqueue_writes_a_pending_row(queue: Queue, client: redis.Redis) -> None:

@@ -12,9 +12,9 @@ writer that encodes a built call may hold one.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import ROOT
+
 SCANNED = ("echomq", "echomq_bench", "bench", "scenarios", "tests")
 ALLOWED = {"echomq/verbs.py", "echomq/scripts.py", "echomq_bench/load/wire.py"}
 

@@ -20,11 +20,10 @@ from redis.retry import Retry
 from echomq import EchoMQError, Queue, mint, verbs
 from echomq_bench.cli import main
 from echomq.scripts import discover
-from echomq_bench.servers import Server, UrlServer, free_port, start
-from echomq_bench.servers.tls import server_args, throwaway_certificate, tls_url
+from echomq_bench.servers import DEFAULT_SPECS, EmbeddedServer, Server, UrlServer, free_port, start
+from tests.helpers import ROOT
+from tests.integration.conftest import TlsServer
 
-BINARIES = ["redis-server", "valkey-server"]
-ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK_V4 = "0100007F"        # 127.0.0.1 as /proc/net/tcp writes it
 LOOPBACK_V6 = "0" * 24 + "01000000"  # ::1
 
@@ -53,29 +52,24 @@ def listening(pid: int) -> list[tuple[str, int]]:
     return found
 
 
-def assert_loopback_only(server: object, ports: set[int]) -> None:
-    sockets = listening(server.pid)  # type: ignore[attr-defined]
+def assert_loopback_only(server: EmbeddedServer, ports: set[int]) -> None:
+    assert server.pid is not None
+    sockets = listening(server.pid)
     assert {port for _, port in sockets} == ports, sockets
     assert all(address in (LOOPBACK_V4, LOOPBACK_V6) for address, _ in sockets), sockets
 
 
-def test_embedded_servers_listen_on_loopback_only(server: object, client: redis.Redis) -> None:
-    assert_loopback_only(server, {server.port})  # type: ignore[attr-defined]
+def test_embedded_servers_listen_on_loopback_only(server: EmbeddedServer, client: redis.Redis) -> None:
+    assert_loopback_only(server, {server.port})
     assert client.config_get("bind") == {"bind": "127.0.0.1"}
     assert client.config_get("protected-mode") == {"protected-mode": "yes"}
 
 
-@pytest.mark.parametrize("binary", BINARIES)
-def test_restarted_and_tls_servers_stay_on_loopback(binary: str, tmp_path: Path) -> None:
-    files = throwaway_certificate(tmp_path)
-    tls_port = free_port()
-    srv = start(f"tls={binary} {' '.join(server_args(files, tls_port))}")
-    try:
-        assert_loopback_only(srv, {srv.port, tls_port})  # type: ignore[attr-defined]
-        srv.restart(("--appendonly", "yes"))
-        assert_loopback_only(srv, {srv.port, tls_port})  # type: ignore[attr-defined]
-    finally:
-        srv.stop()
+def test_restarted_and_tls_servers_stay_on_loopback(tls_server: TlsServer) -> None:
+    srv = tls_server.server
+    assert_loopback_only(srv, {srv.port, tls_server.port})
+    srv.restart(("--appendonly", "yes"))
+    assert_loopback_only(srv, {srv.port, tls_server.port})
 
 
 # --------------------------------------------------------------------------
@@ -108,15 +102,11 @@ def every_verb(q: Queue, flush: Callable[[], None] | None = None) -> None:
     q.browse(5, "dead")
 
 
-@pytest.mark.parametrize("binary", BINARIES)
-def test_password_auth_embedded_and_url(binary: str) -> None:
-    srv = start(f"pw={binary} --requirepass s3cret-pw")
-    try:
-        every_verb(Queue(srv.client(), "auth-embedded"))
-        url = start(f"redis://:s3cret-pw@127.0.0.1:{srv.port}/0")  # type: ignore[attr-defined]
-        every_verb(Queue(url.client(), "auth-url"))
-    finally:
-        srv.stop()
+@pytest.mark.parametrize("password_server", DEFAULT_SPECS, indirect=True)
+def test_password_auth_embedded_and_url(password_server: EmbeddedServer) -> None:
+    every_verb(Queue(password_server.client(), "auth-embedded"))
+    url = start(password_server.connection_url() + "/0")
+    every_verb(Queue(url.client(), "auth-url"))
 
 
 def script_commands() -> set[str]:
@@ -137,32 +127,33 @@ def acl_rule(commands: set[str]) -> list[str]:
 
 
 @pytest.fixture
-def acl_server(server: object, client: redis.Redis) -> Iterator[Callable[[set[str]], redis.Redis]]:
+def acl_user(server: EmbeddedServer, client: redis.Redis) -> Iterator[Callable[[set[str]], redis.Redis]]:
+    """A user on the plain server allowed exactly the given commands, on emq:* keys only."""
     def user(commands: set[str]) -> redis.Redis:
         client.execute_command("ACL", "SETUSER", "emq", "reset", *acl_rule(commands))
-        return server.client(username="emq", password="emq-pw")  # type: ignore[attr-defined, no-any-return]
+        return server.client(username="emq", password="emq-pw")
 
     yield user
     client.execute_command("ACL", "DELUSER", "emq")
 
 
-def test_acl_user_restricted_to_queue_keys_runs_every_verb(acl_server: Callable[[set[str]], redis.Redis],
+def test_acl_user_restricted_to_queue_keys_runs_every_verb(acl_user: Callable[[set[str]], redis.Redis],
                                                            client: redis.Redis) -> None:
     needed = CLIENT_COMMANDS | script_commands()
-    emq = acl_server(needed)
+    emq = acl_user(needed)
     every_verb(Queue(emq, "acl"), flush=client.script_flush)  # the reload after NOSCRIPT works too
 
 
-def test_acl_command_set_is_minimal(acl_server: Callable[[set[str]], redis.Redis]) -> None:
+def test_acl_command_set_is_minimal(acl_user: Callable[[set[str]], redis.Redis]) -> None:
     needed = CLIENT_COMMANDS | script_commands()
     for missing in sorted(needed):
-        emq = acl_server(needed - {missing})
+        emq = acl_user(needed - {missing})
         with pytest.raises((redis.RedisError, EchoMQError)):
             every_verb(Queue(emq, f"acl-no-{missing.replace('|', '-')}"))
 
 
-def test_acl_user_cannot_touch_other_keys(acl_server: Callable[[set[str]], redis.Redis], client: redis.Redis) -> None:
-    emq = acl_server(CLIENT_COMMANDS | script_commands())
+def test_acl_user_cannot_touch_other_keys(acl_user: Callable[[set[str]], redis.Redis], client: redis.Redis) -> None:
+    emq = acl_user(CLIENT_COMMANDS | script_commands())
     q = Queue(emq, "acl")
     client.set("secret", "mine")
     client.hset("other:job:x", "state", "pending")
@@ -192,89 +183,70 @@ def test_acl_user_cannot_touch_other_keys(acl_server: Callable[[set[str]], redis
 # TLS
 
 
-@pytest.fixture(params=BINARIES)
-def tls_server(request: pytest.FixtureRequest,
-               tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, str, str]]:
-    files = throwaway_certificate(tmp_path_factory.mktemp("tls"))
-    port = free_port()
-    srv = start(f"tls={request.param} {' '.join(server_args(files, port))} --requirepass tls-pw-1")
-    yield srv, tls_url(files, port, password="tls-pw-1"), f"rediss://:tls-pw-1@127.0.0.1:{port}/0"
-    srv.stop()
-
-
-def test_rediss_url_runs_the_queue(tls_server: tuple[object, str, str]) -> None:
-    _, url, _ = tls_server
-    client = start(url).client()  # type: ignore[union-attr]
+def test_rediss_url_runs_the_queue(tls_server: TlsServer) -> None:
+    client = start(tls_server.url).client()
     assert client.connection_pool.connection_class is redis.connection.SSLConnection
     every_verb(Queue(client, "tls"))
 
 
-def test_tls_server_is_a_server_whose_credentials_log_in(tls_server: tuple[object, str, str]) -> None:
-    _, url, no_ca = tls_server
-    remote = start(url)
+def test_tls_server_is_a_server_whose_credentials_log_in(tls_server: TlsServer) -> None:
+    password = tls_server.password
+    remote = start(tls_server.url)
     assert isinstance(remote, Server) and isinstance(remote, UrlServer)
     kwargs = remote.connection_kwargs()
-    assert (kwargs["ssl"], kwargs["password"], kwargs["db"]) == (True, "tls-pw-1", 0)
+    assert (kwargs["ssl"], kwargs["password"], kwargs["db"]) == (True, password, 0)
     assert kwargs["ssl_ca_certs"].endswith("ca.crt")
     with redis.Redis(**kwargs) as client:
         assert client.ping() is True
         assert client.connection_pool.connection_class is redis.connection.SSLConnection
     for shown in (repr(remote), remote.describe(), remote.display_url):
-        assert "tls-pw-1" not in shown, shown
+        assert password not in shown, shown
     # The CA in the URL is what makes it log in: without it the same kwargs are refused.
-    without_ca = start(no_ca, check=False).connection_kwargs()
+    without_ca = start(tls_server.no_ca_url, check=False).connection_kwargs()
     assert "ssl_ca_certs" not in without_ca
     with pytest.raises(redis.ConnectionError, match="certificate verify failed"):
         redis.Redis(**without_ca, retry=Retry(NoBackoff(), 0)).ping()
 
 
-def test_rediss_url_on_the_command_line(tls_server: tuple[object, str, str],
-                                        capsys: pytest.CaptureFixture[str]) -> None:
-    _, url, no_ca = tls_server
-    assert main(["check", "--server", url]) == 0
+def test_rediss_url_on_the_command_line(tls_server: TlsServer, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--server", tls_server.url]) == 0
     out = capsys.readouterr()
-    assert "PASS 11/11" in out.out and "tls-pw-1" not in out.out + out.err
+    assert "PASS 11/11" in out.out and tls_server.password not in out.out + out.err
     # Without the throwaway CA the certificate must be refused, clearly.
-    assert main(["check", "--server", no_ca]) == 2
+    assert main(["check", "--server", tls_server.no_ca_url]) == 2
     err = capsys.readouterr().err
-    assert "certificate verify failed" in err and "tls-pw-1" not in err
+    assert "certificate verify failed" in err and tls_server.password not in err
 
 
 # --------------------------------------------------------------------------
 # Passwords never written
 
 
-SECRET = "Pa55-never-print-me"
-
-
-def test_passwords_never_appear_in_output_logs_meta_or_reports(tmp_path: Path) -> None:
-    locked = start(f"locked=redis-server --requirepass {SECRET}")
-    try:
-        port = locked.port  # type: ignore[attr-defined]
-        url = f"redis://:{SECRET}@127.0.0.1:{port}/0"
-        runs: list[tuple[list[str], int]] = [
-            (["check", "--server", url], 0),
-            (["faults", "--quick", "--scenario", "script-flush", "--server", url, "--out", str(tmp_path / "f1")], 0),
-            (["faults", "--quick", "--scenario", "crash", "--server", f"pw=redis-server --requirepass {SECRET}"], 0),
-            (["check", "--server", f"redis://:{SECRET}x@127.0.0.1:{port}/0"], 2),        # wrong password
-            (["check", "--server", f"redis://u:{SECRET}@127.0.0.1:{free_port()}/0"], 2),  # nothing there
-            (["check", "--server", f"pw=redis-server --requirepass={SECRET}"], 2),       # refused by the server
-            (["check", "--server", f"redis://:{SECRET}@127.0.0.1:notaport"], 2),          # bad spec
-        ]
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "ECHOMQ_RESULTS_DIR": str(tmp_path / "results")}
-        output = ""
-        for argv, code in runs:
-            done = subprocess.run([sys.executable, "-m", "echomq_bench", *argv], capture_output=True, text=True,
-                                  env=env, cwd=tmp_path, timeout=120)
-            assert done.returncode == code, done.stdout + done.stderr
-            output += done.stdout + done.stderr
-        folder = locked.dir  # type: ignore[attr-defined]
-        server_logs = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
-    finally:
-        locked.stop()
-    assert SECRET not in output
+def test_passwords_never_appear_in_output_logs_meta_or_reports(password_server: EmbeddedServer,
+                                                               tmp_path: Path) -> None:
+    secret = password_server.connection_kwargs()["password"]
+    port = password_server.port
+    url = f"redis://:{secret}@127.0.0.1:{port}/0"
+    runs: list[tuple[list[str], int]] = [
+        (["check", "--server", url], 0),
+        (["faults", "--quick", "--scenario", "script-flush", "--server", url, "--out", str(tmp_path / "f1")], 0),
+        (["faults", "--quick", "--scenario", "crash", "--server", f"pw=redis-server --requirepass {secret}"], 0),
+        (["check", "--server", f"redis://:{secret}x@127.0.0.1:{port}/0"], 2),        # wrong password
+        (["check", "--server", f"redis://u:{secret}@127.0.0.1:{free_port()}/0"], 2),  # nothing there
+        (["check", "--server", f"pw=redis-server --requirepass={secret}"], 2),       # refused by the server
+        (["check", "--server", f"redis://:{secret}@127.0.0.1:notaport"], 2),          # bad spec
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ECHOMQ_RESULTS_DIR": str(tmp_path / "results")}
+    output = ""
+    for argv, code in runs:
+        done = subprocess.run([sys.executable, "-m", "echomq_bench", *argv], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=120)
+        assert done.returncode == code, done.stdout + done.stderr
+        output += done.stdout + done.stderr
+    server_logs = {p.name: p.read_bytes() for p in password_server.dir.iterdir() if p.is_file()}
+    assert secret not in output
     written = {str(p): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} | server_logs
     names = {Path(p).name for p in written}
     assert {"meta.json", "summary.json", "faults.csv", "server.log"} <= names, names
     assert sum(p.endswith(".log") for p in written) > 4  # worker event logs and the server's log were searched
-    assert [p for p, data in written.items() if SECRET.encode() in data] == []
+    assert [p for p, data in written.items() if secret.encode() in data] == []

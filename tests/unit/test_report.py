@@ -16,8 +16,8 @@ import pytest
 from echomq_bench.report import build_report
 from echomq_bench.records.files import ResultsError, load, load_many
 from echomq_bench.records.record import SCHEMA, Record, read_record, write_record, write_tidy
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "results" / "sample" / "run"
 PARTS = ("check", "compare", "consumers", "reapcost", "lease")
 

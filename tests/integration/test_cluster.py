@@ -1,4 +1,4 @@
-"""Redis Cluster and Valkey Cluster: the local launcher, SPECs, the queue
+"""Redis Cluster and Valkey Cluster on real nodes: the local launcher, the queue
 through redis-py's cluster client, the queue-name chooser, and a failover."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import redis
@@ -24,81 +23,18 @@ from echomq_bench.commands.check import run_check
 from echomq_bench.cli import main
 from echomq_bench.servers import (
     EmbeddedCluster,
+    EmbeddedServer,
     UrlCluster,
     format_placements,
     queue_slot,
-    slot_ranges,
     spread_queues,
 )
 from echomq_bench.commands.failover import run_failover
-from echomq_bench.servers import Server, ServerSpecError, ServerStartError, parse_server_spec, start
+from echomq_bench.servers import Server, ServerStartError, parse_server_spec, start
+from echomq_bench.servers.spec import CLUSTER_WORDS
+from tests.helpers import ROOT, alive, evalsha_calls
 
-BUILDS = ["redis-cluster", "valkey-cluster"]
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
-
-
-@pytest.fixture(scope="module", params=BUILDS)
-def cluster(request: pytest.FixtureRequest) -> Iterator[EmbeddedCluster]:
-    c = start(request.param)
-    assert isinstance(c, EmbeddedCluster)
-    yield c
-    c.stop()
-
-
-# --------------------------------------------------------------------------
-# SPECs
-
-
-@pytest.mark.parametrize(
-    ("text", "name", "binary", "args", "url"),
-    [
-        ("redis-cluster", "redis-cluster", "redis-server", (), None),
-        ("valkey-cluster", "valkey-cluster", "valkey-server", (), None),
-        ("rc=redis-cluster --replicas 1", "rc", "redis-server", ("--replicas", "1"), None),
-        ("vc=valkey-cluster --masters 1 --io-threads 2", "vc", "valkey-server",
-         ("--masters", "1", "--io-threads", "2"), None),
-        ("redis+cluster://127.0.0.1:7000", "127.0.0.1:7000", None, (), "redis+cluster://127.0.0.1:7000"),
-        ("prod=rediss+cluster://u:pw@h:7000", "prod", None, (), "rediss+cluster://u:pw@h:7000"),
-    ],
-)
-def test_cluster_specs_parse_and_print_back(text: str, name: str, binary: str | None,
-                                            args: tuple[str, ...], url: str | None) -> None:
-    spec = parse_server_spec(text)
-    assert (spec.name, spec.kind, spec.binary, spec.args, spec.url) == (name, "cluster", binary, args, url)
-    assert "pw" not in spec.describe() and "pw" not in repr(spec)
-    if "pw" not in text:  # a hidden password cannot print back
-        assert parse_server_spec(spec.describe()) == spec
-
-
-@pytest.mark.parametrize(
-    ("text", "why"),
-    [
-        ("x=redis-cluster --masters 0", "--masters must be an integer from 1 to 16"),
-        ("x=redis-cluster --replicas 3", "--replicas must be an integer from 0 to 2"),
-        ("x=redis-cluster --replicas", "--replicas needs a value"),
-        ("x=valkey-cluster --cluster-port 7001", "--cluster-port is set by the cluster launcher"),
-        ("x=valkey-cluster --port 7001", "--port is set by the launcher"),
-        ("redis+cluster://h:7000/2", "a cluster has only database 0"),
-    ],
-)
-def test_bad_cluster_specs_say_why(text: str, why: str) -> None:
-    with pytest.raises(ServerSpecError, match=why):
-        parse_server_spec(text)
-
-
-def test_slot_ranges_cover_every_slot_once() -> None:
-    for masters in (1, 2, 3, 5, 16):
-        ranges = slot_ranges(masters)
-        assert ranges[0][0] == 0 and ranges[-1][1] == 16383
-        assert all(a[1] + 1 == b[0] for a, b in zip(ranges, ranges[1:]))
-    assert slot_ranges(3) == [(0, 5460), (5461, 10922), (10923, 16383)]  # as redis-cli assigns them
+BUILDS = list(CLUSTER_WORDS)
 
 
 # --------------------------------------------------------------------------
@@ -178,7 +114,7 @@ CRASHING_PARENT = textwrap.dedent(
 
 
 def test_sigkill_of_the_process_that_started_a_cluster_leaves_nothing() -> None:
-    parent = subprocess.Popen([sys.executable, "-c", CRASHING_PARENT], cwd=Path(__file__).resolve().parents[1],
+    parent = subprocess.Popen([sys.executable, "-c", CRASHING_PARENT], cwd=ROOT,
                               stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout is not None
@@ -273,20 +209,10 @@ def test_url_cluster_finds_every_node(cluster: EmbeddedCluster) -> None:
     assert all(n.running for n in cluster.nodes)
 
 
-def test_url_cluster_that_does_not_answer_is_refused() -> None:
-    from echomq_bench.servers import free_port
-
-    with pytest.raises(ServerStartError, match="does not answer"):
-        start(f"redis+cluster://127.0.0.1:{free_port()}")
-
-
-def test_url_cluster_pointing_at_a_plain_server_says_so() -> None:
-    plain = start("redis")
-    try:
-        with pytest.raises(ServerStartError, match=f"without cluster mode; use redis://127.0.0.1:{plain.port}"):
-            start(f"redis+cluster://127.0.0.1:{plain.port}")
-    finally:
-        plain.stop()
+@pytest.mark.parametrize("server", ["redis"], indirect=True)
+def test_url_cluster_pointing_at_a_plain_server_says_so(server: EmbeddedServer) -> None:
+    with pytest.raises(ServerStartError, match=f"without cluster mode; use redis://127.0.0.1:{server.port}"):
+        start(f"redis+cluster://127.0.0.1:{server.port}")
 
 
 # --------------------------------------------------------------------------
@@ -354,10 +280,6 @@ def test_locust_cluster_wire_routes_by_slot_and_follows_moved(cluster: EmbeddedC
 
 # --------------------------------------------------------------------------
 # The capacity driver over a cluster
-
-
-def evalsha_calls(client: redis.Redis) -> int:
-    return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
 
 
 def test_capacity_over_a_cluster_counts_every_cycle_on_its_node(cluster: EmbeddedCluster) -> None:
@@ -442,21 +364,3 @@ def test_capacity_cli_on_a_cluster_splits_the_rate_feeds_each_queue_and_writes_n
     assert {row["node"] for row in rows} == {n["node"] for n in entry["nodes"]} | {"all"}
     meta = json.loads((out / "meta.json").read_text())
     assert len(meta["clusters"]["redis-cluster"]["placements"]) == 4
-
-
-@pytest.mark.parametrize(("argv", "fragment"), [
-    (["capacity", "--server", "valkey-cluster", "--queues", "0"], "queues must be >= 1"),
-    (["compare", "--server", "redis-cluster", "--server", "valkey-cluster"], "a main thread per node"),
-])
-def test_capacity_bad_input_on_a_cluster_starts_nothing(argv: list[str], fragment: str, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str],
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import echomq_bench.servers
-
-    started: list[object] = []
-    monkeypatch.setattr(echomq_bench.servers, "start", lambda *a, **k: started.append(a))
-    monkeypatch.setattr(echomq_bench.servers.EmbeddedServer, "__init__", lambda *a, **k: started.append(a))
-    out = tmp_path / "cap"
-    assert main([*argv, "--duration", "300ms", "--out", str(out)]) == 2
-    assert fragment in capsys.readouterr().err
-    assert not out.exists() and started == []

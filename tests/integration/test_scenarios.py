@@ -5,11 +5,8 @@ subprocesses, headless on each build, through the web UI, and distributed
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -22,12 +19,8 @@ import pytest
 from echomq import Queue, mint
 from echomq_bench.locust.client import Books
 from echomq_bench.locust.report import settle
-from echomq_bench.servers import DEFAULT_SPECS, free_port, start
-
-ROOT = Path(__file__).resolve().parent.parent
-LOCUST = str(Path(sys.executable).with_name("locust"))
-SCENARIOS = ROOT / "scenarios"
-TIMEOUT_S = 90
+from echomq_bench.servers import DEFAULT_SPECS, EmbeddedCluster, EmbeddedServer, free_port
+from tests.helpers import ROOT, SCENARIOS, child_env, finished, locust
 
 # Options that make each scenario's story happen within a few seconds.
 STORY = {
@@ -36,25 +29,6 @@ STORY = {
     "retry_dead": ["--fail-rate", "0.5", "--backoff-base", "5ms", "--backoff-cap", "50ms",
                    "--promote-every", "20ms"],
 }
-
-
-def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def locust(args: list[str], cwd: Path, **kwargs: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen([LOCUST, *args], cwd=cwd, env=env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, **kwargs)
-
-
-def finished(proc: subprocess.Popen[str], timeout: float = TIMEOUT_S) -> tuple[int, str]:
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        pytest.fail(f"locust did not finish in {timeout} s:\n{out[-4000:]}")
-    return proc.returncode, out
 
 
 def read_audit(path: Path, output: str) -> dict[str, Any]:
@@ -100,9 +74,7 @@ def test_broken_fence_fails_the_audit_and_the_exit_code(tmp_path: Path) -> None:
     complete.write_text(text.replace(fenced, ""))
     args = ["-f", str(SCENARIOS / "crash_reap.py"), "--headless", "-u", "8", "-r", "8", "-t", "4s",
             "--csv", str(tmp_path / "run"), *STORY["crash_reap"]]
-    proc = subprocess.Popen([LOCUST, *args], cwd=tmp_path, env={**env(), "ECHOMQ_LUA_DIR": str(lua)},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    code, output = finished(proc)
+    code, output = finished(locust(args, tmp_path, env={**child_env(), "ECHOMQ_LUA_DIR": str(lua)}))
     audit = read_audit(tmp_path / "audit.json", output)
     assert audit["passed"] is False and audit["audit"]["zombie_accepted"] > 0
     assert code == 1, output[-4000:]
@@ -156,126 +128,50 @@ def test_web_ui_answers_and_runs(tmp_path: Path) -> None:
     assert code == 0, output[-4000:]
 
 
-def test_distributed_master_and_two_workers_merge_their_books(tmp_path: Path) -> None:
-    server = start("redis")
-    try:
-        port = free_port()
-        scenario = str(SCENARIOS / "crash_reap.py")
-        master = locust(["-f", scenario, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-                         str(port), "--expect-workers", "2", "--headless", "-u", "10", "-r", "10", "-t", "5s",
-                         "--server", server.url, "--csv", str(tmp_path / "run"), *STORY["crash_reap"]], tmp_path)
-        workers = [locust(["-f", scenario, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                          tmp_path) for _ in range(2)]
-        code, output = finished(master)
-        for w in workers:
-            w_code, w_output = finished(w, 30)
-            assert w_code == 0, w_output[-3000:]
-    finally:
-        server.stop()
-    audit = read_audit(tmp_path / "audit.json", output)
-    assert code == 0, output[-4000:]
-    assert audit["passed"] is True
-    assert audit["run"]["role"] == "master" and audit["run"]["load_processes"] == 2
-    assert audit["missing_processes"] == 0
-    a = audit["audit"]
-    assert a["completed"] > 0 and a["zombie_sent"] > 0 and a["zombie_accepted"] == 0
-    assert audit["flow"]["reaped"] > 0  # the master's pump
-
-
-def test_distributed_run_over_a_cluster_spreads_queues_and_reports_each_master(tmp_path: Path) -> None:
-    """A master and two workers against a cluster that already runs (its
-    redis+cluster:// URL): the queues land one per master, every master
-    serves completes, and the merged audit passes."""
-    from echomq_bench.servers import start_cluster
-
-    cluster = start_cluster("valkey-cluster")
-    try:
-        port = free_port()
-        scenario = str(SCENARIOS / "crash_reap.py")
-        master = locust(["-f", scenario, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-                         str(port), "--expect-workers", "2", "--headless", "-u", "9", "-r", "9", "-t", "5s",
-                         "--server", cluster.url, "--queues", "3", "--csv", str(tmp_path / "run"),
-                         *STORY["crash_reap"]], tmp_path)
-        workers = [locust(["-f", scenario, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
-                           "--server", cluster.url], tmp_path) for _ in range(2)]
-        code, output = finished(master)
-        for w in workers:
-            w_code, w_output = finished(w, 30)
-            assert w_code == 0, w_output[-3000:]
-        masters = {m.name for m in cluster.masters()}
-    finally:
-        cluster.stop()
+def distributed(tmp_path: Path, url: str, users: str, master_args: list[str],
+                worker_args: list[str]) -> tuple[dict[str, Any], str]:
+    """A crash_reap run by a master and two workers against `url`: the
+    merged audit, once the master and both workers ended cleanly and it passed."""
+    port = free_port()
+    scenario = str(SCENARIOS / "crash_reap.py")
+    master = locust(["-f", scenario, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                     "--expect-workers", "2", "--headless", "-u", users, "-r", users, "-t", "5s", "--server", url,
+                     *master_args, "--csv", str(tmp_path / "run"), *STORY["crash_reap"]], tmp_path)
+    workers = [locust(["-f", scenario, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+                       *worker_args], tmp_path) for _ in range(2)]
+    code, output = finished(master)
+    for w in workers:
+        w_code, w_output = finished(w, 30)
+        assert w_code == 0, w_output[-3000:]
     audit = read_audit(tmp_path / "audit.json", output)
     assert code == 0, output[-4000:]
     assert audit["passed"] is True and audit["missing_processes"] == 0
     assert audit["run"]["role"] == "master" and audit["run"]["load_processes"] == 2
+    assert audit["audit"]["zombie_sent"] > 0 and audit["audit"]["zombie_accepted"] == 0
+    assert audit["flow"]["reaped"] > 0  # the master's pump
+    return audit, output
+
+
+@pytest.mark.parametrize("server", ["redis"], indirect=True)
+@pytest.mark.usefixtures("client")  # an empty server, as when the run had one of its own
+def test_distributed_master_and_two_workers_merge_their_books(server: EmbeddedServer, tmp_path: Path) -> None:
+    audit, _ = distributed(tmp_path, server.url, "10", [], [])
+    assert audit["audit"]["completed"] > 0
+
+
+@pytest.mark.parametrize("cluster", ["valkey-cluster"], indirect=True)
+def test_distributed_run_over_a_cluster_spreads_queues_and_reports_each_master(cluster: EmbeddedCluster,
+                                                                                tmp_path: Path) -> None:
+    """A master and two workers against a cluster that already runs (its
+    redis+cluster:// URL): the queues land one per master, every master
+    serves completes, and the merged audit passes."""
+    audit, output = distributed(tmp_path, cluster.url, "9", ["--queues", "3"], ["--server", cluster.url])
     assert "queues over the cluster's masters" in output and "per node (3 masters" in output
     nodes = audit["nodes"]
-    assert {n["node"] for n in nodes} == masters
+    assert {n["node"] for n in nodes} == {m.name for m in cluster.masters()}
     assert all(len(n["queues"]) == 1 and n["completed"] > 0 for n in nodes)
     assert sum(n["completed"] for n in nodes) == audit["audit"]["completed"]
     assert all(0 < n["server_main_util"] < 1.5 for n in nodes)
-    a = audit["audit"]
-    assert a["zombie_sent"] > 0 and a["zombie_accepted"] == 0
-    assert audit["flow"]["reaped"] > 0
-
-
-def test_master_without_a_url_says_what_it_needs(tmp_path: Path) -> None:
-    code, output = finished(locust(["-f", str(SCENARIOS / "claim_complete.py"), "--master", "--master-bind-host",
-                                    "127.0.0.1", "--master-bind-port", str(free_port()), "--headless"], tmp_path))
-    assert code == 2
-    assert "distributed run needs --server redis://HOST:PORT" in output
-
-
-@pytest.mark.parametrize("option, value, said", [
-    ("--work", "lognormal:median=50ms", "lognormal: missing p99"),
-    ("--work", "gauss:1", "unknown distribution kind 'gauss'"),
-    ("--server", "memcached", "bad server spec 'memcached'"),
-    ("--reap-every", "soon", "bad duration 'soon'"),
-    ("--crash-rate", "1.5", "must be from 0 to 1"),
-    ("--reap-every", "50", "has no unit"),
-    ("--lease", "300", "has no unit"),
-    ("--step-time", "10", "500ms, 10s, 1.5s, 2m"),
-    ("--lease-ms", "0", "must be from 1ms"),
-    ("--rate", "fast", "'fast' is not a number"),
-])
-def test_bad_option_exits_2_naming_it(option: str, value: str, said: str, tmp_path: Path) -> None:
-    code, output = finished(locust(["-f", str(SCENARIOS / "claim_complete.py"), "--headless", "-t", "1s",
-                                    option, value], tmp_path))
-    assert code == 2
-    assert f"argument {option}" in output and said in output
-
-
-def test_option_values_are_checked_again_when_a_run_starts() -> None:
-    """Values from the web form reach Settings.from_options as text: the same rules hold there."""
-    from types import SimpleNamespace
-
-    from echomq_bench.locust.options import DEFAULTS, Settings, SettingsError
-
-    s = Settings.from_options(SimpleNamespace(**{**DEFAULTS, "lease": "1.5s", "reap_every": "0",
-                                                 "idle_wait": "250us", "enqueue_rate": "200"}))
-    assert (s.lease_ms, s.reap_every_ms, s.idle_wait_ms, s.enqueue_rate) == (1500, 0.0, 0.25, 200.0)
-    for name, value, said in [("lease", "300", "--lease: duration '300' has no unit"),
-                              ("backoff_cap", "2", "--backoff-cap: duration '2' has no unit"),
-                              ("enqueue_rate", "fast", "--rate 'fast' is not a number")]:
-        with pytest.raises(SettingsError, match=said):
-            Settings.from_options(SimpleNamespace(**{**DEFAULTS, name: value}))
-
-
-def test_old_option_spellings_still_parse(tmp_path: Path) -> None:
-    # Locust's own parser, in a child: importing locust here would monkey-patch this test process.
-    code = ("from locust.argument_parser import LocustArgumentParser\n"
-            "from echomq_bench.locust.options import DEFAULTS, add_options\n"
-            "p = LocustArgumentParser()\n"
-            "add_options(p, DEFAULTS)\n"
-            "a = p.parse_args(['--lease-ms', '300', '--enqueue-rate', '50'])\n"
-            "b = p.parse_args(['--lease', '300ms', '--rate', '50'])\n"
-            "c = p.parse_args([])\n"
-            "print(a.lease, a.enqueue_rate, b.lease, b.enqueue_rate, c.lease)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env(),
-                          cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["300ms", "50.0", "300ms", "50.0", "30s"]
 
 
 def test_settle_decides_interrupted_calls_from_the_server(queue: Queue) -> None:

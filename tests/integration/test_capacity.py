@@ -10,20 +10,15 @@ from pathlib import Path
 import pytest
 import redis
 
-from echomq_bench.load.backlog import IdBlock, drop_queue
-from echomq_bench.commands.capacity import CapacityError, CapacitySettings, run_capacity
+from echomq_bench.load.backlog import drop_queue
+from echomq_bench.commands.capacity import CapacitySettings, run_capacity
 from echomq_bench.cli import main
-from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.report import build_report
-from echomq.ids import Minter, parse_id
 from echomq.keys import QueueKeys
+from tests.helpers import evalsha_calls
 
 # Short runs; no pinning, so the session's shared server keeps its affinity.
 QUICK = CapacitySettings(duration_s=0.5, warmup_s=0.1, connections=3, pipeline=32, ceiling=False, pin=False)
-
-
-def evalsha_calls(client: redis.Redis) -> int:
-    return command_stats(client, "evalsha")[0]
 
 
 def job_rows(client: redis.Redis, queue: str) -> int:
@@ -124,39 +119,3 @@ def test_result_files_carry_the_headline_keys(tmp_path: Path, capsys: pytest.Cap
     assert "Capacity per build" in text and f"{entry['cycles_per_s']:,.0f}" in text
     assert "capacity_timeline.png" in text and (out / "capacity_timeline.png").is_file()
     assert any(f.startswith("Capacity: valkey") for f in findings)
-
-
-@pytest.mark.parametrize("argv, word", [
-    (["--duration", "-1"], "duration"),
-    (["--pipeline", "0"], "pipeline"),
-    (["--work", "bogus"], "distribution"),
-    (["--feed", "sideways"], "feed"),
-])
-def test_bad_workload_exits_2_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                 argv: list[str], word: str) -> None:
-    out = tmp_path / "cap"
-    try:
-        code = main(["capacity", "--server", "redis", *argv, "--out", str(out)])
-    except SystemExit as exc:  # argparse's own refusals
-        code = exc.code
-    assert code == 2
-    assert word in capsys.readouterr().err
-    assert not out.exists()
-
-
-def test_settings_are_checked_before_anything_runs() -> None:
-    with pytest.raises(CapacityError, match="connections"):
-        CapacitySettings(connections=0).check()
-
-
-def test_id_blocks_mint_like_the_minter() -> None:
-    block = IdBlock(node=42)
-    ids = [i.decode() for i in block.take(5000) + block.take(10)]
-    assert ids == sorted(ids) and len(set(ids)) == len(ids)
-    parsed = [parse_id(i) for i in ids]
-    assert {p.node for p in parsed} == {42} and {p.kind for p in parsed} == {"JOB"}
-    # The first id of a fresh block is sequence 0 of its millisecond: the
-    # project's minter, asked at that millisecond, gives the same text.
-    first = parsed[0]
-    assert first.seq == 0
-    assert Minter(node=42, clock=lambda: first.unix_ms).mint() == ids[0]

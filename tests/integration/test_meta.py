@@ -6,33 +6,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from echomq_bench.cli import main
 from echomq_bench.records.record import SCHEMA, read_record
-from echomq_bench.servers import start
-
-PASSWORD = "knownpass"
-ACL_PASSWORD = "knownpassacl"
-
-
-@pytest.fixture(scope="module")
-def acl_server() -> Iterator[object]:
-    # A named user with a password, and the default user switched off, so
-    # nothing works without the credentials from the URL.
-    srv = start(f"acl=redis-server --user alice on >{ACL_PASSWORD} ~* &* +@all --user default off")
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def pass_server() -> Iterator[object]:
-    srv = start(f"pw=valkey-server --requirepass {PASSWORD}")
-    yield srv
-    srv.stop()
-
+from echomq_bench.servers import EmbeddedServer
+from tests.integration.conftest import Login
 
 def files_holding(folder: Path, secret: str) -> list[str]:
     return [str(p) for p in folder.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
@@ -44,10 +24,10 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> int:
     return main(argv)
 
 
-def test_capacity_with_an_acl_user_writes_no_password(acl_server: object, tmp_path: Path,
+def test_capacity_with_an_acl_user_writes_no_password(acl_server: Login, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    url = f"redis://alice:{ACL_PASSWORD}@127.0.0.1:{acl_server.port}"  # type: ignore[attr-defined]
+    url = f"redis://{acl_server.user}:{acl_server.password}@127.0.0.1:{acl_server.server.port}"
     out = tmp_path / "cap"
     code = run_cli(monkeypatch, ["capacity", "--server", url, "--duration", "0.4s", "--warmup", "100ms",
                                  "--ceiling-requests", "3000", "--audit", "--out", str(out)])
@@ -58,16 +38,18 @@ def test_capacity_with_an_acl_user_writes_no_password(acl_server: object, tmp_pa
     assert entry["cycles_per_s"] > 0 and entry["ceiling_claims_per_s"] > 0
     assert entry["audit"]["passed"]
     meta = json.loads((out / "meta.json").read_text())
-    assert any("alice:***@" in arg for arg in meta["command"])
-    assert meta["servers"][0]["url"].startswith("redis://alice:***@")
-    assert files_holding(out, ACL_PASSWORD) == []
-    assert ACL_PASSWORD not in printed.out + printed.err
+    assert any(f"{acl_server.user}:***@" in arg for arg in meta["command"])
+    assert meta["servers"][0]["url"].startswith(f"redis://{acl_server.user}:***@")
+    assert files_holding(out, acl_server.password) == []
+    assert acl_server.password not in printed.out + printed.err
 
 
-def test_compare_with_a_password_writes_no_password(pass_server: object, tmp_path: Path,
+@pytest.mark.parametrize("password_server", ["valkey"], indirect=True)
+def test_compare_with_a_password_writes_no_password(password_server: EmbeddedServer, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    url = f"redis://:{PASSWORD}@127.0.0.1:{pass_server.port}/0"  # type: ignore[attr-defined]
+    password = password_server.connection_kwargs()["password"]
+    url = f"redis://:{password}@127.0.0.1:{password_server.port}/0"
     out = tmp_path / "cmp"
     code = run_cli(monkeypatch, ["compare", "--server", f"a={url}", "--server", f"b={url}", "--trials", "2",
                                  "--duration", "300ms", "--warmup", "100ms", "--no-ceiling", "--out", str(out)])
@@ -80,15 +62,15 @@ def test_compare_with_a_password_writes_no_password(pass_server: object, tmp_pat
     # The context travels in the record it was written with.
     record = read_record(out)
     assert record.kind == "compare" and record.schema == SCHEMA and dict(record.meta) == meta
-    assert files_holding(out, PASSWORD) == []
-    assert PASSWORD not in printed.out + printed.err
+    assert files_holding(out, password) == []
+    assert password not in printed.out + printed.err
 
 
-def test_a_wrong_password_fails_cleanly_without_echoing_it(acl_server: object, tmp_path: Path,
+def test_a_wrong_password_fails_cleanly_without_echoing_it(acl_server: Login, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     wrong = "wrongpass123"
-    url = f"redis://alice:{wrong}@127.0.0.1:{acl_server.port}"  # type: ignore[attr-defined]
+    url = f"redis://{acl_server.user}:{wrong}@127.0.0.1:{acl_server.server.port}"
     out = tmp_path / "cap"
     code = run_cli(monkeypatch, ["capacity", "--server", url, "--duration", "300ms", "--out", str(out)])
     printed = capsys.readouterr()

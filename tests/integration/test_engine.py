@@ -22,19 +22,11 @@ from echomq_bench.load.engine import (
 )
 from echomq_bench.load.recorders import LedgerRecorder
 from echomq_bench.measurement.workdist import parse_dist
+from tests.helpers import wait_until
 
 
 def _keys() -> QueueKeys:
     return QueueKeys(f"eng-{secrets.token_hex(3)}")
-
-
-def _wait(predicate, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def test_producer_consumers_and_pump_drain_every_job_through_crashes(client: redis.Redis) -> None:
@@ -59,7 +51,7 @@ def test_producer_consumers_and_pump_drain_every_job_through_crashes(client: red
     assert producer.finished and producer.sent == n
     threads = [start_thread(role, stop) for role in (*consumers, pump)]
     try:
-        assert _wait(lambda: len(recorder.ledger.accepted) == n), recorder.ledger.accepted
+        assert wait_until(lambda: len(recorder.ledger.accepted) == n, 30), recorder.ledger.accepted
     finally:
         stop.set()
         for t in threads:
@@ -87,7 +79,7 @@ def test_retry_policy_sends_each_job_to_dead_after_max_attempts(client: redis.Re
     stop = Stop()
     threads = [start_thread(role, stop) for role in (consumer, pump)]
     try:
-        assert _wait(lambda: client.zcard(keys.dead) == n, 20)
+        assert wait_until(lambda: client.zcard(keys.dead) == n, 20)
     finally:
         stop.set()
         for t in threads:
