@@ -52,6 +52,16 @@ class Model:
         row = self.rows.get(jid)
         return row is not None and row[b"state"] == b"active" and int(row[b"attempts"]) == token
 
+    def bury(self, jid: str, error: bytes) -> None:
+        """A retry or a reap at max_attempts: the row stays, in the dead set."""
+        self.rows[jid][b"state"], self.rows[jid][b"last_error"] = b"dead", error
+        self.dead.add(jid)
+
+    def requeue(self, jid: str) -> None:
+        """A reap under max_attempts, or a promote: pending again, its row kept."""
+        self.rows[jid][b"state"] = b"pending"
+        self.pending.add(jid)
+
 
 class QueueMachine(RuleBasedStateMachine):
     client: redis.Redis  # set by the test, per build
@@ -148,19 +158,16 @@ class QueueMachine(RuleBasedStateMachine):
             with pytest.raises(StaleTokenError):
                 self.q.retry(jid, token, error, delay)
             return
-        row = self.m.rows[jid]
         del self.m.active[jid]
-        row[b"last_error"] = error.encode()
         if token < MAX_ATTEMPTS:
             reply, entry = self._timed(self.q.keys.schedule, jid, delay, lambda: self.q.retry(jid, token, error, delay))
             assert reply == "scheduled"
-            row[b"state"] = b"scheduled"
+            self.m.rows[jid][b"state"], self.m.rows[jid][b"last_error"] = b"scheduled", error.encode()
             self.m.schedule[jid] = entry
         else:
             event("retry: to the dead set")
             assert self.q.retry(jid, token, error, delay) == "dead"
-            row[b"state"] = b"dead"
-            self.m.dead.add(jid)
+            self.m.bury(jid, error.encode())
 
     @rule(limit=st.sampled_from([1, 2, 100]))
     def reap(self, limit: int) -> None:
@@ -169,15 +176,12 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.q.reap(limit) == len(due)
         for _, jid in due:
             del self.m.active[jid]
-            row = self.m.rows[jid]
-            if int(row[b"attempts"]) >= MAX_ATTEMPTS:
+            if int(self.m.rows[jid][b"attempts"]) >= MAX_ATTEMPTS:
                 event("reap: to the dead set")
-                row[b"state"], row[b"last_error"] = b"dead", b"lease expired"
-                self.m.dead.add(jid)
+                self.m.bury(jid, b"lease expired")
             else:
                 event("reap: back to pending")
-                row[b"state"] = b"pending"
-                self.m.pending.add(jid)
+                self.m.requeue(jid)
 
     @rule(limit=st.sampled_from([1, 2, 100]))
     def promote(self, limit: int) -> None:
@@ -186,8 +190,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.q.promote(limit) == len(due)
         for _, jid in due:
             del self.m.schedule[jid]
-            self.m.rows[jid][b"state"] = b"pending"
-            self.m.pending.add(jid)
+            self.m.requeue(jid)
 
     @precondition(lambda self: bool(self.m.rows))
     @rule(data=st.data(), bad=st.sampled_from(["lease 0", "limit 0", "token abc", "kind ORD", "id short"]))
