@@ -38,7 +38,7 @@ def test_duplicate_leaves_the_row_untouched(queue: Queue, client: redis.Redis) -
     assert queue.enqueue(jid, b"two") == "duplicate"
     assert client.hgetall(queue.keys.job(jid))[b"state"] == b"active"
     assert client.hget(queue.keys.job(jid), "payload") == b"one"
-    assert queue.pending_size() == 0 and job is not None
+    assert queue.pending_size() == 0 and job is not None and job.id == jid
 
 
 def test_claim_is_fifo_with_a_server_clock_lease(queue: Queue, client: redis.Redis) -> None:
@@ -57,9 +57,10 @@ def test_claim_is_fifo_with_a_server_clock_lease(queue: Queue, client: redis.Red
 
 
 def test_complete_deletes_everything(queue: Queue, client: redis.Redis) -> None:
-    queue.enqueue(mint(), b"x")
+    jid = mint()
+    queue.enqueue(jid, b"x")
     job = queue.claim(lease_ms=5_000)
-    assert isinstance(job, Job)
+    assert job == Job(jid, b"x", 1)
     assert queue.complete(job.id, job.token) == "ok"
     assert client.keys(queue.keys.base.replace("{", "\\{").replace("}", "\\}") + "*") == []
 

@@ -239,7 +239,6 @@ def test_sigkill_of_parent_leaves_nothing_behind() -> None:
     )
     forked = 0
     try:
-        assert parent.stdout is not None
         line = parent.stdout.readline().strip()
         server_pid, keeper, forked, path = line.split(" ", 3)
         assert alive(int(server_pid)) and Path(path).is_dir()

@@ -8,7 +8,8 @@ import pytest
 from echomq_bench.measurement.workdist import DistError, parse_dist, parse_duration_ms
 
 
-@pytest.mark.parametrize("text,ms", [("0", 0), ("20ms", 20), ("1.5s", 1500), ("250us", 0.25), ("2m", 120_000), ("7", 7)])
+@pytest.mark.parametrize("text,ms", [("0", 0), ("20ms", 20), ("1.5s", 1500), ("250us", 0.25), ("2m", 120_000),
+                                     ("7", 7)])
 def test_durations(text: str, ms: float) -> None:
     assert parse_duration_ms(text) == pytest.approx(ms)
 
@@ -39,10 +40,22 @@ def test_empirical_from_csv(tmp_path: Path) -> None:
     assert d.sf(25) == 0.5 and d.quantile_ms(0.5) == pytest.approx(20)
 
 
-@pytest.mark.parametrize("bad", ["", "exp", "exp:", "exp:mean=", "exp:mean=-1ms", "exp:avg=3ms", "lognormal:median=50ms",
-                                 "lognormal:median=50ms,p99=10ms", "const:fast", "gamma:k=2", "uniform:lo=5,hi=1",
-                                 "empirical:/no/such/file.csv", "exp:mean=20xs"])
-def test_malformed_specs_name_the_problem(bad: str) -> None:
+@pytest.mark.parametrize("bad, said", [
+    ("", "bad distribution '': want KIND:PARAMS"),
+    ("exp", "bad distribution 'exp': want KIND:PARAMS"),
+    ("exp:", "exp: missing mean"),
+    ("exp:mean=", "bad duration ''"),
+    ("exp:mean=-1ms", "bad duration '-1ms'"),
+    ("exp:avg=3ms", "exp: bad parameter 'avg=3ms'; want mean=DURATION"),
+    ("lognormal:median=50ms", "lognormal: missing p99"),
+    ("lognormal:median=50ms,p99=10ms", "lognormal: want 0 < median < p99"),
+    ("const:fast", "bad duration 'fast'"),
+    ("gamma:k=2", "unknown distribution kind 'gamma'"),
+    ("uniform:lo=5,hi=1", "uniform: want 0 <= lo < hi"),
+    ("empirical:/no/such/file.csv", "empirical: no such file /no/such/file.csv"),
+    ("exp:mean=20xs", "bad duration '20xs'"),
+])
+def test_malformed_specs_name_the_problem(bad: str, said: str) -> None:
     with pytest.raises(DistError) as info:
         parse_dist(bad)
-    assert str(info.value)
+    assert said in str(info.value)

@@ -18,8 +18,8 @@ def test_on_a_terminal_the_status_is_rewritten_and_cleared() -> None:
     progress("reap: cap 10 (1/3)")
     progress("reap: cap 100 (2/3)")
     progress.done()
-    assert out.getvalue() == (CLEAR + "reapcost redis: reap: cap 10 (1/3)" + CLEAR + "reapcost redis: reap: cap 100 (2/3)"
-                               + CLEAR)
+    assert out.getvalue() == (CLEAR + "reapcost redis: reap: cap 10 (1/3)"
+                               + CLEAR + "reapcost redis: reap: cap 100 (2/3)" + CLEAR)
     assert "\n" not in out.getvalue()
     progress.end("redis: done")
     assert out.getvalue().endswith(CLEAR + "reapcost redis: redis: done\n")
