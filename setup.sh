@@ -65,7 +65,7 @@ install_python() {
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".[dev,peers]"
   # arq pins redis-py below 6 while bullmq needs 6.2+; arq runs on the newer
-  # client (tests/test_peers.py drains through it), so it goes in without its pin.
+  # client (tests/integration/test_peers.py drains through it), so it goes in without its pin.
   .venv/bin/python -m pip install -q --no-deps "arq>=0.28,<0.29"
 }
 
@@ -85,7 +85,7 @@ house_checks() {
   # instrument; no cycle; commands over concerns over foundations) and the
   # house's figures (module and function sizes, signature widths, cycles).
   echo "setup.sh: import contracts"; .venv/bin/lint-imports
-  echo "setup.sh: the house's figures"; .venv/bin/python tests/test_house.py
+  echo "setup.sh: the house's figures"; .venv/bin/python tests/unit/test_house.py
 }
 
 mode="${1:-}"

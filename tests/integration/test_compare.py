@@ -1,0 +1,91 @@
+"""compare end to end: short real comparisons of two builds, whole trials,
+slots and together, each finding a planted slow claim or none."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from echomq_bench.commands.capacity import CapacitySettings
+from echomq_bench.cli import main
+from echomq_bench.commands.compare import Build, run_compare
+from echomq_bench.servers import parse_server_spec
+from tests.helpers import LUA
+from echomq_bench.measurement.stats import SAME, SLOWER
+
+
+
+@pytest.fixture(scope="module")
+def slowed_lua(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's scripts with claim slowed by a busy loop: an effect of
+    known sign (several times the cost of a cycle) that every verdict must find."""
+    folder = tmp_path_factory.mktemp("lua-slow")
+    shutil.copytree(LUA, folder, dirs_exist_ok=True)
+    claim = folder / "claim-2.lua"
+    text = claim.read_text()
+    marker = "local rcall = redis.call\n"
+    assert marker in text
+    claim.write_text(text.replace(marker, marker + "local spin = 0\nfor i = 1, 20000 do spin = spin + i end\n", 1))
+    return folder
+
+
+def test_compare_by_whole_trials_runs_a_b_a_b_and_writes_its_summary(tmp_path: Path, slowed_lua: Path) -> None:
+    out = tmp_path / "cmp"
+    code = main(["compare", "--server", "redis", "--server", "valkey", "--scripts", f"valkey={slowed_lua}",
+                 "--interleave", "trial", "--trials", "2", "--duration", "0.4s", "--warmup", "100ms", "--no-pin",
+                 "--no-ceiling",
+                 "--out", str(out)])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["baseline"] == "redis" and summary["trials"] == 2 and summary["interleave"] == "trial"
+    for name in ("redis", "valkey"):
+        entry = summary["builds"][name]
+        assert {"throughput_ratio", "throughput_ci95", "verdict"} <= set(entry)
+        assert entry["throughput_ci95"][0] <= entry["throughput_ratio"] <= entry["throughput_ci95"][1]
+    assert summary["builds"]["redis"]["throughput_ratio"] == 1.0
+    assert summary["builds"]["redis"]["verdict"] == SAME  # the baseline against itself
+    # The planted slow claim costs several cycles' worth of server time: found, in the right direction.
+    assert summary["builds"]["valkey"]["verdict"] == SLOWER
+    assert summary["builds"]["valkey"]["throughput_ci95"][1] < 1.0
+    assert summary["builds"]["valkey"]["version"].startswith("valkey")
+    assert summary["builds"]["valkey"]["scripts"] == str(slowed_lua)
+    import pandas as pd
+
+    rows = pd.read_csv(out / "compare.csv")
+    orders = rows[rows["metric"] == "cycles_per_s"].sort_values("order")
+    assert list(orders["build"]) == ["redis", "valkey", "redis", "valkey"]
+    assert list(orders["trial"]) == [1, 1, 2, 2]
+    assert set(rows["metric"]) >= {"cycles_per_s", "server_us_per_cycle", "claim_p99_ms"}
+    assert (out / "meta.json").is_file() and (out / "redis-claim.hgrm").is_file()
+
+
+def test_compare_in_slots_rotates_who_goes_first(tmp_path: Path, slowed_lua: Path) -> None:
+    builds = [Build(parse_server_spec("redis")), Build(parse_server_spec("valkey"), slowed_lua)]
+    settings = CapacitySettings(duration_s=0.6, warmup_s=0.1, ceiling=False, ledger=True)
+    result = run_compare(builds, settings, 2, interleave="slot", slot_s=0.1)
+    assert [(t.build, t.trial, t.order) for t in result.trials] == [
+        ("redis", 1, 1), ("valkey", 1, 2), ("redis", 2, 4), ("valkey", 2, 3)]
+    for t in result.trials:
+        r = t.result
+        assert r.audit is not None and r.audit["passed"], r.audit
+        # Each build had half the window, and counted only what finished in its own turns.
+        assert r.window_s == pytest.approx(0.3, abs=1e-6)
+        assert 0 < r.cycles <= r.counts["a_completed"] <= r.counts["completed"]
+    assert result.summary()["builds"]["valkey"]["verdict"] == SLOWER
+
+
+def test_compare_together_runs_every_build_at_once_on_fresh_servers() -> None:
+    settings = CapacitySettings(duration_s=0.4, warmup_s=0.1, ceiling=False, ledger=True)
+    result = run_compare(["redis", "redis"], settings, 2)
+    assert result.interleave == "together"
+    assert [t.build for t in result.trials] == ["redis", "redis-2", "redis", "redis-2"]
+    for t in result.trials:
+        assert t.result.audit is not None and t.result.audit["passed"], t.result.audit
+        assert t.result.window_s == pytest.approx(0.4)
+    ports = {t.result.server["url"] for t in result.trials}
+    assert len(ports) == 4  # a fresh server for every build in every trial
+    c = result.comparisons["redis-2"]["throughput"]
+    assert c.ci95[0] <= c.ratio <= c.ci95[1]

@@ -1,0 +1,105 @@
+"""`echomq-bench faults`: every scenario passes on both builds in its quick
+form, the harness fails when jobs really are lost, and unanswered calls are
+resolved from the evidence, not guessed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import redis
+
+from echomq_bench.faults.load import LoadSettings
+from echomq_bench.commands.faults import QUICK, SCENARIOS, run_scenario
+from echomq_bench.servers import EmbeddedServer, parse_server_spec, start
+from tests.helpers import ROOT
+
+
+
+@pytest.mark.slow
+def test_quick_faults_pass_on_both_builds(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "echomq_bench", "faults", "--quick", "--out", str(out)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    entries = {(e["server"], e["scenario"]): e for e in summary["scenarios"]}
+    assert set(entries) == {(b, s) for b in ("redis", "valkey") for s in SCENARIOS}
+    for (build, scenario), e in entries.items():
+        assert e["passed"] is True, (build, scenario, [c for c in e["checks"] if not c["ok"]])
+        assert e["double_accepted"] == 0 and e["jobs"] > 0
+        assert (e["lost"] > 0) == (scenario == "restart-nopersist"), e
+        assert e["faults"] > 0
+    assert (out / "meta.json").is_file() and (out / "faults.csv").is_file()
+    assert "restart-nopersist" in done.stdout and "loss detected" in done.stdout
+
+
+def test_harness_fails_when_jobs_are_lost(tmp_path: Path) -> None:
+    """The same restart without persistence, judged as if no loss were expected: FAIL, with counts."""
+    honest = replace(SCENARIOS["restart-nopersist"], expects_loss=False)
+    outcome = run_scenario(parse_server_spec("redis"), honest, QUICK, LoadSettings(), tmp_path, seed=3)
+    assert outcome.passed is False
+    assert outcome.lost > 0
+    failed = [c.text for c in outcome.checks if not c.ok]
+    assert failed == [f"audit: lost {outcome.lost}, in two places 0, unknown ids 0"]
+
+
+@pytest.mark.parametrize("server", ["redis"], indirect=True)
+def test_url_servers_skip_what_needs_the_process(server: EmbeddedServer, tmp_path: Path) -> None:
+    url = parse_server_spec(f"redis://127.0.0.1:{server.port}/0")
+    for name in ("pause", "restart-aof", "restart-nopersist"):
+        outcome = run_scenario(url, SCENARIOS[name], QUICK, LoadSettings(), tmp_path, seed=1)
+        assert outcome.passed is None and "embedded" in (outcome.skipped or "")
+
+
+@pytest.mark.parametrize("build", ["redis", "valkey"])
+def test_fault_load_clients_never_resend(build: str) -> None:
+    """redis-py resends a timed-out command by default: a complete that landed
+    comes back EMQSTALE. The fault load's clients report it unanswered instead."""
+    import signal
+    import threading
+
+    from echomq import Queue, ServerUnavailableError, mint
+    from echomq_bench.faults.load import worker_client
+
+    srv = start(build)
+    try:
+        q = Queue(worker_client(srv, replace(LoadSettings(), socket_timeout_s=0.3)), "resend")
+        q.enqueue(mint(), b"x")
+        job = q.claim(60_000)
+        os.kill(srv.pid, signal.SIGSTOP)  # type: ignore[arg-type]
+        wake = threading.Timer(0.8, os.kill, (srv.pid, signal.SIGCONT))
+        wake.start()
+        with pytest.raises(ServerUnavailableError):
+            q.complete(job.id, job.token)  # type: ignore[union-attr]
+        wake.join()
+        with srv.client() as admin:  # the server serves the sent complete when it wakes: the row goes
+            deadline = time.monotonic() + 5
+            while admin.exists(q.keys.job(job.id)) and time.monotonic() < deadline:  # type: ignore[union-attr]
+                time.sleep(0.01)
+            assert admin.exists(q.keys.job(job.id)) == 0  # type: ignore[union-attr]
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("server", ["redis"], indirect=True)
+def test_a_scenario_that_cannot_run_is_a_failed_line(server: EmbeddedServer, client: redis.Redis,
+                                                      tmp_path: Path) -> None:
+    """A URL server whose user may run the queue but not CONFIG SET: oom fails, cleanly, with the reason."""
+    client.execute_command("ACL", "SETUSER", "worker", "on", ">w-pw", "~emq:*", "resetchannels", "+@all",
+                           "-@admin", "-@dangerous", "+info", "+script|load")
+    try:
+        url = parse_server_spec(f"redis://worker:w-pw@127.0.0.1:{server.port}/0")
+        outcome = run_scenario(url, SCENARIOS["oom"], QUICK, LoadSettings(), tmp_path, seed=1)
+    finally:
+        client.execute_command("ACL", "DELUSER", "worker")
+    assert outcome.passed is False
+    assert [c.text for c in outcome.checks] == [
+        "the scenario could not run: NoPermissionError: this user has no permissions to run the 'config|get' command"]

@@ -1,0 +1,81 @@
+"""Lease sizing on a real server: one short sweep, and a server lost mid-sweep."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from pathlib import Path
+
+import pytest
+
+from echomq_bench.measurement.workdist import parse_dist
+from echomq_bench.lease import SweepSettings, run_sweep
+from echomq_bench.lease.report import recommend_for, write_run
+
+
+# ---------------------------------------------------------------- one short real sweep
+
+
+def test_short_sweep_orders_false_expiry_down_and_recovery_up(server: object, tmp_path: Path) -> None:
+    settings = SweepSettings(work="exp:mean=100ms", leases_ms=(100.0, 300.0, 900.0), crash_rate=0.1,
+                             reap_every_ms=50, consumers=24, duration_s=6, warmup_s=0.5,
+                             mass_crash=200, mass_crash_reps=1, budget=0.01, recovery_tolerance_ms=2000)
+    seen: list[str] = []
+    result = run_sweep(server, settings, progress=seen.append)
+    assert seen and len(result.leases) == 3
+    fe = [r.false_expiry.value for r in result.leases]
+    med = [r.recovery["median"].value for r in result.leases]
+    assert fe[0] > fe[1] >= fe[2]
+    assert med[0] < med[1] < med[2]
+    for r in result.leases:
+        assert r.executions > 300 and r.crashes > 20
+        assert r.refused == round(r.false_expiry.value * r.live)
+        assert r.false_expiry.lo <= r.false_expiry.value <= r.false_expiry.hi
+        assert r.recovery["censored"] == 0
+        assert r.reap["calls"] > 0
+    # The mass crash of 200 at a cap of 100 takes 2 reap calls (3 if the burst straddled a tick).
+    assert result.mass is not None and result.mass.ticks[0] in (2, 3)
+    rec = recommend_for(result)
+    summary = write_run(tmp_path, [result], [rec], {"test": True})
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk["kind"] == "lease" and on_disk["schema"] == 1
+    assert on_disk["recommended_lease_ms"] == summary["recommended_lease_ms"]
+    for key in ("recommended_lease_ms", "false_expiry_rate", "recovery_p99_ms"):
+        assert key in on_disk
+    agreement = on_disk["servers"][0]["agreement"]
+    assert len(agreement) == 3
+    for row in agreement:
+        # Each verdict is the model's figure inside the measured interval, as a
+        # JSON boolean (never the string "True"); null where no interval exists.
+        fe = row["measured_false_expiry"]
+        assert row["false_expiry"] is (fe["lo"] <= row["model_false_expiry"] <= fe["hi"])
+        med = row["measured_recovery_median_ms"]
+        bounded = med["lo"] is not None and med["hi"] is not None
+        expected = (med["lo"] <= row["model_recovery_median_ms"] <= med["hi"]) if bounded else None
+        assert row["recovery_median"] is expected
+    assert on_disk["servers"][0]["agreement_count"] == sum(
+        row["false_expiry"] is True and row["recovery_median"] is True for row in agreement)
+    for name in ("lease.csv", "recovery.csv", "lease.png", "work.hdr", "meta.json"):
+        assert (tmp_path / name).is_file()
+    # The run's measured work times read back as a distribution close to the one drawn.
+    again = parse_dist(f"empirical:{tmp_path}")
+    assert again.quantile_ms(0.5) == pytest.approx(100 * math.log(2), rel=0.15)
+
+
+def test_a_server_lost_mid_sweep_is_one_clear_error() -> None:
+    from echomq_bench.lease import SweepError
+    from echomq_bench.servers import start
+
+    srv = start("redis")
+    settings = SweepSettings(work="exp:mean=50ms", leases_ms=(200.0,), consumers=4, duration_s=4,
+                             warmup_s=0.2, mass_crash=0)
+    killer = threading.Timer(1.5, srv.stop)
+    killer.start()
+    try:
+        with pytest.raises(SweepError) as info:
+            run_sweep(srv, settings)
+    finally:
+        killer.cancel()
+        srv.stop()
+    assert "failed" in str(info.value)

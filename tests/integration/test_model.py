@@ -1,0 +1,245 @@
+"""The contract as a plain-Python model, checked against a real server by
+Hypothesis stateful testing: random sequences of all eight verbs, with
+leases and delays expiring, and after every step the server's four sets and
+every row must equal the model's, as every reply must.
+
+Time is made deterministic by choosing only lease and delay values whose
+fate the model knows: 0 ms (a delay already due), 1 ms (due once the clock
+has moved 2 ms: `_ripen` sleeps before any reap or promote while such an
+entry is young) and 10^9 ms (never due within a test). The deadlines
+themselves are the server's clock readings: the model records the score the
+server gave and checks it lies within [TIME before, TIME after] + lease.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pytest
+import redis
+from hypothesis import HealthCheck, event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+
+from echomq import Queue, StaleTokenError, mint, verbs
+from tests.helpers import server_ms
+
+MAX_ATTEMPTS = 2
+SHORT_MS, LONG_MS = 1, 10**9
+RIPEN_S = 0.003  # > 2 ms, so a 1 ms deadline has surely passed on the server clock
+SETTINGS = settings(max_examples=100, stateful_step_count=40, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+@dataclass
+class Entry:
+    """A member of active or schedule: its score and whether it is surely due."""
+    score: int
+    due: bool
+    never: bool = False
+
+
+@dataclass
+class Model:
+    rows: dict[str, dict[bytes, bytes]] = field(default_factory=dict)
+    pending: set[str] = field(default_factory=set)
+    active: dict[str, Entry] = field(default_factory=dict)
+    schedule: dict[str, Entry] = field(default_factory=dict)
+    dead: set[str] = field(default_factory=set)
+
+    def holds(self, jid: str, token: int) -> bool:
+        row = self.rows.get(jid)
+        return row is not None and row[b"state"] == b"active" and int(row[b"attempts"]) == token
+
+    def bury(self, jid: str, error: bytes) -> None:
+        """A retry or a reap at max_attempts: the row stays, in the dead set."""
+        self.rows[jid][b"state"], self.rows[jid][b"last_error"] = b"dead", error
+        self.dead.add(jid)
+
+    def requeue(self, jid: str) -> None:
+        """A reap under max_attempts, or a promote: pending again, its row kept."""
+        self.rows[jid][b"state"] = b"pending"
+        self.pending.add(jid)
+
+
+class QueueMachine(RuleBasedStateMachine):
+    client: redis.Redis  # set by the test, per build
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.client.flushall()
+        self.q = Queue(self.client, "model", max_attempts=MAX_ATTEMPTS)
+        self.m = Model()
+        self.known: list[str] = []  # every id minted so far, completed ones included
+        self.leases: list[tuple[str, int]] = []  # every (id, token) claim handed out
+        self.young_since: float | None = None  # when the oldest not-yet-due 1 ms entry was made
+
+    # -- time ---------------------------------------------------------------
+
+    def _ripen(self) -> None:
+        """Make every 1 ms lease and delay surely due, so reap and promote are deterministic."""
+        if self.young_since is not None:
+            time.sleep(RIPEN_S)
+            for entry in (*self.m.active.values(), *self.m.schedule.values()):
+                if not entry.never:
+                    entry.due = True
+            self.young_since = None
+
+    def _timed(self, key: str, jid: str, wait_ms: int, call: object) -> tuple[object, Entry]:
+        before = server_ms(self.client)
+        reply = call()  # type: ignore[operator]
+        after = server_ms(self.client)
+        score = int(self.client.zscore(key, jid))
+        assert before + wait_ms <= score <= after + wait_ms, (before, score, after, wait_ms)
+        if wait_ms == SHORT_MS:
+            self.young_since = self.young_since or time.monotonic()
+        return reply, Entry(score, due=wait_ms == 0, never=wait_ms == LONG_MS)
+
+    # -- rules --------------------------------------------------------------
+
+    def _pick_lease(self, data: st.DataObject) -> tuple[str, int]:
+        """Half the time a current holder's (id, token); else a lease handed out
+        earlier (a zombie's, once superseded) or an id with a made-up token."""
+        holders = sorted((j, int(self.m.rows[j][b"attempts"])) for j in self.m.active)
+        pick = data.draw(st.integers(0, 3), label="which lease")
+        if holders and pick >= 2:
+            return data.draw(st.sampled_from(holders), label="holder")
+        if self.leases and pick == 1:
+            return data.draw(st.sampled_from(self.leases), label="earlier lease")
+        return data.draw(st.sampled_from(self.known), label="id"), data.draw(st.integers(1, 3), label="token")
+
+    @rule(data=st.data(), payload=st.binary(max_size=24))
+    def enqueue(self, data: st.DataObject, payload: bytes) -> None:
+        fresh = not self.known or data.draw(st.integers(0, 3), label="fresh?") > 0
+        jid = mint() if fresh else data.draw(st.sampled_from(self.known), label="id")
+        if fresh:
+            self.known.append(jid)
+        reply = self.q.enqueue(jid, payload)
+        if jid in self.m.rows:
+            assert reply == "duplicate"
+        else:
+            assert reply == "enqueued"
+            self.m.rows[jid] = {b"state": b"pending", b"attempts": b"0", b"payload": payload}
+            self.m.pending.add(jid)
+
+    @rule(lease=st.sampled_from([SHORT_MS, LONG_MS]))
+    def claim(self, lease: int) -> None:
+        if not self.m.pending:
+            assert self.q.claim(lease) is None
+            return
+        jid = min(self.m.pending)
+        job, entry = self._timed(self.q.keys.active, jid, lease, lambda: self.q.claim(lease))
+        row = self.m.rows[jid]
+        token = int(row[b"attempts"]) + 1
+        assert (job.id, job.payload, job.token) == (jid, row[b"payload"], token)  # type: ignore[attr-defined]
+        self.m.pending.discard(jid)
+        row[b"attempts"], row[b"state"] = str(token).encode(), b"active"
+        self.m.active[jid] = entry
+        self.leases.append((jid, token))
+
+    @precondition(lambda self: bool(self.known))
+    @rule(data=st.data())
+    def complete(self, data: st.DataObject) -> None:
+        jid, token = self._pick_lease(data)
+        if self.m.holds(jid, token):
+            assert self.q.complete(jid, token) == "ok"
+            del self.m.rows[jid]
+            del self.m.active[jid]
+        else:
+            with pytest.raises(StaleTokenError):
+                self.q.complete(jid, token)
+
+    @precondition(lambda self: bool(self.known))
+    @rule(data=st.data(), error=st.text(max_size=8), delay=st.sampled_from([0, SHORT_MS, LONG_MS]))
+    def retry(self, data: st.DataObject, error: str, delay: int) -> None:
+        jid, token = self._pick_lease(data)
+        if not self.m.holds(jid, token):
+            with pytest.raises(StaleTokenError):
+                self.q.retry(jid, token, error, delay)
+            return
+        del self.m.active[jid]
+        if token < MAX_ATTEMPTS:
+            reply, entry = self._timed(self.q.keys.schedule, jid, delay, lambda: self.q.retry(jid, token, error, delay))
+            assert reply == "scheduled"
+            self.m.rows[jid][b"state"], self.m.rows[jid][b"last_error"] = b"scheduled", error.encode()
+            self.m.schedule[jid] = entry
+        else:
+            event("retry: to the dead set")
+            assert self.q.retry(jid, token, error, delay) == "dead"
+            self.m.bury(jid, error.encode())
+
+    @rule(limit=st.sampled_from([1, 2, 100]))
+    def reap(self, limit: int) -> None:
+        self._ripen()
+        due = sorted((e.score, jid) for jid, e in self.m.active.items() if e.due)[:limit]
+        assert self.q.reap(limit) == len(due)
+        for _, jid in due:
+            del self.m.active[jid]
+            if int(self.m.rows[jid][b"attempts"]) >= MAX_ATTEMPTS:
+                event("reap: to the dead set")
+                self.m.bury(jid, b"lease expired")
+            else:
+                event("reap: back to pending")
+                self.m.requeue(jid)
+
+    @rule(limit=st.sampled_from([1, 2, 100]))
+    def promote(self, limit: int) -> None:
+        self._ripen()
+        due = sorted((e.score, jid) for jid, e in self.m.schedule.items() if e.due)[:limit]
+        assert self.q.promote(limit) == len(due)
+        for _, jid in due:
+            del self.m.schedule[jid]
+            self.m.requeue(jid)
+
+    @precondition(lambda self: bool(self.m.rows))
+    @rule(data=st.data(), bad=st.sampled_from(["lease 0", "limit 0", "token abc", "kind ORD", "id short"]))
+    def refused_on_the_wire(self, data: st.DataObject, bad: str) -> None:
+        """A caller bypassing the client gets a refusal; the invariant then proves nothing moved."""
+        k, s, c = self.q.keys, self.q.scripts, self.client
+        jid = data.draw(st.sampled_from(sorted(self.m.rows)))
+        calls = {
+            "lease 0": verbs.claim(k, "0"),  # type: ignore[arg-type]
+            "limit 0": verbs.reap(k, "0", 2),  # type: ignore[arg-type]
+            "token abc": verbs.complete(k, jid, "abc"),  # type: ignore[arg-type]
+            "kind ORD": verbs.enqueue(k, "ORD" + jid[3:], b""),
+            "id short": verbs.retry(k, jid[:-1], 1, "e", 0, 2),
+        }
+        with pytest.raises(redis.ResponseError, match="^EMQ"):
+            c.execute_command(*calls[bad].evalsha(s.sha(calls[bad].verb)))
+
+    # -- the server equals the model ----------------------------------------
+
+    @invariant()
+    def server_equals_model(self) -> None:
+        k, m = self.q.keys, self.m
+        pipe = self.client.pipeline(transaction=False)
+        pipe.keys("*")
+        for key in (k.pending, k.active, k.schedule, k.dead):
+            pipe.zrange(key, 0, -1, withscores=True)
+        rows = sorted(m.rows)
+        for jid in rows:
+            pipe.hgetall(k.job(jid))
+        keys, pending, active, schedule, dead, *got = pipe.execute()
+        expected_keys = {k.job(j).encode() for j in rows}
+        for key, members in ((k.pending, m.pending), (k.active, m.active), (k.schedule, m.schedule), (k.dead, m.dead)):
+            if members:
+                expected_keys.add(key.encode())
+        assert set(keys) == expected_keys
+        assert {j.decode(): s for j, s in pending} == {j: 0.0 for j in m.pending}
+        assert {j.decode(): s for j, s in dead} == {j: 0.0 for j in m.dead}
+        assert {j.decode(): int(s) for j, s in active} == {j: e.score for j, e in m.active.items()}
+        assert {j.decode(): int(s) for j, s in schedule} == {j: e.score for j, e in m.schedule.items()}
+        assert dict(zip(rows, got)) == m.rows
+        # The two read verbs, after every step.
+        assert self.q.pending_size() == len(m.pending)
+        for state, members in (("pending", m.pending), ("dead", m.dead)):
+            newest = sorted(members, reverse=True)
+            assert self.q.browse(3, state) == newest[:3]  # type: ignore[arg-type]
+            assert self.q.browse(100, state) == newest  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_server_follows_the_model(client: redis.Redis) -> None:
+    machine = type("BoundQueueMachine", (QueueMachine,), {"client": client})
+    run_state_machine_as_test(machine, settings=SETTINGS)

@@ -1,0 +1,133 @@
+"""The peers command: every adapter really drains every job, on a real server.
+
+"Really" is checked three ways, none of them an event count: the server
+held N jobs after the enqueue and none of them afterwards (the test reads
+each peer's keys itself, with plain commands); the job function ran N
+times in the consumer processes and saw the enqueued payload each time.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from echomq_bench.measurement.serverstats import bound
+
+from echomq_bench.cli import main
+from echomq_bench.peers import PEERS, PeerMissingError, get
+from echomq_bench.commands.peers import QUEUE_NAME, measure
+from echomq_bench.records.files import load
+from echomq_bench.servers import EmbeddedServer
+
+N = 240
+CONSUMERS = 2
+
+
+def _keys(client: Any, pattern: str) -> list[bytes]:
+    return list(client.scan_iter(match=pattern, count=1000))
+
+
+def _echomq_left(c: Any) -> dict[str, int]:
+    base = "emq:{%s}:" % QUEUE_NAME
+    return {"pending": c.zcard(base + "pending"), "active": c.zcard(base + "active"),
+            "dead": c.zcard(base + "dead"), "rows": len(_keys(c, base + "job:*"))}
+
+
+def _bullmq_left(c: Any) -> dict[str, int]:
+    base = f"bull:{QUEUE_NAME}:"
+    rows = [k for k in _keys(c, base + "*") if k.decode()[len(base):].isdigit()]
+    return {"wait": c.llen(base + "wait"), "active": c.llen(base + "active"),
+            "completed": c.zcard(base + "completed"), "failed": c.zcard(base + "failed"), "rows": len(rows)}
+
+
+def _rq_left(c: Any) -> dict[str, int]:
+    return {"queued": c.llen(f"rq:queue:{QUEUE_NAME}"), "wip": c.zcard(f"rq:wip:{QUEUE_NAME}"),
+            "failed": c.zcard(f"rq:failed:{QUEUE_NAME}"), "finished": c.zcard(f"rq:finished:{QUEUE_NAME}"),
+            "rows": len(_keys(c, "rq:job:*")), "results": len(_keys(c, "rq:results:*"))}
+
+
+def _arq_left(c: Any) -> dict[str, int]:
+    return {"queued": c.zcard(f"arq:queue:{QUEUE_NAME}"), "rows": len(_keys(c, "arq:job:*")),
+            "results": len(_keys(c, "arq:result:*")), "in_progress": len(_keys(c, "arq:in-progress:*"))}
+
+
+# The test's own reading of each peer's keys, independent of the adapters'.
+SERVER_LEFT: dict[str, Callable[[Any], dict[str, int]]] = {
+    "echomq": _echomq_left,
+    "echomq-pipe": _echomq_left,
+    "bullmq": _bullmq_left,
+    "rq": _rq_left,
+    "arq": _arq_left,
+}
+
+
+def test_every_peer_has_a_server_side_check() -> None:
+    assert set(SERVER_LEFT) == set(PEERS)
+
+
+@pytest.mark.parametrize("server", ["redis"], indirect=True)
+@pytest.mark.parametrize("name", list(PEERS))
+def test_each_queue_drains_every_job(name: str, server: EmbeddedServer, tmp_path: Path) -> None:
+    try:
+        get(name).check()
+    except PeerMissingError as exc:
+        pytest.skip(str(exc))
+    client = server.client()
+    client.flushall()
+
+    run = measure(server, name, N, CONSUMERS, log_dir=tmp_path)
+
+    # On the server: N jobs were pending once enqueued ...
+    assert run.after_enqueue["pending"] == N, run.after_enqueue
+    assert run.after_enqueue["rows"] == N, run.after_enqueue
+    # ... and nothing is left, read with our own commands.
+    left = SERVER_LEFT[name](client)
+    assert all(v == 0 for v in left.values()), left
+    # In the consumers: the job function ran once per job, on the payload enqueued.
+    assert run.accepted == N
+    assert run.ran == N
+    assert run.intact == N
+    assert run.clean, run.problems()
+    # The figures exist and are per job.
+    assert run.enqueue.jobs_per_s > 0 and run.drain.jobs_per_s > 0
+    assert run.server_us_per_job > 0
+    assert run.commands_per_job >= 2  # at least one command to add and one to finish each job
+    assert run.bytes_per_pending_job > 0
+    if name == "bullmq":
+        # BullMQ numbers its jobs from a counter: exactly N were ever added.
+        assert int(client.get(f"bull:{QUEUE_NAME}:id")) == N
+    client.close()
+
+
+def test_cli_writes_summary_csv_and_meta(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    code = main(["peers", "--server", "valkey", "--queue", "echomq", "--jobs", "300", "--consumers", "1",
+                 "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "echomq" in printed and "srv µs/job" in printed
+
+    summary = json.loads((out / "summary.json").read_text())
+    (entry,) = summary["queues"]
+    assert entry["queue"] == "echomq" and entry["server"] == "valkey"
+    assert entry["drained_clean"] is True and entry["ran"] == [300]
+    for key in ("jobs_per_s", "server_us_per_job", "commands_per_job"):
+        assert entry[key] > 0
+    assert entry["enqueue"]["jobs_per_s"] > 0 and entry["drain"]["jobs_per_s"] > 0
+    assert entry["memory"]["bytes_per_pending_job"] > 0
+    # The bottleneck written is the one the written utilisations give.
+    drain = entry["drain"]
+    assert drain["bottleneck"] == bound(drain["server_utilization"], drain["client_utilization"])
+
+    run = load(out)
+    assert run.meta["settings"]["kind"] == "peers"
+    assert run.meta["servers"][0]["version"].startswith("valkey")
+    tidy = run.table("peers")
+    assert set(tidy["phase"]) == {"enqueue", "drain", "total"}
+    total = tidy[(tidy.phase == "total") & (tidy.metric == "server_us_per_job")]
+    assert total["value"].iloc[0] == pytest.approx(entry["server_us_per_job"])
+    commands = run.table("peers_commands")
+    assert "evalsha" in set(commands["command"])

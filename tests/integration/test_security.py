@@ -1,0 +1,252 @@
+"""Security: loopback-only servers, AUTH, a least-privilege ACL user, TLS,
+and passwords that never reach output, logs, meta.json or reports."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from echomq import EchoMQError, Queue, mint, verbs
+from echomq_bench.cli import main
+from echomq.scripts import discover
+from echomq_bench.servers import DEFAULT_SPECS, EmbeddedServer, Server, UrlServer, free_port, start
+from tests.helpers import ROOT
+from tests.integration.conftest import TlsServer
+
+LOOPBACK_V4 = "0100007F"        # 127.0.0.1 as /proc/net/tcp writes it
+LOOPBACK_V6 = "0" * 24 + "01000000"  # ::1
+
+
+# --------------------------------------------------------------------------
+# Loopback only
+
+
+def listening(pid: int) -> list[tuple[str, int]]:
+    """(hex address, port) of every TCP socket this process listens on, from /proc."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            address, port = f[1].split(":")
+            if f[3] == "0A" and f[9] in inodes:  # 0A: LISTEN
+                found.append((address, int(port, 16)))
+    return found
+
+
+def assert_loopback_only(server: EmbeddedServer, ports: set[int]) -> None:
+    assert server.pid is not None
+    sockets = listening(server.pid)
+    assert {port for _, port in sockets} == ports, sockets
+    assert all(address in (LOOPBACK_V4, LOOPBACK_V6) for address, _ in sockets), sockets
+
+
+def test_embedded_servers_listen_on_loopback_only(server: EmbeddedServer, client: redis.Redis) -> None:
+    assert_loopback_only(server, {server.port})
+    assert client.config_get("bind") == {"bind": "127.0.0.1"}
+    assert client.config_get("protected-mode") == {"protected-mode": "yes"}
+
+
+def test_restarted_and_tls_servers_stay_on_loopback(tls_server: TlsServer) -> None:
+    srv = tls_server.server
+    assert_loopback_only(srv, {srv.port, tls_server.port})
+    srv.restart(("--appendonly", "yes"))
+    assert_loopback_only(srv, {srv.port, tls_server.port})
+
+
+# --------------------------------------------------------------------------
+# AUTH and a least-privilege ACL user
+
+
+def every_verb(q: Queue, flush: Callable[[], None] | None = None) -> None:
+    """All eight verbs down every script path, with a script flush in the middle."""
+    a, b, c = mint(), mint(), mint()
+    for jid in (a, b, c):
+        assert q.enqueue(jid, b"p") == "enqueued"
+    assert q.enqueue(a, b"again") == "duplicate"
+    assert q.browse(5) == [c, b, a] and q.pending_size() == 3
+    if flush:
+        flush()
+    job = q.claim(60_000)
+    assert q.complete(job.id, job.token) == "ok"  # type: ignore[union-attr]
+    job = q.claim(60_000)
+    assert q.retry(job.id, job.token, "boom", 0) == "scheduled"  # type: ignore[union-attr]
+    assert q.promote(10) == 1
+    q.claim(1)
+    time.sleep(0.01)
+    assert q.reap(10) == 1
+    job = q.claim(60_000)
+    # b comes back after its lease expired: claimed three times, it is at the
+    # default max_attempts of 3, so its retry buries it.
+    assert job is not None and (job.id, job.token) == (b, 3)
+    assert q.retry(job.id, job.token, "boom", 0) == "dead"
+    assert q.browse(5, "dead") == [b]
+    q.browse(5, "dead")
+
+
+@pytest.mark.parametrize("password_server", DEFAULT_SPECS, indirect=True)
+def test_password_auth_embedded_and_url(password_server: EmbeddedServer) -> None:
+    every_verb(Queue(password_server.client(), "auth-embedded"))
+    url = start(password_server.connection_url() + "/0")
+    every_verb(Queue(url.client(), "auth-url"))
+
+
+def script_commands() -> set[str]:
+    """Every command the scripts call, read from their text."""
+    found: set[str] = set()
+    for source in discover().values():
+        found |= {c.lower() for c in re.findall(r"(?:rcall|redis\.call)\('([A-Za-z]+)'", source.text)}
+    return found
+
+
+# What the client itself sends: EVALSHA for every verb (SCRIPT LOAD when a
+# Queue is made and after NOSCRIPT), ZRANGE for browse, ZCARD for pending_size.
+CLIENT_COMMANDS = {"evalsha", "script|load", "zrange", "zcard"}
+
+
+def acl_rule(commands: set[str]) -> list[str]:
+    return ["on", ">emq-pw", "~emq:*", "resetchannels", "-@all", *sorted(f"+{c}" for c in commands)]
+
+
+@pytest.fixture
+def acl_user(server: EmbeddedServer, client: redis.Redis) -> Iterator[Callable[[set[str]], redis.Redis]]:
+    """A user on the plain server allowed exactly the given commands, on emq:* keys only."""
+    def user(commands: set[str]) -> redis.Redis:
+        client.execute_command("ACL", "SETUSER", "emq", "reset", *acl_rule(commands))
+        return server.client(username="emq", password="emq-pw")
+
+    yield user
+    client.execute_command("ACL", "DELUSER", "emq")
+
+
+def test_acl_user_restricted_to_queue_keys_runs_every_verb(acl_user: Callable[[set[str]], redis.Redis],
+                                                           client: redis.Redis) -> None:
+    needed = CLIENT_COMMANDS | script_commands()
+    emq = acl_user(needed)
+    every_verb(Queue(emq, "acl"), flush=client.script_flush)  # the reload after NOSCRIPT works too
+
+
+def test_acl_command_set_is_minimal(acl_user: Callable[[set[str]], redis.Redis]) -> None:
+    needed = CLIENT_COMMANDS | script_commands()
+    for missing in sorted(needed):
+        emq = acl_user(needed - {missing})
+        with pytest.raises((redis.RedisError, EchoMQError)):
+            every_verb(Queue(emq, f"acl-no-{missing.replace('|', '-')}"))
+
+
+def test_acl_user_cannot_touch_other_keys(acl_user: Callable[[set[str]], redis.Redis], client: redis.Redis) -> None:
+    emq = acl_user(CLIENT_COMMANDS | script_commands())
+    q = Queue(emq, "acl")
+    client.set("secret", "mine")
+    client.hset("other:job:x", "state", "pending")
+    before = {k: client.dump(k) for k in client.keys("*") if not k.startswith(b"emq:")}
+    for command in (("GET", "secret"), ("SET", "secret", "x"), ("DEL", "secret"), ("KEYS", "*"), ("FLUSHALL",),
+                    ("CONFIG", "SET", "maxmemory", "1"), ("SCRIPT", "FLUSH"), ("EVAL", "return 1", "0"),
+                    ("ZRANGE", "secret", "0", "-1"), ("ACL", "WHOAMI")):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            emq.execute_command(*command)
+    k, s = q.keys, q.scripts
+    other = mint()
+    # Keys outside emq:* named to a script: refused before the script runs.
+    call = verbs.enqueue(k, other, b"x")
+    outside = replace(call, keys=tuple(key.replace(k.base, "other:") for key in call.keys))
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        emq.execute_command(*outside.evalsha(s.sha("enqueue")))
+    # A forged row prefix reaches other keys only from inside the script: refused there.
+    q.enqueue(mint(), b"x")
+    call = verbs.claim(k, 1000)
+    forged = replace(call, args=tuple("other:job:" if arg == k.job_prefix else arg for arg in call.args))
+    with pytest.raises(redis.ResponseError, match="(?i)no permissions|can't access"):
+        emq.execute_command(*forged.evalsha(s.sha("claim")))
+    assert {k: client.dump(k) for k in client.keys("*") if not k.startswith(b"emq:")} == before
+
+
+# --------------------------------------------------------------------------
+# TLS
+
+
+def test_rediss_url_runs_the_queue(tls_server: TlsServer) -> None:
+    client = start(tls_server.url).client()
+    assert client.connection_pool.connection_class is redis.connection.SSLConnection
+    every_verb(Queue(client, "tls"))
+
+
+def test_tls_server_is_a_server_whose_credentials_log_in(tls_server: TlsServer) -> None:
+    password = tls_server.password
+    remote = start(tls_server.url)
+    assert isinstance(remote, Server) and isinstance(remote, UrlServer)
+    kwargs = remote.connection_kwargs()
+    assert (kwargs["ssl"], kwargs["password"], kwargs["db"]) == (True, password, 0)
+    assert kwargs["ssl_ca_certs"].endswith("ca.crt")
+    with redis.Redis(**kwargs) as client:
+        assert client.ping() is True
+        assert client.connection_pool.connection_class is redis.connection.SSLConnection
+    for shown in (repr(remote), remote.describe(), remote.display_url):
+        assert password not in shown, shown
+    # The CA in the URL is what makes it log in: without it the same kwargs are refused.
+    without_ca = start(tls_server.no_ca_url, check=False).connection_kwargs()
+    assert "ssl_ca_certs" not in without_ca
+    with pytest.raises(redis.ConnectionError, match="certificate verify failed"):
+        redis.Redis(**without_ca, retry=Retry(NoBackoff(), 0)).ping()
+
+
+def test_rediss_url_on_the_command_line(tls_server: TlsServer, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--server", tls_server.url]) == 0
+    out = capsys.readouterr()
+    assert "PASS 11/11" in out.out and tls_server.password not in out.out + out.err
+    # Without the throwaway CA the certificate must be refused, clearly.
+    assert main(["check", "--server", tls_server.no_ca_url]) == 2
+    err = capsys.readouterr().err
+    assert "certificate verify failed" in err and tls_server.password not in err
+
+
+# --------------------------------------------------------------------------
+# Passwords never written
+
+
+def test_passwords_never_appear_in_output_logs_meta_or_reports(password_server: EmbeddedServer,
+                                                               tmp_path: Path) -> None:
+    secret = password_server.connection_kwargs()["password"]
+    port = password_server.port
+    url = f"redis://:{secret}@127.0.0.1:{port}/0"
+    runs: list[tuple[list[str], int]] = [
+        (["check", "--server", url], 0),
+        (["faults", "--quick", "--scenario", "script-flush", "--server", url, "--out", str(tmp_path / "f1")], 0),
+        (["faults", "--quick", "--scenario", "crash", "--server", f"pw=redis-server --requirepass {secret}"], 0),
+        (["check", "--server", f"redis://:{secret}x@127.0.0.1:{port}/0"], 2),        # wrong password
+        (["check", "--server", f"redis://u:{secret}@127.0.0.1:{free_port()}/0"], 2),  # nothing there
+        (["check", "--server", f"pw=redis-server --requirepass={secret}"], 2),       # refused by the server
+        (["check", "--server", f"redis://:{secret}@127.0.0.1:notaport"], 2),          # bad spec
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ECHOMQ_RESULTS_DIR": str(tmp_path / "results")}
+    output = ""
+    for argv, code in runs:
+        done = subprocess.run([sys.executable, "-m", "echomq_bench", *argv], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=120)
+        assert done.returncode == code, done.stdout + done.stderr
+        output += done.stdout + done.stderr
+    server_logs = {p.name: p.read_bytes() for p in password_server.dir.iterdir() if p.is_file()}
+    assert secret not in output
+    written = {str(p): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} | server_logs
+    names = {Path(p).name for p in written}
+    assert {"meta.json", "summary.json", "faults.csv", "server.log"} <= names, names
+    assert sum(p.endswith(".log") for p in written) > 4  # worker event logs and the server's log were searched
+    assert [p for p, data in written.items() if secret.encode() in data] == []

@@ -1,0 +1,229 @@
+"""Lease sizing without a server: the model, its intervals, the
+recommendation, work times read back, and the command line's refusals."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from echomq_bench.cli import main
+from echomq_bench.measurement.workdist import DistError, parse_dist
+from echomq_bench.measurement.latency import Latency
+from echomq_bench.lease import Candidate, auto_leases, recommend
+from echomq_bench.lease.model import (
+    ModelInputs,
+    deadline_samples,
+    drain_ticks,
+    drain_time_ms,
+    false_expiry,
+    lease_expiry,
+    recovery_mean,
+    recovery_samples,
+)
+from echomq_bench.lease.stats import binom_cdf, quantile_ci, rate_ci, wilson
+
+# ---------------------------------------------------------------- the model
+
+
+def test_exponential_false_expiry_is_exp_of_minus_lease_over_mean() -> None:
+    exp = parse_dist("exp:mean=100ms")
+    no_phase = ModelInputs(reap_every_ms=0)
+    for lease in (50, 100, 300, 700):
+        assert false_expiry(exp, lease, no_phase) == pytest.approx(math.exp(-lease / 100), rel=1e-12)
+        assert lease_expiry(exp, lease) == pytest.approx(math.exp(-lease / 100))
+    # A claim-to-work gap of 20 ms shortens the lease by that much.
+    assert lease_expiry(exp, 300, gap_ms=20) == pytest.approx(math.exp(-2.8))
+    gap = ModelInputs(reap_every_ms=0, overheads_ms=(20.0,))
+    assert false_expiry(exp, 300, gap) == pytest.approx(math.exp(-2.8))
+
+
+def test_exponential_with_reap_phase_matches_the_integral() -> None:
+    # (1/R) * integral_0^R exp(-(L+u)/m) du = exp(-L/m) * m/R * (1 - exp(-R/m))
+    exp = parse_dist("exp:mean=100ms")
+    lease, r, m = 300.0, 250.0, 100.0
+    want = math.exp(-lease / m) * m / r * (1 - math.exp(-r / m))
+    assert false_expiry(exp, lease, ModelInputs(reap_every_ms=r)) == pytest.approx(want, rel=1e-3)
+
+
+def test_const_work_false_expiry_is_the_share_of_phases_before_it_finishes() -> None:
+    const = parse_dist("const:100ms")
+    assert false_expiry(const, 99, ModelInputs(reap_every_ms=0)) == 1.0
+    assert false_expiry(const, 100, ModelInputs(reap_every_ms=0)) == 0.0
+    # Lease 80 ms, reaps every 40 ms: reaped when the tick comes within 20 ms of the deadline.
+    assert false_expiry(const, 80, ModelInputs(reap_every_ms=40)) == pytest.approx(0.5)
+
+
+def test_recovery_mean_and_median_for_uniform_phases() -> None:
+    # const work 100 ms, lease 500 ms, reap every 200 ms: L - V*w + U with V, U uniform
+    const = parse_dist("const:100ms")
+    inputs = ModelInputs(reap_every_ms=200)
+    xs = recovery_samples(const, 500, inputs, n=40_000, seed=3)
+    exact = recovery_mean(500, 100, 200)
+    assert exact == 550
+    assert xs.mean() == pytest.approx(exact, rel=0.005)
+    assert np.median(xs) == pytest.approx(550, rel=0.01)   # the sum of two uniforms is symmetric
+    assert xs.min() >= 400 and xs.max() <= 700
+
+
+def test_recovery_is_zero_when_the_lease_ran_out_before_the_crash() -> None:
+    # Work 1 s, lease 100 ms, no reap delay: the crash falls after the lease in 90% of cases.
+    xs = recovery_samples(parse_dist("const:1s"), 100, ModelInputs(reap_every_ms=0), n=20_000, seed=1)
+    assert (xs == 0).mean() == pytest.approx(0.9, abs=0.01)
+
+
+def test_claim_wait_adds_the_jobs_ahead_over_the_claim_rate() -> None:
+    # 2 claims per ms, always 1 job ahead: the wait is Gamma(2, 0.5 ms), mean 1 ms.
+    inputs = ModelInputs(reap_every_ms=100, claim_rate_per_ms=2.0, ahead_weights=((1, 1.0),))
+    xs = deadline_samples(inputs, n=40_000, seed=2)
+    assert xs.mean() == pytest.approx(50 + 1.0, rel=0.01)
+
+
+def test_mass_crash_drain_against_the_cap() -> None:
+    assert drain_ticks(1000, 100) == 10
+    assert drain_ticks(1001, 100) == 11
+    assert drain_ticks(0, 100) == 0
+    assert drain_time_ms(250, 100, 200) == (400, 500, 600)
+    with pytest.raises(ValueError):
+        drain_ticks(10, 0)
+
+
+def test_auto_leases_sit_at_the_work_quantiles() -> None:
+    exp = parse_dist("exp:mean=100ms")
+    leases = auto_leases(exp, 0.001)
+    assert len(leases) == 5 and list(leases) == sorted(leases)
+    # p90 = 230 ms, p99.9 = 691 ms, p99.999 = 1151 ms
+    assert leases[0] == pytest.approx(230, rel=0.05) and leases[-1] == pytest.approx(1150, rel=0.05)  # 2 digits
+    const = auto_leases(parse_dist("const:100ms"), 0.001)
+    assert len(set(const)) == 5 and min(const) >= 100
+
+
+# ---------------------------------------------------------------- intervals
+
+
+def test_wilson_known_values() -> None:
+    assert wilson(0, 10) == pytest.approx((0.0, 0.27753), abs=1e-5)
+    assert wilson(5, 10) == pytest.approx((0.23659, 0.76341), abs=1e-5)
+    assert wilson(10, 10)[1] == 1.0
+    lo, hi = wilson(0, 10_000)
+    assert lo == 0 and hi == pytest.approx(3.8415 / (10_000 + 3.8415), rel=1e-3)
+    assert wilson(0, 0) == (0.0, 1.0)
+    with pytest.raises(ValueError):
+        wilson(3, 2)
+
+
+def test_order_statistic_interval_of_the_median() -> None:
+    xs = list(range(1, 101))
+    assert quantile_ci(xs, 0.5) == (40, 61)    # the textbook ranks for n = 100
+    lo, hi = quantile_ci(list(range(50)), 0.99)
+    assert hi == math.inf                       # 50 draws cannot bound a p99 from above
+    assert binom_cdf(5, 10, 0.5) == pytest.approx(0.623046875)
+
+
+def test_order_statistic_interval_covers_the_median() -> None:
+    rng = random.Random(5)
+    covered = 0
+    for _ in range(400):
+        xs = [rng.expovariate(1.0) for _ in range(60)]
+        lo, hi = quantile_ci(xs, 0.5)
+        covered += lo <= math.log(2) <= hi
+    assert covered / 400 >= 0.92
+
+
+def test_rate_interval_from_batches() -> None:
+    mean, lo, hi = rate_ci([10, 12, 8, 10], 2.0)
+    assert mean == 5.0 and lo < 5.0 < hi
+
+
+# ---------------------------------------------------------------- the recommendation
+
+
+def cand(lease: float, fe: float, n: int, p99: float) -> Candidate:
+    lo, hi = wilson(round(fe * n), n)
+    return Candidate(lease, fe, lo, hi, p99, p99 * 0.9, p99 * 1.02, fe * 3)
+
+
+def test_recommends_the_smallest_lease_shown_within_both_limits() -> None:
+    rows = [cand(500, 0.05, 10_000, 700), cand(1000, 0.006, 10_000, 1200),
+            cand(2000, 0.0, 10_000, 2200), cand(4000, 0.0, 10_000, 4200)]
+    rec = recommend(rows, budget=0.001, tolerance_ms=3000)
+    assert rec.lease_ms == 2000 and rec.confirmed and rec.relax is None
+    assert rec.false_expiry_rate == 0 and rec.recovery_p99_ms == 2200
+    assert "Set the lease to 2 s" in rec.text and "2.2 s" in rec.text
+
+
+def test_an_estimate_within_budget_but_not_shown_is_unconfirmed() -> None:
+    rows = [cand(500, 0.05, 500, 700), cand(1000, 0.0, 500, 1200)]
+    rec = recommend(rows, budget=0.001, tolerance_ms=3000)
+    assert rec.lease_ms == 1000 and not rec.confirmed
+    assert "run longer" in rec.text
+
+
+def test_no_lease_fits_both_names_the_smaller_relaxation() -> None:
+    rows = [cand(500, 0.05, 10_000, 700), cand(1000, 0.006, 10_000, 1200),
+            cand(2000, 0.0, 10_000, 2200), cand(4000, 0.0, 10_000, 4200)]
+    # FE needs 2 s (p99 2.2 s) but the tolerance is 2 s: 1.1x on the tolerance against 6x on the budget.
+    rec = recommend(rows, budget=0.001, tolerance_ms=2000)
+    assert rec.lease_ms is None and rec.relax == "recovery_tolerance" and rec.relax_to == 2200
+    assert "No swept lease" in rec.text and "Relax the recovery tolerance to 2.2 s" in rec.text
+    # A tight tolerance with a loose budget the other way round: relaxing the budget is the smaller change.
+    rows2 = [cand(500, 0.0012, 100_000, 700), cand(1000, 0.0, 100_000, 5000)]
+    rec2 = recommend(rows2, budget=0.001, tolerance_ms=800)
+    assert rec2.relax == "budget" and rec2.relax_to == pytest.approx(0.0012)
+
+
+def test_no_lease_within_the_budget_or_within_the_tolerance() -> None:
+    short = [cand(100, 0.3, 10_000, 200), cand(200, 0.1, 10_000, 300)]
+    rec = recommend(short, budget=0.001, tolerance_ms=3000, model_boundary_ms=900)
+    assert rec.lease_ms is None and rec.relax == "leases" and "sweep longer leases" in rec.text
+    slow = [cand(1000, 0.0, 10_000, 1300), cand(2000, 0.0, 10_000, 2300)]
+    rec = recommend(slow, budget=0.001, tolerance_ms=500)
+    assert rec.lease_ms is None and rec.relax == "recovery_tolerance" and rec.relax_to == 1300
+
+
+# ---------------------------------------------------------------- --work-from
+
+
+def test_work_times_from_a_histogram_or_an_earlier_run(tmp_path: Path) -> None:
+    lat = Latency()
+    for ms in (10, 20, 20, 40):
+        lat.record_ms(ms)
+    (tmp_path / "work.hdr").write_text(lat.encode())
+    lat.write_hgrm(tmp_path / "other.hgrm")
+    from_dir = parse_dist(f"empirical:{tmp_path}")
+    from_blob = parse_dist(f"empirical:{tmp_path / 'work.hdr'}")
+    from_text = parse_dist(f"empirical:{tmp_path / 'other.hgrm'}")
+    for d in (from_dir, from_blob, from_text):
+        assert d.sf(15) == pytest.approx(0.75) and d.sf(30) == pytest.approx(0.25)
+        assert d.quantile_ms(0.5) == pytest.approx(20, rel=0.01)
+    (tmp_path / "bad.hdr").write_text("not a histogram")
+    with pytest.raises(DistError):
+        parse_dist(f"empirical:{tmp_path / 'bad.hdr'}")
+    with pytest.raises(DistError):
+        parse_dist(f"empirical:{tmp_path / 'empty-dir'}")
+
+
+# ---------------------------------------------------------------- the CLI refuses bad input
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--work", "exp:mean=-1ms"], "--work"),
+    (["--leases", "250ms,fast"], "duration"),
+    (["--budget", "150%"], "budget"),
+    (["--crash-rate", "1.5"], "--crash-rate"),
+    (["--leases", "1ms", "--time-scale", "10"], "time scale"),
+    (["--work-from", "/no/such/file.csv"], "no such file"),
+])
+def test_bad_input_exits_2_and_writes_nothing(argv: list[str], needle: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    try:
+        code = main(["lease", "--server", "redis", "--out", str(out), *argv])
+    except SystemExit as exc:  # argparse refuses a malformed value itself
+        code = exc.code
+    assert code == 2
+    assert needle in capsys.readouterr().err
+    assert not out.exists()

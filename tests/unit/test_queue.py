@@ -1,0 +1,17 @@
+"""The client's public surface: eight verbs, nothing else."""
+
+from __future__ import annotations
+
+
+
+import echomq
+from echomq import Queue
+
+
+def test_public_surface_is_exactly_the_eight_verbs() -> None:
+    public = {n for n in dir(Queue) if not n.startswith("_")}
+    assert public == {"enqueue", "browse", "pending_size", "claim", "complete", "retry", "promote", "reap"}
+    assert set(echomq.__all__) == {
+        "Queue", "Job", "mint", "parse_id", "EchoMQError", "StaleTokenError",
+        "WrongKindError", "InvalidArgumentError", "ServerUnavailableError",
+    }

@@ -1,0 +1,185 @@
+"""The results API, the report built from the committed sample, the
+notebooks run top to bottom, and the page as a browser renders it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from echomq_bench.report import build_report
+from echomq_bench.records.files import ResultsError, load, load_many
+from echomq_bench.records.record import SCHEMA, Record, read_record, write_record, write_tidy
+from tests.helpers import ROOT
+
+SAMPLE = ROOT / "results" / "sample" / "run"
+PARTS = ("check", "compare", "consumers", "reapcost", "lease")
+
+
+def test_results_api_reads_every_part_of_the_sample() -> None:
+    runs = {r.path.name: r for r in load_many([SAMPLE])}
+    assert set(PARTS) <= set(runs)
+    compare = runs["compare"]
+    assert {"redis", "valkey"} <= set(compare.table("compare")["build"])
+    assert set(compare.table("compare").columns) >= {"build", "trial", "metric", "value", "unit"}
+    assert compare.meta["machine"]["cpu_count"] >= 1 and compare.meta["git"]["commit"]
+    assert runs["lease"].summary["recommended_lease_ms"] > 0
+    assert len(runs["reapcost"].table("reapcost")) > 0
+
+
+def test_results_api_refuses_what_is_not_a_results_folder(tmp_path: Path) -> None:
+    with pytest.raises(ResultsError, match="no such directory"):
+        load(tmp_path / "missing")
+    with pytest.raises(ResultsError, match="no meta.json"):
+        load(tmp_path)
+    (tmp_path / "meta.json").write_text("{not json")
+    with pytest.raises(ResultsError, match="not valid JSON"):
+        load(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ResultsError, match="holds no results folder"):
+        load_many([empty])
+
+
+def test_report_from_the_sample(tmp_path: Path) -> None:
+    md, html, findings = build_report([SAMPLE], tmp_path)
+    page, text = html.read_text(), md.read_text()
+    assert len(findings) == 3
+    assert 'id="headline"' in page and "Capacity per build" in page
+    # The sample's builds ran together on one core: the report must not pass
+    # a build's share of that core off as its capacity.
+    compare = load(SAMPLE / "compare").summary
+    assert compare["interleave"] == "together" and compare["rates_note"]
+    assert "cycles/s, share of one core" in page and compare["rates_note"] in text
+    assert "share of one core shared with the other build" in findings[0]
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(images) >= 5  # ratios, latency, consumers, reap curves, lease trade-off
+    for name in re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", text):
+        assert (tmp_path / name).is_file() or (SAMPLE / name).is_file() or Path(name).is_file(), name
+    # Every chart and table carries its context.
+    assert page.count("Machine:") >= 5 and "Bottleneck:" in page and "Commit" in page
+
+
+def test_report_cli_names_a_bad_folder(tmp_path: Path) -> None:
+    from echomq_bench.cli import main
+
+    assert main(["report", str(tmp_path / "nope")]) == 2
+
+
+@pytest.mark.parametrize("name", ["redis_vs_valkey.ipynb", "lease_sizing.ipynb", "reap_cost.ipynb"])
+def test_notebooks_run_top_to_bottom_on_the_sample(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    path = ROOT / "notebooks" / name
+    nb = nbformat.read(path, as_version=4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit notebooks without outputs"
+    monkeypatch.setenv("ECHOMQ_RESULTS", str(SAMPLE))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors
+    printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert str(SAMPLE) in printed  # it read the sample, not some other folder
+
+
+def test_report_page_in_headless_chromium(tmp_path: Path) -> None:
+    chromium = shutil.which("chromium")
+    assert chromium, "chromium is installed by setup.sh (Debian's chromium package)"
+    _, html, _ = build_report([SAMPLE], tmp_path)
+    profile = tmp_path / "profile"
+    out = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom", html.as_uri()],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
+    dom = out.stdout
+    loaded = re.search(r'data-images-loaded="(\d+)/(\d+)"', dom)
+    assert loaded, f"the page's load check did not run: {out.stderr[-500:]}"
+    assert loaded.group(1) == loaded.group(2) and int(loaded.group(2)) >= 5
+    assert '<table id="headline">' in dom and "throughput vs redis" in dom
+
+
+# -- records: one frozen shape, written once, rendered by its declared kind ----------------
+
+
+def _check_rows() -> list[dict[str, object]]:
+    return [{"server": "redis", "version": "redis 7.0", "story": "J1 surface", "ok": True, "text": "fine"}]
+
+
+def _failover_record() -> Record:
+    from echomq_bench.commands.failover import FailoverResult, failover_record
+    from echomq_bench.load.audit import AuditReport
+
+    audit = AuditReport(enqueued=600, completed=590, pending=10, active=0, scheduled=0, dead=0, lost=0,
+                        in_two_places=0, unknown=0, double_accepted=0, zombie_sent=0, zombie_accepted=0, refused=0,
+                        refused_not_superseded=0, examples={})
+    result = FailoverResult(name="redis-cluster", version="redis 7.0.15", queues=["q0", "q1"], victim="127.0.0.1:7001",
+                            new_master="127.0.0.1:7004", kill_to_promoted_s=1.37, kill_to_ready_s=1.52,
+                            kill_to_resumed_s=1.61, errors_window_s=1.4, errors={"ConnectionError": 12}, ops=640,
+                            load_s=4.2, doubt_enqueue=1, doubt_enqueue_found=1, doubt_complete=0,
+                            doubt_complete_gone=0, report=audit)
+    return failover_record([result], {"machine": {"cpu_model": "test", "cpu_count": 2}})
+
+
+def test_a_record_round_trips_frozen_with_kind_and_schema(tmp_path: Path) -> None:
+    record = Record(kind="capacity", summary={"builds": {"redis": {"cycles_per_s": 1234.5, "bound": "server"}}},
+                    tables={"capacity": [{"build": "redis", "trial": 1, "metric": "cycles_per_s", "value": 1234.5,
+                                          "unit": "1/s"},
+                                         {"build": "redis", "trial": 1, "metric": "cycles", "value": 617}],
+                            "empty": []},
+                    meta={"machine": {"cpu_count": 2}})
+    write_record(tmp_path, record)
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert list(on_disk)[:2] == ["kind", "schema"] and on_disk["kind"] == "capacity"
+    assert on_disk["schema"] == SCHEMA
+    back = read_record(tmp_path)
+    assert back == record and back.kind == "capacity" and back.schema == SCHEMA
+    assert back.tables["capacity"][1] == {"build": "redis", "trial": 1, "metric": "cycles", "value": 617}
+    assert "empty" not in back.tables and not (tmp_path / "empty.csv").exists()
+    assert load(tmp_path).kind == "capacity"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        back.kind = "compare"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        back.summary["builds"] = {}  # type: ignore[index]
+    with pytest.raises(ValueError, match="kind"):
+        Record(kind="capacity", summary={"kind": "compare"})
+    write_record(tmp_path / "newer", dataclasses.replace(record, schema=SCHEMA + 1))
+    with pytest.raises(ResultsError, match=f"schema {SCHEMA + 1}; this version reads schema {SCHEMA}"):
+        read_record(tmp_path / "newer")
+
+
+def test_report_renders_by_the_declared_kind_not_the_table_names(tmp_path: Path) -> None:
+    # A check table beside the failover one: the folder still renders as the failover it declares.
+    record = _failover_record()
+    write_record(tmp_path / "run", dataclasses.replace(record, tables={**record.tables, "check": _check_rows()}))
+    md, _, _ = build_report([tmp_path / "run"], tmp_path / "out")
+    text = md.read_text()
+    assert "Failover of a cluster master" in text and "Conformance" not in text
+
+
+@pytest.mark.parametrize("summary, word", [({}, "declares no kind"), ({"kind": "sideways"}, "unknown kind 'sideways'")])
+def test_report_refuses_a_folder_without_a_kind_it_knows(tmp_path: Path, summary: dict[str, str], word: str) -> None:
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    (folder / "meta.json").write_text("{}")
+    (folder / "summary.json").write_text(json.dumps(summary))
+    write_tidy(folder / "check.csv", _check_rows())  # looks like a check; declares otherwise
+    with pytest.raises(ResultsError, match=word) as exc:
+        build_report([folder], tmp_path / "out")
+    assert str(folder) in str(exc.value) and "capacity" in str(exc.value) and "failover" in str(exc.value)
+
+
+def test_a_failover_folder_renders_its_times_and_audit(tmp_path: Path) -> None:
+    write_record(tmp_path, _failover_record())
+    md, html, findings = build_report([tmp_path])
+    text = md.read_text()
+    assert "Failover per cluster" in text and "1.37" in text and "PASS" in text
+    assert any("promoted a replica 1.37 s" in f for f in findings)
+    assert 'id="failover-table"' in html.read_text()
