@@ -3,37 +3,83 @@
 J1..J5 are course page B3.2 (the job row), L1..L6 are B3.3 (the state
 machine). Each line is `ok` or `FAIL` with what was seen, then PASS n/n.
 Every story runs on its own throwaway queue and deletes its keys after.
+With `--out DIR` the lines are also kept as a record of kind "check", the
+same record `run` keeps in its check/ folder; either way no pandas or
+matplotlib is imported, so the check starts in a fraction of a second.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Iterator
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
 
 from echomq_bench.conformance.stories import Line, run_check
 
-__all__ = ["Line", "run_check", "configure", "run"]
+__all__ = ["Line", "run_check", "configure", "run", "play", "keep"]
+
+Row = dict[str, Any]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from echomq_bench.options import add_out
+
     parser.description = "Play the seeds' conformance stories (J1-J5, L1-L6) on each server."
+    add_out(parser, "none: the lines are printed only")
+
+
+Say = Callable[[str, str, "list[Line] | None"], None]
+
+
+def play(servers: Iterable[Any], say: Say, each_line: Callable[[Line], None] = lambda line: None,
+         ) -> tuple[bool, list[Row]]:
+    """Every story on every server: whether all passed, and one row per story and server.
+    `say(name, version, lines)` is called before a server's stories (lines None) and after
+    them; `each_line` as each story ends, so a long check shows its progress."""
+    rows: list[Row] = []
+    ok = True
+    for server in servers:
+        version = server.version()
+        say(server.name, version, None)
+        lines = []
+        for line in run_check(server.client()):
+            each_line(line)
+            lines.append(line)
+        say(server.name, version, lines)
+        rows += [{"server": server.name, "version": version, "story": f"{line.tag} {line.name}",
+                  "ok": line.ok, "text": line.text} for line in lines]
+        ok &= all(line.ok for line in lines)
+    return ok, rows
+
+
+def keep(out: Path, servers: Sequence[Any], ok: bool, rows: list[Row], **settings: Any) -> Path:
+    """The record of one check: kind "check", its verdict and the story table."""
+    from echomq_bench.records import meta
+    from echomq_bench.records.record import Record, write_record
+
+    info = meta.collect(servers, part="check", **settings)
+    return write_record(out, Record(kind="check", summary={"passed": ok}, meta=info, tables={"check": tuple(rows)}))
+
+
+def verdict(lines: list[Line]) -> str:
+    passed = sum(line.ok for line in lines)
+    return f"{'PASS' if passed == len(lines) else 'FAIL'} {passed}/{len(lines)}"
+
+
+def _say_server(name: str, version: str, lines: list[Line] | None) -> None:
+    print(f"== {name}: {version} ==" if lines is None else verdict(lines), flush=True)
+
+
+def _say_line(line: Line) -> None:
+    print(line, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.servers import running
 
-    failed = False
     with running(*args.server) as servers:
-        for server in servers:
-            print(f"== {server.name}: {server.version()} ==")
-            lines = list(_print_each(run_check(server.client())))
-            passed = sum(line.ok for line in lines)
-            print(f"{'PASS' if passed == len(lines) else 'FAIL'} {passed}/{len(lines)}")
-            failed |= passed != len(lines)
-    return 1 if failed else 0
-
-
-def _print_each(lines: Iterator[Line]) -> Iterator[Line]:
-    for line in lines:
-        print(line, flush=True)
-        yield line
+        ok, rows = play(servers, _say_server, _say_line)
+        if args.out is not None:
+            print(f"record: {keep(args.out, servers, ok, rows)}", file=sys.stderr)
+    return 0 if ok else 1

@@ -46,7 +46,7 @@ def scripts_option(text: str) -> tuple[str, Path]:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n\n")[0]
-    parser.add_argument("--trials", type=number(int, 2), default=None,
+    parser.add_argument("--trials", type=number(int, 2), default=None, metavar="N",
                         help=f"trials per build, interleaved (default {DEFAULT_TRIALS}; {QUICK_TRIALS} with --quick)")
     parser.add_argument("--scripts", action="append", type=scripts_option, default=[], metavar="NAME=DIR",
                         help="run build NAME with the Lua scripts in DIR (repeatable)")

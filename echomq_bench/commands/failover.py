@@ -326,7 +326,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     from echomq_bench.options import add_out, add_quick, duration_s
 
-    parser.add_argument("--queues", type=int, default=3, help="queues spread over the masters (default 3)")
+    parser.add_argument("--queues", type=int, default=3, metavar="N", help="queues spread over the masters (default 3)")
     parser.add_argument("--rate", type=float, default=300.0, metavar="JOBS_PER_S",
                         help="jobs/s offered over all queues, by one producer (default 300)")
     parser.add_argument("--before", type=duration_s, default=None, metavar="DURATION",

@@ -75,7 +75,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=_rate, default=LoadSettings.rate * LoadSettings.producers,
                         metavar="JOBS_PER_S", help=f"jobs/s offered over the whole run, split over its "
                         f"{LoadSettings.producers} producers (default {LoadSettings.rate * LoadSettings.producers:g})")
-    parser.add_argument("--seed", type=int, default=1, help="seed for the load and the choice of victims")
+    parser.add_argument("--seed", type=int, default=1, metavar="N", help="seed for the load and the choice of victims")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -110,7 +110,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ab-tolerance", type=_fraction, default=DEFAULT_AB_TOLERANCE, metavar="FRACTION",
                         help=f"allowed slowdown against the baseline's script, interleaved "
                              f"(default {DEFAULT_AB_TOLERANCE})")
-    parser.add_argument("--rounds", type=_positive, default=None, help="rounds (default 20, quick 8)")
+    parser.add_argument("--rounds", type=_positive, default=None, metavar="N", help="rounds (default 20, quick 8)")
     add_list(parser, "--verbs", _verb, metavar="VERB", help="only these verbs (default all)")
     parser.add_argument("--no-confirm", action="store_true", help="do not re-measure flagged verbs")
     add_out(parser)

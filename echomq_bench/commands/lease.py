@@ -78,21 +78,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      help="measured work times: a CSV, an .hdr/.hgrm histogram, or an earlier run's folder")
     add_list(parser, "--leases", _lease, metavar="DURATION",
              help="leases to sweep, e.g. 250ms,500ms,1s,2s,4s (default: auto, at the work's quantiles)")
-    parser.add_argument("--crash-rate", type=float, default=0.02, help="share of executions that crash (0.02)")
+    parser.add_argument("--crash-rate", type=float, default=0.02, metavar="FRACTION",
+                        help="share of executions that crash (0.02)")
     parser.add_argument("--reap-every", type=duration_ms, default=250.0, metavar="DURATION",
                         help="reap interval, nominal (250ms)")
-    parser.add_argument("--reap-cap", type=int, default=100, help="jobs per reap call (the product's 100)")
-    parser.add_argument("--consumers", type=int, default=32, help="consumers per lease (32)")
+    parser.add_argument("--reap-cap", type=int, default=100, metavar="JOBS",
+                        help="jobs per reap call (the product's 100)")
+    parser.add_argument("--consumers", type=int, default=32, metavar="N", help="consumers per lease (32)")
     parser.add_argument("--time-scale", type=float, default=1.0, metavar="FACTOR",
                         help="run every nominal duration FACTOR times faster (1)")
-    parser.add_argument("--budget", type=_budget, default=0.001, help="false-expiry budget (0.1%%)")
+    parser.add_argument("--budget", type=_budget, default=0.001, metavar="FRACTION",
+                        help="false-expiry budget (0.1%%)")
     parser.add_argument("--recovery-tolerance", type=duration_ms, default=3000.0, metavar="DURATION",
                         help="the longest p99 wait of a crashed job you accept, nominal (3s)")
     parser.add_argument("--duration", type=duration_s, default=None, metavar="DURATION",
                         help="real time of the counted window per server, e.g. 60s, 2m (60s; 12s with --quick)")
     parser.add_argument("--mass-crash", type=int, default=1000, metavar="K",
                         help="jobs in the mass-crash drain test (1000; 0 skips it)")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, metavar="N", help="seed for the work times and the crashes")
     add_quick(parser, "a 12s window, one mass-crash drain (~35 s per server)")
     parser.add_argument("--check", action="store_true",
                         help="then run the recommended lease again, separately, and say whether it holds")

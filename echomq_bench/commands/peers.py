@@ -37,9 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help=f"jobs per queue and trial (default {DEFAULT_JOBS}; {QUICK_JOBS} with --quick)")
-    parser.add_argument("--consumers", type=int, default=2, metavar="C",
+    parser.add_argument("--consumers", type=int, default=2, metavar="N",
                         help="consumer processes draining each queue (default 2)")
-    parser.add_argument("--trials", type=int, default=1, metavar="T",
+    parser.add_argument("--trials", type=int, default=1, metavar="N",
                         help="rounds; each round runs every queue once, interleaved (default 1)")
     add_list(parser, "--queue", choice(list(PEERS)), metavar="NAME",
              help=f"only these queues (default all: {', '.join(PEERS)}); a queue asked for by name whose package "

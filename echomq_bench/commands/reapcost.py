@@ -111,7 +111,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_quick(parser, "M up to 1M in 3 steps, caps up to 1,000, 3 repeats")
     add_list(parser, "--sizes", _positive, metavar="M", help="live entries M")
     add_list(parser, "--caps", _positive, metavar="CAP", help="caps (at most 100000)")
-    parser.add_argument("--repeats", type=int, default=None, help="calls per point (median)")
+    parser.add_argument("--repeats", type=int, default=None, metavar="N", help="calls per point (median)")
     parser.add_argument("--orphans", type=int, default=None, metavar="K", help="mass crash size to drain")
     add_list(parser, "--cadence", whole_ms, dest="cadence_ms", metavar="DURATION",
              help="reaper cadences for the computed drain, e.g. 100ms,1s")

@@ -15,12 +15,15 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from echomq_bench.progress import Progress
 from echomq_bench.records import meta, files as results
 from echomq_bench.commands.reapcost import QUICK, CurveSettings
 from echomq_bench.servers import ServerSpec
+
+if TYPE_CHECKING:
+    from echomq_bench.conformance.stories import Line
 
 __all__ = ["configure", "run", "Plan", "PLANS"]
 
@@ -85,25 +88,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _check(specs: list[ServerSpec], out: Path) -> bool:
-    from echomq_bench.commands.check import run_check
+    """The same check and record as `echomq-bench check --out`, told in one line per server."""
+    from echomq_bench.commands.check import keep, play, verdict
     from echomq_bench.servers import running
 
-    rows, ok = [], True
-    with running(*specs) as servers:
-        for server in servers:
-            version = server.version()
-            lines = list(run_check(server.client()))
-            passed = sum(line.ok for line in lines)
-            print(f"  {server.name}: {version}: {'PASS' if passed == len(lines) else 'FAIL'} {passed}/{len(lines)}",
-                  file=sys.stderr)
+    def say(name: str, version: str, lines: list[Line] | None) -> None:
+        if lines is not None:
+            print(f"  {name}: {version}: {verdict(lines)}", file=sys.stderr)
             for line in lines:
                 if not line.ok:
                     print(f"    {line}", file=sys.stderr)
-                rows.append({"server": server.name, "version": version, "story": f"{line.tag} {line.name}",
-                             "ok": line.ok, "text": line.text})
-            ok &= passed == len(lines)
-        info = meta.collect(servers, part="check")
-    results.write_record(out, results.Record(kind="check", summary={"passed": ok}, meta=info, tables={"check": rows}))
+
+    with running(*specs) as servers:
+        ok, rows = play(servers, say)
+        keep(out, servers, ok, rows)
     return ok
 
 
