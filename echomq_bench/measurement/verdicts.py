@@ -1,0 +1,144 @@
+"""A verdict on paired trials: faster, slower, equivalent within a margin, or inconclusive.
+
+Trial i of every build ran side by side (or back to back) on fresh servers,
+so each trial gives one ratio other/baseline in which a slow minute of a
+shared machine slows both sides. The figure is the geometric mean of those
+ratios; its interval is Student's t-interval on their logarithms, which
+holds for few trials where a bootstrap of the median cannot reach past the
+smallest and largest ratio. Every verdict carries its n, its method and its
+interval, and says how many trials were excluded before it was made.
+
+The verdict, in this order:
+- fewer than `MIN_TRIALS` trials: `inconclusive (n trials)`, whatever the
+  ratios say, because a t-interval from so few logs is mostly its own width;
+- `equivalent within ±margin` when two one-sided t-tests (TOST) both
+  reject a difference as large as the margin at the level's alpha; that is,
+  the (1 - 2 alpha) interval lies inside [1 - margin, 1 + margin]. A
+  difference smaller than the declared margin is no difference worth a
+  verdict, even when enough trials make it significant;
+- `faster` or `slower` when the interval lies wholly on one side of 1;
+- otherwise `inconclusive`: the interval holds 1 and also reaches past the
+  margin, so more trials are needed.
+
+`precision_reached` gives the stopping rule of an adaptive run: the
+interval's half-width on the log scale is at most the precision asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from scipy import stats as st
+
+__all__ = ["Verdict", "judge", "precision_reached", "log_half_width", "METHOD", "MIN_TRIALS", "MARGIN", "LEVEL",
+           "FASTER", "SLOWER", "EQUIVALENT", "INCONCLUSIVE"]
+
+METHOD = "t-interval on log ratios, TOST for equivalence"
+MIN_TRIALS = 6
+MARGIN = 0.02
+LEVEL = 0.95
+FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE = "faster", "slower", "equivalent", "inconclusive"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str                  # FASTER, SLOWER, EQUIVALENT or INCONCLUSIVE
+    ratio: float                  # geometric mean of other/baseline over the trials used
+    ci: tuple[float, float] | None  # at `level`; None below two trials
+    n: int                        # trials used
+    excluded: int                 # trials left out before judging (for example not server-saturated)
+    margin: float                 # the equivalence margin, a fraction
+    level: float
+    higher_is_better: bool
+    p_difference: float | None    # two-sided t-test of log ratio = 0
+    p_equivalence: float | None   # TOST: the larger of the two one-sided p-values
+    method: str = METHOD
+
+    @property
+    def text(self) -> str:
+        """The verdict as a reader sees it: the margin on equivalence, n on an inconclusive one."""
+        if self.verdict == EQUIVALENT:
+            return f"equivalent within ±{self.margin:.0%}"
+        if self.verdict == INCONCLUSIVE and self.n < MIN_TRIALS:
+            return f"inconclusive ({self.n} trials)"
+        return self.verdict
+
+    def label(self, digits: int = 3) -> str:
+        """`1.093 [95% CI 1.081, 1.106; t on log ratios, n=10, 1 excluded] faster`."""
+        ci = "no interval" if self.ci is None else (
+            f"{self.level:.0%} CI {self.ci[0]:.{digits}f}, {self.ci[1]:.{digits}f}")
+        excluded = f", {self.excluded} excluded" if self.excluded else ""
+        return f"{self.ratio:.{digits}f} [{ci}; t on log ratios, n={self.n}{excluded}] {self.text}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ci"] = None if self.ci is None else list(self.ci)
+        out["text"] = self.text
+        return out
+
+
+def _logs(ratios: Sequence[float]) -> np.ndarray:
+    values = np.asarray(ratios, dtype=float)
+    if values.ndim != 1 or np.any(~np.isfinite(values)) or np.any(values <= 0):
+        raise ValueError(f"ratios must be positive and finite, one per trial; got {list(ratios)}")
+    return np.log(values)
+
+
+def log_half_width(ratios: Sequence[float], level: float = LEVEL) -> float:
+    """Half the width of the t-interval of the mean log ratio (inf below two trials)."""
+    logs = _logs(ratios)
+    if len(logs) < 2:
+        return math.inf
+    se = float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
+    return float(st.t.ppf(1 - (1 - level) / 2, len(logs) - 1)) * se
+
+
+def precision_reached(ratios: Sequence[float], precision: float, level: float = LEVEL,
+                      min_trials: int = MIN_TRIALS) -> bool:
+    """An adaptive run may stop: enough trials, and the interval is within ±precision on the log scale."""
+    return len(ratios) >= min_trials and log_half_width(ratios, level) <= math.log1p(precision)
+
+
+def judge(ratios: Sequence[float], *, higher_is_better: bool, margin: float = MARGIN, level: float = LEVEL,
+          min_trials: int = MIN_TRIALS, excluded: int = 0) -> Verdict:
+    """The verdict on one ratio other/baseline per trial; see the module's rule."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must be between 0 and 1, got {level}")
+    if not 0 < margin < 1:
+        raise ValueError(f"margin must be a fraction between 0 and 1, got {margin}")
+    logs = _logs(ratios)
+    n = len(logs)
+    if n == 0:
+        raise ValueError("no trials to judge")
+    mean = float(np.mean(logs))
+    base = dict(ratio=math.exp(mean), n=n, excluded=excluded, margin=margin, level=level,
+                higher_is_better=higher_is_better)
+    if n < 2:
+        return Verdict(INCONCLUSIVE, ci=None, p_difference=None, p_equivalence=None, **base)
+    se = float(np.std(logs, ddof=1)) / math.sqrt(n)
+    half = float(st.t.ppf(1 - (1 - level) / 2, n - 1)) * se
+    ci = (math.exp(mean - half), math.exp(mean + half))
+    p_diff, p_equiv = _p_values(mean, se, n, margin)
+    if n < min_trials:
+        kind = INCONCLUSIVE
+    elif p_equiv < 1 - level:
+        kind = EQUIVALENT
+    elif ci[0] > 1.0 or ci[1] < 1.0:
+        kind = FASTER if (ci[0] > 1.0) == higher_is_better else SLOWER
+    else:
+        kind = INCONCLUSIVE
+    return Verdict(kind, ci=ci, p_difference=p_diff, p_equivalence=p_equiv, **base)
+
+
+def _p_values(mean: float, se: float, n: int, margin: float) -> tuple[float, float]:
+    """Two-sided p of no difference, and TOST's p against the bounds log(1 - margin), log(1 + margin)."""
+    lower, upper = math.log1p(-margin), math.log1p(margin)
+    if se == 0.0:  # identical trials: the mean is known exactly
+        return (1.0 if mean == 0.0 else 0.0), (0.0 if lower < mean < upper else 1.0)
+    df = n - 1
+    p_diff = float(2 * st.t.sf(abs(mean) / se, df))
+    p_equiv = max(float(st.t.sf((mean - lower) / se, df)), float(st.t.cdf((mean - upper) / se, df)))
+    return p_diff, p_equiv
