@@ -12,7 +12,7 @@ import redis
 from .errors import InvalidArgumentError, OutOfMemoryError, ServerUnavailableError, from_reply
 from .ids import check_job_id
 from .keys import QueueKeys
-from .scripts import Scripts
+from .scripts import Client, Scripts
 from . import verbs
 from .verbs import ScriptCall
 
@@ -54,7 +54,7 @@ def check_bytes(name: str, value: object, cap: int) -> bytes:
 
 
 @contextmanager
-def wire_errors(client: redis.Redis) -> Iterator[None]:
+def wire_errors(client: Client) -> Iterator[None]:
     """Turn the server's error replies and connection failures into the tree."""
     try:
         yield
@@ -69,7 +69,9 @@ def wire_errors(client: redis.Redis) -> Iterator[None]:
         raise mapped from None
     except redis.exceptions.AuthenticationError as exc:
         # Without a password redis-py's HELLO gets a reply about HELLO; say what is wrong.
-        given = client.connection_pool.connection_kwargs.get("password")
+        # A cluster client has no pool of its own to ask, so it gets the answer that covers both.
+        pool = getattr(client, "connection_pool", None)
+        given = pool.connection_kwargs.get("password") if pool is not None else True
         why = "it needs a password and none was given" if not given else "it refused the user or password"
         raise ServerUnavailableError(f"server {describe(client)} unavailable: {why} ({exc})") from exc
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:

@@ -35,7 +35,10 @@ import redis
 from redis.cluster import ClusterPipeline
 from redis.commands.core import Script
 
-__all__ = ["ScriptSource", "lua_dir", "discover", "Scripts", "evalsha"]
+__all__ = ["ScriptSource", "lua_dir", "discover", "Scripts", "evalsha", "Client"]
+
+# A server or a cluster: every verb is one script on one hash tag, so either serves.
+Client = redis.Redis | redis.RedisCluster
 
 _FILE = re.compile(r"(?P<verb>[a-z_]+)-(?P<numkeys>\d+)\.lua")
 _INCLUDE = re.compile(r'^--- @include "(?P<name>[A-Za-z0-9_]+)"\s*$', re.MULTILINE)
@@ -125,12 +128,12 @@ class _Script(Script):
 class Scripts:
     """The registered scripts of one client, loaded at construction."""
 
-    def __init__(self, client: redis.Redis, folder: Path | str | None = None) -> None:
+    def __init__(self, client: Client, folder: Path | str | None = None) -> None:
         self.sources = discover(folder)
         self._scripts = {verb: _Script(client, s.text) for verb, s in self.sources.items()}
         self.load(client)
 
-    def load(self, client: redis.Redis) -> None:
+    def load(self, client: Client) -> None:
         for source in self.sources.values():
             client.script_load(source.text)
 

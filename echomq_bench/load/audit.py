@@ -21,9 +21,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-import redis
 
 from echomq.keys import QueueKeys
+from echomq.scripts import Client
 from echomq_bench.load.bulk import member_ids
 
 __all__ = ["Ledger", "AuditReport", "audit"]
@@ -124,11 +124,11 @@ class AuditReport:
         return "\n".join(lines)
 
 
-def _members(client: redis.Redis, key: str) -> set[str]:
+def _members(client: Client, key: str) -> set[str]:
     return set(member_ids(client, key))
 
 
-def audit(client: redis.Redis, queues: Iterable[str], ledger: Ledger) -> AuditReport:
+def audit(client: Client, queues: Iterable[str], ledger: Ledger) -> AuditReport:
     """Check the ledger against the server's sets of these queues."""
     places: dict[str, set[str]] = {"pending": set(), "active": set(), "scheduled": set(), "dead": set()}
     active_token: dict[str, int] = {}

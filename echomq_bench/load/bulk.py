@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 import redis
 
 from echomq.ids import encode, parse_id, mint
+from echomq.scripts import Client
 
 __all__ = ["id_block", "BulkFill", "server_ms", "SLICE", "delete_keys", "member_ids"]
 
@@ -117,7 +118,7 @@ class BulkFill:
         return len(ids)
 
 
-def member_ids(client: redis.Redis, key: str, start: int = 0, end: int = -1) -> list[str]:
+def member_ids(client: Client, key: str, start: int = 0, end: int = -1) -> list[str]:
     """A sorted set's members from rank `start` to `end`, in score order, as text."""
     return [m.decode() if isinstance(m, bytes) else str(m) for m in client.zrange(key, start, end)]
 

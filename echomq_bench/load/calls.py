@@ -32,7 +32,7 @@ import redis
 
 from echomq.errors import EchoMQError, InvalidArgumentError, OutOfMemoryError, from_reply
 from echomq.queue import wire_errors
-from echomq.scripts import Scripts, evalsha
+from echomq.scripts import Client, Scripts, evalsha
 from echomq.verbs import ScriptCall
 
 __all__ = ["Calls", "RedisCalls", "as_error", "is_error"]
@@ -59,7 +59,7 @@ class RedisCalls:
     """Calls over one redis-py client. The scripts load when this is made, so
     no timed call pays for a NOSCRIPT round trip."""
 
-    def __init__(self, client: redis.Redis, lua_dir: Path | str | None = None) -> None:
+    def __init__(self, client: Client, lua_dir: Path | str | None = None) -> None:
         if client.get_encoder().decode_responses:
             raise InvalidArgumentError("RedisCalls needs a client with decode_responses=False: payloads are bytes")
         self.client = client
