@@ -84,7 +84,8 @@ def _logs(ratios: Sequence[float]) -> np.ndarray:
     values = np.asarray(ratios, dtype=float)
     if values.ndim != 1 or np.any(~np.isfinite(values)) or np.any(values <= 0):
         raise ValueError(f"ratios must be positive and finite, one per trial; got {list(ratios)}")
-    return np.log(values)
+    logs: np.ndarray = np.log(values)
+    return logs
 
 
 def log_half_width(ratios: Sequence[float], level: float = LEVEL) -> float:
@@ -114,23 +115,22 @@ def judge(ratios: Sequence[float], *, higher_is_better: bool, margin: float = MA
     if n == 0:
         raise ValueError("no trials to judge")
     mean = float(np.mean(logs))
-    base = dict(ratio=math.exp(mean), n=n, excluded=excluded, margin=margin, level=level,
-                higher_is_better=higher_is_better)
-    if n < 2:
-        return Verdict(INCONCLUSIVE, ci=None, p_difference=None, p_equivalence=None, **base)
-    se = float(np.std(logs, ddof=1)) / math.sqrt(n)
-    half = float(st.t.ppf(1 - (1 - level) / 2, n - 1)) * se
-    ci = (math.exp(mean - half), math.exp(mean + half))
-    p_diff, p_equiv = _p_values(mean, se, n, margin)
-    if n < min_trials:
-        kind = INCONCLUSIVE
-    elif p_equiv < 1 - level:
-        kind = EQUIVALENT
-    elif ci[0] > 1.0 or ci[1] < 1.0:
-        kind = FASTER if (ci[0] > 1.0) == higher_is_better else SLOWER
-    else:
-        kind = INCONCLUSIVE
-    return Verdict(kind, ci=ci, p_difference=p_diff, p_equivalence=p_equiv, **base)
+    ci: tuple[float, float] | None = None
+    p_diff = p_equiv = None
+    kind = INCONCLUSIVE
+    if n >= 2:
+        se = float(np.std(logs, ddof=1)) / math.sqrt(n)
+        half = float(st.t.ppf(1 - (1 - level) / 2, n - 1)) * se
+        ci = (math.exp(mean - half), math.exp(mean + half))
+        p_diff, p_equiv = _p_values(mean, se, n, margin)
+        if n < min_trials:
+            kind = INCONCLUSIVE
+        elif p_equiv < 1 - level:
+            kind = EQUIVALENT
+        elif ci[0] > 1.0 or ci[1] < 1.0:
+            kind = FASTER if (ci[0] > 1.0) == higher_is_better else SLOWER
+    return Verdict(kind, ratio=math.exp(mean), ci=ci, n=n, excluded=excluded, margin=margin, level=level,
+                   higher_is_better=higher_is_better, p_difference=p_diff, p_equivalence=p_equiv)
 
 
 def _p_values(mean: float, se: float, n: int, margin: float) -> tuple[float, float]:

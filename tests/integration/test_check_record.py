@@ -11,7 +11,7 @@ from pathlib import Path
 from echomq_bench.records.record import read_record
 from echomq_bench.report import build_report
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STORIES = 11  # J1-J5 and L1-L6
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from echomq_bench.cli import COMMANDS, build_parser
 
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide"
 FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*")
 FORM = re.compile(r"`(--[a-z0-9-]+)(?: ([^`]+))?`")
 

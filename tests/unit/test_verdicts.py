@@ -1,4 +1,5 @@
-"""The verdict rule on ratios whose answer is known: hand-computed intervals, and simulated trials with a planted effect."""
+"""The verdict rule on ratios whose answer is known: hand-computed intervals, and simulated
+trials with a planted effect."""
 
 from __future__ import annotations
 
