@@ -110,13 +110,19 @@ def _iqr(values: Sequence[float]) -> tuple[float, float]:
     return float(q1), float(q3)
 
 
+def _quotient(num: float, den: float) -> float:
+    """num / den, NaN when den is 0: commandstats counts whole microseconds, so a
+    short round of a no-op can read 0, and that round then has no ratio."""
+    return num / den if den > 0 else float("nan")
+
+
 def pooled_ratio(num: Sequence[Sequence[float]], den: Sequence[Sequence[float]], *,
                  keep_num: float = KEEP, keep_den: float = KEEP, bootstrap: bool = True,
                  seed: int = 0) -> tuple[float, float]:
     """typical(all of num) / typical(all of den), and its relative standard
     error from resampling the rounds (each round's num and den stay paired)."""
-    ratio = typical(np.concatenate([np.asarray(x, float) for x in num]), keep_num) / typical(
-        np.concatenate([np.asarray(x, float) for x in den]), keep_den)
+    ratio = _quotient(typical(np.concatenate([np.asarray(x, float) for x in num]), keep_num),
+                      typical(np.concatenate([np.asarray(x, float) for x in den]), keep_den))
     rounds = len(num)
     if rounds < 3 or not ratio > 0 or not bootstrap:
         return ratio, float("nan")
@@ -126,8 +132,8 @@ def pooled_ratio(num: Sequence[Sequence[float]], den: Sequence[Sequence[float]],
         pick = rng.integers(0, rounds, rounds)
         a = np.concatenate([np.asarray(num[j], float) for j in pick])
         b = np.concatenate([np.asarray(den[j], float) for j in pick])
-        reps.append(typical(a, keep_num) / typical(b, keep_den))
-    return ratio, float(np.std(reps) / ratio)
+        reps.append(_quotient(typical(a, keep_num), typical(b, keep_den)))
+    return ratio, float(np.nanstd(reps) / ratio)
 
 
 def figure(batches: Sequence[Batch], name: str | None = None, command: str | None = None,
@@ -141,7 +147,8 @@ def figure(batches: Sequence[Batch], name: str | None = None, command: str | Non
     server = [b.server_us for b in batches]
     ref = [b.reference_us(reference) for b in batches]
     ratio, se = pooled_ratio(server, ref, keep_num=keep)
-    per_round = [typical(b.server_us, keep) / typical(r) for b, r in zip(batches, ref)]
+    per_round = [_quotient(typical(b.server_us, keep), typical(r)) for b, r in zip(batches, ref)]
+    per_round = [q for q in per_round if not np.isnan(q)]
     noop_ratio, _ = pooled_ratio(server, [b.noop_us for b in batches], keep_num=keep, bootstrap=False)
     client = np.concatenate([b.client_us for b in batches])
     ping_client = np.concatenate([b.ping_client_us for b in batches])

@@ -3,6 +3,7 @@ its refusals, and the committed baselines it compares with."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,15 @@ def test_committed_baselines_cover_every_verb() -> None:
         assert set(data["figures"]) >= {c.name for c in VERB_CASES}
         assert set(data["scripts"]) == set(discover())
         assert all(f["server_ratio"] > 0 for f in data["figures"].values())
+
+
+def test_a_round_whose_reference_reads_zero_microseconds_has_no_ratio() -> None:
+    # commandstats counts whole µs: a short round of the no-op can read 0 on every call it keeps.
+    from echomq_bench.microbench.figures import pooled_ratio
+
+    num = [[4.0, 4.0, 4.0, 4.0], [4.0, 4.0, 4.0, 4.0], [4.0, 4.0, 4.0, 4.0], [4.0, 4.0, 4.0, 4.0]]
+    den = [[0.0, 0.0, 0.0, 0.0], [2.0, 2.0, 2.0, 2.0], [2.0, 2.0, 2.0, 2.0], [2.0, 2.0, 2.0, 2.0]]
+    ratio, se = pooled_ratio(num, den, keep_num=1.0, keep_den=1.0)
+    assert ratio == pytest.approx(16.0 / 6.0)   # pooled: 4 µs against the mean 1.5 µs of all twelve
+    assert se > 0
+    assert math.isnan(pooled_ratio([[4.0]], [[0.0]], bootstrap=False)[0])   # nothing to divide by: no figure, no crash
