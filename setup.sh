@@ -83,7 +83,10 @@ valkey-server --version
 house_checks() {
   # The habits CI holds: the import contracts (the client never imports the
   # instrument; no cycle; commands over concerns over foundations) and the
-  # house's figures (module and function sizes, signature widths, cycles).
+  # house's figures (module and function sizes, signature widths, cycles),
+  # after ruff and strict mypy over the client and the instrument.
+  echo "setup.sh: ruff"; .venv/bin/ruff check echomq echomq_bench scenarios bench docs tests
+  echo "setup.sh: mypy (strict)"; .venv/bin/mypy
   echo "setup.sh: import contracts"; .venv/bin/lint-imports
   echo "setup.sh: the house's figures"; .venv/bin/python tests/unit/test_house.py
 }
