@@ -18,7 +18,7 @@ from redis.retry import Retry
 
 from echomq_bench.servers.spec import ServerSpec
 
-__all__ = ["LOOPBACK", "Server", "server_version", "no_retry"]
+__all__ = ["LOOPBACK", "Server", "OneServer", "server_version", "no_retry"]
 
 LOOPBACK = "127.0.0.1"
 
@@ -87,6 +87,23 @@ class Server(Protocol):
     def __enter__(self) -> Any: ...
 
     def __exit__(self, *exc_info: object) -> None: ...
+
+
+class OneServer:
+    """What one server answers the same way whoever started it: its version, from
+    INFO over its own client, and the SPEC it came from."""
+
+    spec: ServerSpec
+
+    def client(self, **kwargs: Any) -> redis.Redis:
+        raise NotImplementedError
+
+    def version(self) -> str:
+        with self.client() as client:
+            return server_version(client)
+
+    def describe(self) -> str:
+        return self.spec.describe()
 
 
 def server_version(client: redis.Redis) -> str:

@@ -27,7 +27,7 @@ from urllib.parse import quote
 import redis
 
 from echomq_bench.servers import guard
-from echomq_bench.servers.base import LOOPBACK, no_retry, server_version
+from echomq_bench.servers.base import LOOPBACK, OneServer, no_retry
 from echomq_bench.servers.errors import (
     ServerError,
     ServerNotFoundError,
@@ -105,7 +105,7 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-class EmbeddedServer:
+class EmbeddedServer(OneServer):
     """A server process this Python process started and owns.
 
     The constructor starts it and returns once it answers PING. `stop()`
@@ -194,13 +194,6 @@ class EmbeddedServer:
         }
         options.update(kwargs)
         return redis.Redis(**options)
-
-    def version(self) -> str:
-        with self.client() as client:
-            return server_version(client)
-
-    def describe(self) -> str:
-        return self.spec.describe()
 
     def stop(self) -> None:
         """Kill the server and remove its dir. Safe to call twice."""

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import redis
 from redis.connection import SSLConnection, parse_url
 
-from echomq_bench.servers.base import no_retry, server_version
+from echomq_bench.servers.base import OneServer, no_retry
 from echomq_bench.servers.errors import ServerError, ServerSpecError, ServerStartError
 from echomq_bench.servers.spec import DEFAULT_URL_PORT, ServerSpec, redacted_url
 
@@ -34,7 +34,7 @@ def url_connection_kwargs(url: str) -> dict[str, Any]:
     return kwargs
 
 
-class UrlServer:
+class UrlServer(OneServer):
     """A server that already runs somewhere: the `Server` interface without
     process control. Its credentials are the URL's own."""
 
@@ -80,13 +80,6 @@ class UrlServer:
             raise ServerStartError(
                 f"server {self.name!r} at {self.display_url} does not answer: {reason}"
             ) from None
-
-    def version(self) -> str:
-        with self.client() as client:
-            return server_version(client)
-
-    def describe(self) -> str:
-        return self.spec.describe()
 
     def stop(self) -> None:
         """Nothing to stop: this process did not start the server."""
