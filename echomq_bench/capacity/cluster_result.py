@@ -10,7 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from echomq_bench.capacity.result import CapacityResult, _num, median_rate, write_hgrms
+from echomq_bench.capacity.result import CapacityResult, _num, headline_keys, load_context, median_rate, write_hgrms
 from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.load.driver import VERBS
 from echomq_bench.measurement import serverstats
@@ -187,26 +187,14 @@ class ClusterCapacityResult:
     def headline(self) -> dict[str, Any]:
         """The summary.json entry: one server's headline keys over the whole cluster, then the nodes."""
         return {
-            "cycles_per_s": self.cycles_per_s,
-            "server_us_per_cycle": self.server_us_per_cycle,
-            "server_utilization": self.server_utilization,
-            "client_utilization": self.client_utilization,
-            "bound": self.bound,
+            **headline_keys(self),
             "bound_node": self.bound_node,
             "busiest_node": self.busiest.node,
             "ceiling_claims_per_s": None,
             "ceiling_note": self.ceiling_note,
             "of_ceiling": None,
             "script_us_per_cycle": self.script_us_per_cycle,
-            "median_bin_cycles_per_s": self.median_bin_rate,
-            "mode": "open loop" if self.settings.rate else "closed loop",
-            "target_cycles_per_s": self.settings.rate,
-            "feed": self.settings.feed,
-            "server_wait": self.server_wait,
-            "client_wait": self.client_wait,
-            "steal": self.steal,
-            "version": self.version,
-            "pinning": self.pinning,
+            **load_context(self),
             "cores_note": self.cores_note,
             "machine_busy": self.machine_busy,
             "cluster": True,

@@ -25,7 +25,7 @@ from echomq_bench.measurement.latency import Latency
 # Off-CPU waiting beyond this share of the window is worth a warning.
 SHARED_CORE = 0.05
 
-__all__ = ["CapacityResult", "RunSetup", "Measured", "build_result", "format_table"]
+__all__ = ["CapacityResult", "RunSetup", "Measured", "build_result", "format_table", "headline_keys", "load_context"]
 
 
 @dataclass(frozen=True)
@@ -114,24 +114,12 @@ class CapacityResult:
     def headline(self) -> dict[str, Any]:
         """The summary.json entry: the six headline keys first, then context."""
         return {
-            "cycles_per_s": self.cycles_per_s,
-            "server_us_per_cycle": self.server_us_per_cycle,
-            "server_utilization": self.server_utilization,
-            "client_utilization": self.client_utilization,
-            "bound": self.bound,
+            **headline_keys(self),
             "ceiling_claims_per_s": self.ceiling_claims_per_s,
             "of_ceiling": self.of_ceiling,
             "script_us_per_cycle": self.script_us_per_cycle,
-            "median_bin_cycles_per_s": self.median_bin_rate,
-            "mode": "open loop" if self.settings.rate else "closed loop",
-            "target_cycles_per_s": self.settings.rate,
-            "feed": self.settings.feed,
+            **load_context(self),
             "scripts_per_cycle": self.scripts_per_cycle,
-            "server_wait": self.server_wait,
-            "client_wait": self.client_wait,
-            "steal": self.steal,
-            "version": self.version,
-            "pinning": self.pinning,
             "latency_ms": {v: self.latency_ms(v) for v in VERBS if self.latency_ms(v)},
             "ceiling": self.ceiling.to_dict() if self.ceiling else None,
             "counts": self.counts,
@@ -300,3 +288,19 @@ def format_table(results: list[CapacityResult]) -> str:
             f"{wait:>8} {_num(r.client_utilization * 100, '.1f') + '%':>11} {r.bound:>6} "
             f"{_num(r.ceiling_claims_per_s, ',.0f'):>9} {_num(r.of_ceiling, '.2f'):>7}  {shown}")
     return "\n".join(lines)
+
+
+def headline_keys(result: Any) -> dict[str, Any]:
+    """What a capacity run is read for, a server's or a whole cluster's, in the order a reader wants them."""
+    return {"cycles_per_s": result.cycles_per_s, "server_us_per_cycle": result.server_us_per_cycle,
+            "server_utilization": result.server_utilization, "client_utilization": result.client_utilization,
+            "bound": result.bound}
+
+
+def load_context(result: Any) -> dict[str, Any]:
+    """How the load ran and what else the machine did meanwhile."""
+    settings = result.settings
+    return {"median_bin_cycles_per_s": result.median_bin_rate,
+            "mode": "open loop" if settings.rate else "closed loop", "target_cycles_per_s": settings.rate,
+            "feed": settings.feed, "server_wait": result.server_wait, "client_wait": result.client_wait,
+            "steal": result.steal, "version": result.version, "pinning": result.pinning}
