@@ -28,7 +28,8 @@ from typing import Any, Callable, Sequence, TypeVar
 
 __all__ = [
     "DurationError", "DURATION_FORMS", "parse_duration_ms", "duration_ms", "duration_s", "whole_ms",
-    "legacy_ms", "number", "list_of", "choice", "add_list", "rate", "server_spec", "add_server_option", "add_quick",
+    "legacy_ms", "number", "list_of", "choice", "work_dist", "add_list", "rate", "server_spec", "add_server_option",
+    "add_quick",
     "add_ceiling", "add_out", "add_workload_options",
 ]
 
@@ -129,13 +130,27 @@ def list_of(item: Callable[[str], T]) -> Callable[[str], list[T]]:
     return convert
 
 
-def choice(names: Sequence[str]) -> Callable[[str], str]:
+def choice(names: Sequence[str], what: str | None = None) -> Callable[[str], str]:
+    """One of `names`; the error names the kind of thing (`what`) when given."""
+
     def convert(text: str) -> str:
         if text not in names:
-            raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(names)})")
+            raise argparse.ArgumentTypeError(f"unknown {what} {text!r}; known: {', '.join(names)}" if what else
+                                             f"invalid choice: {text!r} (choose from {', '.join(names)})")
         return text
 
     return convert
+
+
+def work_dist(text: str) -> str:
+    """A work-time distribution (`const:0`, `exp:mean=2ms`, ...), checked here and kept as text."""
+    from echomq_bench.measurement.workdist import DistError, parse_dist
+
+    try:
+        parse_dist(text)
+    except DistError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def add_list(parser: Any, flag: str, item: Callable[[str], Any], help: str, metavar: str, **kw: Any) -> None:
@@ -197,7 +212,7 @@ def add_workload_options(parser: argparse.ArgumentParser, *, duration_default: s
                    help=f"payload size in bytes (default {d.payload_bytes})")
     g.add_argument("--lease", type=whole_ms, default=d.lease_ms, metavar="DURATION",
                    help=f"lease per claim, e.g. 60s, 500ms (default {d.lease_ms // 1000}s)")
-    g.add_argument("--work", default=d.work, metavar="DIST",
+    g.add_argument("--work", type=work_dist, default=d.work, metavar="DIST",
                    help="simulated work per job, e.g. const:0 (default, capacity), exp:mean=2ms")
     g.add_argument("--rate", type=rate, default=None, metavar="JOBS_PER_S",
                    help="jobs/s offered over all queues, open loop (on a cluster split over the queues); latency "

@@ -31,8 +31,7 @@ from typing import Any
 from echomq_bench.faults.load import LoadSettings
 from echomq_bench.faults.runner import Outcome, format_table, run_scenario
 from echomq_bench.faults.scenarios import FULL, QUICK, SCENARIOS, Plan
-from echomq_bench.measurement.workdist import DistError, parse_dist
-from echomq_bench.options import add_list, add_out, add_quick, choice
+from echomq_bench.options import add_list, add_out, add_quick, choice, work_dist
 from echomq_bench.progress import Progress
 
 __all__ = ["SCENARIOS", "Plan", "QUICK", "FULL", "Outcome", "run_scenario", "format_table", "configure", "run"]
@@ -40,14 +39,6 @@ __all__ = ["SCENARIOS", "Plan", "QUICK", "FULL", "Outcome", "run_scenario", "for
 
 # --------------------------------------------------------------------------
 # The command
-
-
-def _dist(text: str) -> str:
-    try:
-        parse_dist(text)
-    except DistError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
 
 
 MAX_RATE = 20_000  # jobs/s over the whole run
@@ -70,7 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_list(parser, "--scenario", choice(list(SCENARIOS)), metavar="NAME",
              help=f"run only these: {', '.join(SCENARIOS)}")
     add_out(parser, "results/<utc>-faults")
-    parser.add_argument("--work", type=_dist, default=LoadSettings.work, metavar="DIST",
+    parser.add_argument("--work", type=work_dist, default=LoadSettings.work, metavar="DIST",
                         help=f"consumer work time per job (default {LoadSettings.work})")
     parser.add_argument("--rate", type=_rate, default=LoadSettings.rate * LoadSettings.producers,
                         metavar="JOBS_PER_S", help=f"jobs/s offered over the whole run, split over its "

@@ -79,24 +79,12 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"want an integer of at least 1, got {value}")
-    return value
 
 
-def _verb(text: str) -> str:
-    if text not in CASES:
-        raise argparse.ArgumentTypeError(f"unknown verb {text!r}; known: {', '.join(CASES)}")
-    return text
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from echomq_bench.options import add_list, add_out, add_quick
+    from echomq_bench.options import add_list, add_out, add_quick, choice, number
 
     parser.description = __doc__.split("\n\n")[0]
     parser.add_argument("--baseline", type=Path, default=None, metavar="PATH",
@@ -110,8 +98,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ab-tolerance", type=_fraction, default=DEFAULT_AB_TOLERANCE, metavar="FRACTION",
                         help=f"allowed slowdown against the baseline's script, interleaved "
                              f"(default {DEFAULT_AB_TOLERANCE})")
-    parser.add_argument("--rounds", type=_positive, default=None, metavar="N", help="rounds (default 20, quick 8)")
-    add_list(parser, "--verbs", _verb, metavar="VERB", help="only these verbs (default all)")
+    parser.add_argument("--rounds", type=number(int, 1), default=None, metavar="N", help="rounds (default 20, quick 8)")
+    add_list(parser, "--verbs", choice(list(CASES), "verb"), metavar="VERB", help="only these verbs (default all)")
     parser.add_argument("--no-confirm", action="store_true", help="do not re-measure flagged verbs")
     add_out(parser)
 

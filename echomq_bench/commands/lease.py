@@ -21,8 +21,9 @@ import textwrap
 from dataclasses import asdict, replace
 from typing import Any
 
-from echomq_bench.measurement.workdist import DistError, parse_dist
-from echomq_bench.options import DurationError, add_list, add_out, add_quick, duration_ms, duration_s, parse_duration_ms
+from echomq_bench.measurement.workdist import DistError
+from echomq_bench.options import (DurationError, add_list, add_out, add_quick, duration_ms, duration_s,
+                                  parse_duration_ms, work_dist)
 from echomq_bench.lease.settings import QUICK
 from echomq_bench.lease.sweep import DEFAULT_WORK, SettingsError, SweepSettings
 from echomq_bench.progress import Progress
@@ -55,16 +56,8 @@ def _lease(text: str) -> float | None:
     return ms
 
 
-def _work(text: str) -> str:
-    try:
-        parse_dist(text)
-    except DistError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
 def _work_from(text: str) -> str:
-    return _work(f"empirical:{text}")
+    return work_dist(f"empirical:{text}")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +65,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = "\n".join(__doc__.strip().splitlines()[1:])
     src = parser.add_mutually_exclusive_group()
-    src.add_argument("--work", type=_work, metavar="DIST",
+    src.add_argument("--work", type=work_dist, metavar="DIST",
                      help=f"work-time distribution, nominal (default {DEFAULT_WORK})")
     src.add_argument("--work-from", type=_work_from, metavar="FILE",
                      help="measured work times: a CSV, an .hdr/.hgrm histogram, or an earlier run's folder")

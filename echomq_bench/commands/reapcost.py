@@ -76,20 +76,8 @@ def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path
 # -- CLI -----------------------------------------------------------------------------------
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"want positive integers, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"want positive integers, got {text!r}")
-    return value
 
 
-def _verb(text: str) -> str:
-    if text not in VERBS:
-        raise argparse.ArgumentTypeError(f"want reap and/or promote, got {text!r}")
-    return text
 
 
 def _legacy_cadence_ms(text: str) -> int:
@@ -105,12 +93,12 @@ def _legacy_cadence_ms(text: str) -> int:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from echomq_bench.options import add_list, add_out, add_quick, list_of, whole_ms
+    from echomq_bench.options import add_list, add_out, add_quick, choice, list_of, number, whole_ms
 
     parser.description = __doc__.split("\n\n")[0]
     add_quick(parser, "M up to 1M in 3 steps, caps up to 1,000, 3 repeats")
-    add_list(parser, "--sizes", _positive, metavar="M", help="live entries M")
-    add_list(parser, "--caps", _positive, metavar="CAP", help="caps (at most 100000)")
+    add_list(parser, "--sizes", number(int, 1), metavar="M", help="live entries M")
+    add_list(parser, "--caps", number(int, 1), metavar="CAP", help="caps (at most 100000)")
     parser.add_argument("--repeats", type=int, default=None, metavar="N", help="calls per point (median)")
     parser.add_argument("--orphans", type=int, default=None, metavar="K", help="mass crash size to drain")
     add_list(parser, "--cadence", whole_ms, dest="cadence_ms", metavar="DURATION",
@@ -118,7 +106,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     # The name carries the unit, so its bare numbers stay milliseconds.
     parser.add_argument("--cadence-ms", action="extend", type=list_of(_legacy_cadence_ms), dest="cadence_ms",
                         help=argparse.SUPPRESS)
-    add_list(parser, "--verbs", _verb, metavar="VERB", help="reap, promote (default both)")
+    add_list(parser, "--verbs", choice(list(VERBS), "verb"), metavar="VERB", help="reap, promote (default both)")
     add_out(parser)
 
 
