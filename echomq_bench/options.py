@@ -28,9 +28,8 @@ from typing import Any, Callable, Sequence, TypeVar
 
 __all__ = [
     "DurationError", "DURATION_FORMS", "parse_duration_ms", "duration_ms", "duration_s", "whole_ms",
-    "legacy_ms", "number", "list_of", "choice", "work_dist", "add_list", "rate", "server_spec", "add_server_option",
-    "add_quick",
-    "add_ceiling", "add_out", "add_workload_options",
+    "legacy_ms", "number", "list_of", "choice", "fraction", "work_dist", "add_list", "rate", "server_spec",
+    "add_server_option", "add_quick", "add_ceiling", "add_out", "add_workload_options",
 ]
 
 T = TypeVar("T")
@@ -140,6 +139,18 @@ def choice(names: Sequence[str], what: str | None = None) -> Callable[[str], str
         return text
 
     return convert
+
+
+def fraction(text: str) -> float:
+    """A fraction between 0 and 1 exclusive, as `0.02` or `2%`."""
+    body, percent = (text[:-1], True) if text.strip().endswith("%") else (text, False)
+    try:
+        value = float(body) / (100.0 if percent else 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction: give 0.02 or 2%") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must lie between 0 and 1 (0% and 100%), exclusive")
+    return value
 
 
 def work_dist(text: str) -> str:

@@ -13,13 +13,15 @@ from dataclasses import asdict
 from pathlib import Path
 
 from echomq.scripts import discover
-from echomq_bench.capacity.compare import (DEFAULT_TRIALS, INTERLEAVE, INTERLEAVE_TEXT, METRICS, Build, CompareResult,
-                                           Trial, run_compare, unique_builds)
+from echomq_bench.capacity.compare import (DEFAULT_TRIALS, INTERLEAVE, INTERLEAVE_TEXT, METRICS, PRECISION_CAP, Build,
+                                           CompareResult, Trial, run_compare, unique_builds)
+from echomq_bench.capacity.compare_text import table
+from echomq_bench.measurement.verdicts import MARGIN, MIN_TRIALS
 from echomq_bench.capacity.runner import SLOT_S
 from echomq_bench.capacity.settings import refuse_clusters
 from echomq_bench.capacity.workload import settings_from_args
 from echomq_bench.progress import Progress
-from echomq_bench.options import add_quick, add_workload_options, duration_s, number
+from echomq_bench.options import add_quick, add_workload_options, duration_s, fraction, number
 
 __all__ = ["Build", "Trial", "CompareResult", "run_compare", "write_compare", "METRICS", "configure", "run",
            "unique_builds"]
@@ -47,7 +49,15 @@ def scripts_option(text: str) -> tuple[str, Path]:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n\n")[0]
     parser.add_argument("--trials", type=number(int, 2), default=None, metavar="N",
-                        help=f"trials per build, interleaved (default {DEFAULT_TRIALS}; {QUICK_TRIALS} with --quick)")
+                        help=f"trials per build, interleaved (default {DEFAULT_TRIALS}; {QUICK_TRIALS} with --quick, "
+                             f"which is too few for a verdict; with --precision the most to run, default "
+                             f"{PRECISION_CAP}); fewer than {MIN_TRIALS} counted trials give 'inconclusive'")
+    parser.add_argument("--precision", type=fraction, default=None, metavar="FRACTION",
+                        help="adaptive: stop once the server µs/cycle ratio's 95%% interval is within ±FRACTION "
+                             "(e.g. 1%%) for every build, or at --trials")
+    parser.add_argument("--margin", type=fraction, default=MARGIN, metavar="FRACTION",
+                        help=f"equivalence margin: 'equivalent' only when two one-sided tests put the ratio within "
+                             f"±FRACTION (default {MARGIN * 100:g}%%)")
     parser.add_argument("--scripts", action="append", type=scripts_option, default=[], metavar="NAME=DIR",
                         help="run build NAME with the Lua scripts in DIR (repeatable)")
     parser.add_argument("--interleave", choices=INTERLEAVE, default="together",
@@ -55,8 +65,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "each; trial: one whole run per build, A B A B")
     parser.add_argument("--slot", type=duration_s, default=SLOT_S, metavar="DURATION",
                         help=f"turn length with --interleave slot (default {SLOT_S:g}s)")
-    parser.add_argument("--min-effect", type=float, default=0.0, metavar="FRACTION",
-                        help="report differences smaller than this as no significant difference (default 0)")
+    # The flag the equivalence margin replaced: its value is the margin.
+    parser.add_argument("--min-effect", type=fraction, dest="margin", help=argparse.SUPPRESS)
     add_workload_options(parser, duration_default=f"{DEFAULT_DURATION_S:g}s")
     add_quick(parser, f"{QUICK_TRIALS} trials of a 2s window after 0.5s of warm-up, a 20,000-claim ceiling "
                       "(flags given still win)")
@@ -98,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"echomq-bench compare: error: --scripts names {', '.join(unknown)}, which is no build; builds are "
               f"{', '.join(s.name for s in specs)}", file=sys.stderr)
         return 2
-    args.trials = args.trials or (QUICK_TRIALS if args.quick else DEFAULT_TRIALS)
+    args.trials = args.trials or (QUICK_TRIALS if args.quick else PRECISION_CAP if args.precision else DEFAULT_TRIALS)
     if args.trials < 2 or len(specs) < 2:
         print("echomq-bench compare: error: give at least two --server builds and --trials 2 or more",
               file=sys.stderr)
@@ -110,13 +120,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {b.name} is a running server, not started fresh for each trial", file=sys.stderr)
     progress = Progress()
     result = run_compare(builds, settings, args.trials, interleave=args.interleave, slot_s=args.slot,
-                         progress=progress, min_effect=args.min_effect)
+                         progress=progress, margin=args.margin, precision=args.precision)
     progress.done()
     out = write_compare(new_run_dir("compare", args.out), result)
-    print(result.table())
+    print(table(result))
     for name, entry in result.summary()["builds"].items():
         for text in entry["warnings"]:
             print(f"{name}: WARNING {text}")
-    print(f"{args.trials} trials per build: {INTERLEAVE_TEXT[args.interleave]}; {result.trials[0].result.pinning}")
+    print(f"{len(result.of(result.baseline))} trials per build: {INTERLEAVE_TEXT[args.interleave]}; "
+          f"{result.trials[0].result.pinning}")
     print(f"results: {out}")
     return 0

@@ -41,7 +41,7 @@ class Plan:
 
 
 PLANS = {
-    "default": Plan(compare_s=6.0, trials=3, consumers=(1, 2, 4, 8, 16, 32), consumers_s=2.0,
+    "default": Plan(compare_s=3.0, trials=10, consumers=(1, 2, 4, 8, 16, 32), consumers_s=2.0,
                     reap=replace(QUICK, orphans=10_000), lease_s=12.0, ceiling_requests=100_000),
     # The minute-long form: enough to see every chart, too short to trust a ratio.
     "quick": Plan(compare_s=1.2, trials=2, consumers=(1, 8), consumers_s=0.8,

@@ -15,7 +15,7 @@ import redis
 
 from echomq_bench.load.audit import AuditReport, Ledger
 from echomq.keys import QueueKeys
-from echomq_bench.measurement.serverstats import BUSY, bound
+from echomq_bench.measurement.serverstats import SATURATED, bound
 from echomq_bench.locust.client import Books
 
 __all__ = ["settle", "limit", "StepSample", "step_table", "Outcome", "write_outputs", "output_dir", "machine_busy_s"]
@@ -67,9 +67,9 @@ def limit(server: float, client: float | None, machine: float | None = None) -> 
     """What bounded a measurement: a saturated server main thread or client
     process; else, when every core was busy, the cores themselves (others
     took what the client would have used); else serverstats.bound."""
-    if server >= BUSY:
+    if server >= SATURATED:
         return "server"
-    if client is not None and client >= BUSY:
+    if client is not None and client >= SATURATED:
         return "client"
     if machine is not None and machine >= 0.9 * (os.cpu_count() or 1):
         return "shared cores"

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 __all__ = ["ServerSample", "Usage", "sample", "usage", "command_stats", "commandstats_entry", "process_cpu_s",
-           "sched_s", "steal_s", "bound", "BUSY"]
+           "sched_s", "steal_s", "bound", "SATURATED"]
 
-# A main thread this busy is saturated for practical purposes: the rest is
-# the event loop's own waiting between batches.
-BUSY = 0.85
+# A side busy, or runnable and waiting for its core, for this share of the
+# window is saturated: what idle time is left is too little to have held the
+# other side back. Below it on both sides, neither side set the pace.
+SATURATED = 0.97
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -146,7 +147,15 @@ def _tasks(pid: int) -> list[str]:
         return []
 
 
-def bound(server_utilization: float, client_utilization: float) -> str:
-    """Which side limited the run: the server when its main thread was
-    saturated, else the client (which then left the server waiting)."""
-    return "server" if server_utilization >= BUSY or server_utilization >= client_utilization else "client"
+def bound(server_busy: float, client_busy: float, client_cores: float = 1.0) -> str:
+    """Which side limited the run, by one rule: a side is saturated when it was
+    busy, or runnable and waiting for its core, for at least SATURATED of the
+    window; `client_busy` counts cores, and `client_cores` of them saturate the
+    client. "server" when the server's main thread was saturated; else "client"
+    when the client was; else "neither": both had idle time, so something else
+    (an offered rate, a lease, the network) set the pace."""
+    if server_busy >= SATURATED:
+        return "server"
+    if client_busy >= SATURATED * client_cores:
+        return "client"
+    return "neither"

@@ -6,6 +6,7 @@ the summary (`echomq_bench.peers.summary`); every figure is derived, never store
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,7 +78,9 @@ class Phase:
 
     @property
     def bottleneck(self) -> str:
-        return serverstats.bound(self.server_utilization, self.client_utilization)
+        # Consumer processes may use every core the server's main thread leaves them.
+        return serverstats.bound(self.server_utilization, self.client_utilization,
+                                 client_cores=max(1.0, (os.cpu_count() or 1) - self.server_utilization))
 
     def figures(self) -> dict[str, Any]:
         return {

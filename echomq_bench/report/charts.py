@@ -104,7 +104,7 @@ def ratio_cis(frame: pd.DataFrame, baseline: str, path: Path, footer: str = "") 
         ax.set_title(f"{metric}\nratio to {baseline}", fontsize=9)
         ax.grid(True, axis="x", alpha=0.3)
         ax.set_ylim(-0.7, len(rows) - 0.3)
-    fig.suptitle("Median ratio with 95% bootstrap CI", fontsize=10)
+    fig.suptitle("Geometric mean ratio with 95% t-interval on the log ratios", fontsize=10)
     fig.tight_layout()
     return _save(fig, path, footer)
 

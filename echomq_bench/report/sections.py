@@ -47,15 +47,18 @@ def _spread_text(entry: dict[str, Any], key: str, fmt: str = ",.0f") -> str:
     return f"{format(s['median'], fmt)} ({format(s['min'], fmt)}..{format(s['max'], fmt)})"
 
 
-def _ratio_text(entry: dict[str, Any]) -> str:
-    lo, hi = entry["throughput_ci95"][:2]
-    return f"{entry['throughput_ratio']:.3f} [{lo:.3f}, {hi:.3f}] {entry['verdict']}"
+def _ratio_text(entry: dict[str, Any], key: str = "server_us") -> str:
+    """A verdict as its label: ratio [CI; method, n, exclusions] verdict."""
+    label = entry.get(f"{key}_label")
+    if label:
+        return str(label)
+    text = (entry.get("verdicts") or {}).get(key, {}).get("text")
+    return str(text or entry.get("verdict", "?"))
 
 
-def compare_section(run: Run, out: Path) -> list[Block]:
-    summary = run.summary
+def _compare_rows(summary: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A row per build for the table, and a row per build and metric with an interval for the chart."""
     base = summary.get("baseline", "?")
-    trials = summary.get("trials", "?")
     rows, ratio_rows = [], []
     # Builds run together share one core, so each one's rate is its share of
     # it; only the ratios and µs/cycle compare across builds.
@@ -71,25 +74,39 @@ def compare_section(run: Run, out: Path) -> list[Block]:
             "server busy": _spread_text(e, "server_utilization", ".0%"),
             "client CPU": _spread_text(e, "client_utilization", ".0%"),
             "bound (trials)": ", ".join(f"{k} {v}" for k, v in bound.items() if v),
-            f"throughput vs {base} [95% CI]": "baseline" if name == base else _ratio_text(e),
+            f"server µs/cycle vs {base}": "baseline" if name == base else _ratio_text(e),
         })
         if name != base:
-            for metric, key in (("throughput", "throughput"), ("server µs/cycle", "server_us"), ("claim p99", "p99")):
-                ratio, ci = e.get(f"{key}_ratio"), e.get(f"{key}_ci95")
-                verdict = e.get("verdict") if key == "throughput" else e.get(f"{key}_verdict")
+            for metric, key in (("server µs/cycle", "server_us"), ("throughput", "throughput"), ("claim p99", "p99")):
+                ratio, ci, verdict = e.get(f"{key}_ratio"), e.get(f"{key}_ci95"), e.get(f"{key}_verdict")
                 if ratio is not None and ci:
                     ratio_rows.append({"build": name, "metric": metric, "ratio": ratio, "lo": ci[0], "hi": ci[1],
                                        "verdict": verdict})
+    return rows, ratio_rows
+
+
+def compare_section(run: Run, out: Path) -> list[Block]:
+    summary = run.summary
+    base = summary.get("baseline", "?")
+    trials = summary.get("trials", "?")
+    rows, ratio_rows = _compare_rows(summary)
     bound_text = "; ".join(r["build"] + ": " + r["bound (trials)"] + ", server busy " + r["server busy"] for r in rows)
     order = (run.meta.get("settings") or {}).get("order", "interleaved A B A B, a fresh server each")
     trials_text = f"{trials} per build, {order}; spread is min..max over trials"
     footer = _footer(run, trials=trials_text, bottleneck=bound_text)
     blocks: list[Block] = [
         Heading("Capacity: Redis against Valkey", anchor="compare"),
-        Para("Closed-loop claim+complete cycles at the server's limit, pipelined over several connections by "
-             "echomq-bench compare; ratios are medians over trials against the first build, with 95% bootstrap "
-             "confidence intervals."),
+        Para("Claim+complete cycles at the server's limit, pipelined over several connections by "
+             f"echomq-bench compare. The headline is server µs per cycle against {base}: the geometric mean "
+             f"ratio over the trials in which both builds were server-bound, with a 95% t-interval on the log "
+             f"ratios ({summary.get('method', 'see docs/design/compare.md')}). Fewer than "
+             f"{summary.get('min_trials', 6)} such trials give 'inconclusive'; 'equivalent' means two one-sided "
+             f"tests put the ratio within ±{summary.get('margin', 0.02):.0%}."),
     ]
+    excluded = {n: e["trials_excluded"] for n, e in summary.get("builds", {}).items() if e.get("trials_excluded")}
+    if excluded:
+        blocks.append(Para("Trials left out because a build was not server-bound: "
+                           + "; ".join(f"{n}: {k} of {trials}" for n, k in excluded.items()) + "."))
     if summary.get("rates_note"):
         blocks.append(Para("How the builds shared each trial: " + summary.get("order", "together") + "; "
                            + summary["rates_note"] + "."))
@@ -99,7 +116,7 @@ def compare_section(run: Run, out: Path) -> list[Block]:
     ]
     if ratio_rows:
         png = charts.ratio_cis(pd.DataFrame(ratio_rows), base, out / "compare_ratios.png", footer)
-        blocks += [Image(png, f"Ratios to {base} with 95% confidence intervals"), Notes([footer])]
+        blocks += [Image(png, f"Ratios to {base}: geometric means with 95% t-intervals"), Notes([footer])]
     curves = {}
     for name in summary.get("builds", {}):
         for verb in ("claim", "complete"):
@@ -237,10 +254,8 @@ def headline_findings(runs: dict[str, Run]) -> list[str]:
         for name, e in s.get("builds", {}).items():
             if name == base:
                 continue
-            ci = e.get("throughput_ci95", [float("nan")] * 2)
-            out.append(f"{name} ({e.get('version')}) against {base}: {e.get('verdict')} — throughput ratio "
-                       f"{e.get('throughput_ratio', float('nan')):.3f} [95% CI {ci[0]:.3f}, {ci[1]:.3f}], "
-                       f"server µs/cycle ratio {e.get('server_us_ratio', float('nan')):.3f}; "
+            out.append(f"{name} ({e.get('version')}) against {base}: {e.get('verdict')} — server µs/cycle ratio "
+                       f"{_ratio_text(e)}; throughput ratio {_ratio_text(e, 'throughput')}; "
                        f"{_us_pair(s, name, base)}; {_rate_text(s, e)}, "
                        f"bound {', '.join(k for k, v in e.get('bound', {}).items() if v)}.")
     if "reapcost" in runs:

@@ -3,33 +3,98 @@ command line's refusals."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from echomq_bench.commands.capacity import CapacitySettings
+from echomq_bench.capacity.compare_result import CompareResult, Trial
+from echomq_bench.capacity.compare_text import table
 from echomq_bench.cli import main
+from echomq_bench.commands.capacity import CapacitySettings
 from echomq_bench.commands.compare import Build, run_compare, unique_builds
-from echomq_bench.servers import parse_server_spec
 from echomq_bench.measurement.serverstats import bound
+from echomq_bench.measurement.stats import bootstrap_ci
+from echomq_bench.options import fraction
+from echomq_bench.servers import parse_server_spec
 from tests.helpers import LUA
-from echomq_bench.measurement.stats import FASTER, SAME, SLOWER, bootstrap_ci, compare_metric, paired_ratios, verdict
 
 
-
-def test_bound_names_the_saturated_side() -> None:
+def test_bound_has_three_states_by_one_rule() -> None:
     assert bound(0.99, 0.40) == "server"      # the server's main thread had no time left
-    assert bound(0.40, 0.30) == "server"      # the server did more of the work than the client
-    assert bound(0.30, 0.95) == "client"      # the client could not keep the server busy
+    assert bound(0.97, 0.99) == "server"      # both saturated: the server is named
+    assert bound(0.40, 0.30) == "neither"     # both idle part of the window: something else set the pace
+    assert bound(0.96, 0.50) == "neither"     # just short of the threshold is not saturated
+    assert bound(0.30, 0.98) == "client"      # the client could not keep the server busy
+    assert bound(0.30, 1.50, client_cores=2) == "neither"   # 1.5 of 2 client cores is not saturated
+    assert bound(0.30, 1.95, client_cores=2) == "client"
 
 
-def test_constant_ratio_gives_a_point_interval() -> None:
-    base = [100.0, 90.0, 110.0, 105.0, 95.0]
-    got = compare_metric(base, [1.2 * x for x in base], higher_is_better=True)
-    assert got.ratio == pytest.approx(1.2)
-    assert got.ci95 == pytest.approx((1.2, 1.2))
-    assert got.verdict == FASTER and got.trials == 5
+def _result(server_us: float, bound_: str = "server", p99: float = 1.0) -> SimpleNamespace:
+    """The fields of one build's trial that a comparison reads."""
+    return SimpleNamespace(server_us_per_cycle=server_us, cycles_per_s=1e6 / server_us, bound=bound_,
+                           latency_ms=lambda verb: {"p99": p99}, server_utilization=0.5, server_wait=0.5,
+                           client_utilization=0.3, version="redis 7.0.15", scripts=None, pinning="pinned",
+                           warnings=[], ceiling=None, ceiling_claims_per_s=None, settings=None)
+
+
+def _compared(base: list[float], other: list[float], bounds: list[str] | None = None,
+              rate: float | None = None) -> CompareResult:
+    builds = (Build(parse_server_spec("redis")), Build(parse_server_spec("valkey")))
+    sides = bounds or ["server"] * len(base)
+    trials = []
+    for i, (a, b, side) in enumerate(zip(base, other, sides)):
+        trials += [Trial("redis", i + 1, 2 * i + 1, _result(a)),  # type: ignore[arg-type]
+                   Trial("valkey", i + 1, 2 * i + 2, _result(b, side))]  # type: ignore[arg-type]
+    return CompareResult(builds, CapacitySettings(rate=rate), tuple(trials))
+
+
+def test_pairs_that_were_not_server_bound_are_left_out_and_counted() -> None:
+    base = [30.0, 30.2, 29.8, 30.1, 29.9, 30.0, 30.3, 29.7]
+    other = [x * 1.05 for x in base]
+    other[2] = other[5] = 10.0   # a driver-bound pair reads anything; it must not count
+    result = _compared(base, other, ["server", "server", "client", "server", "server", "neither", "server", "server"])
+    v = result.verdict("valkey", "server_us")
+    assert v is not None
+    assert (v.verdict, v.n, v.excluded) == ("slower", 6, 2)
+    assert v.ratio == pytest.approx(1.05)
+    entry = result.summary()["builds"]["valkey"]
+    assert (entry["trials_counted"], entry["trials_excluded"]) == (6, 2)
+    assert entry["verdict"] == "slower"                      # the headline is server µs/cycle
+    assert "n=6, 2 excluded" in entry["server_us_label"]
+    assert entry["throughput_verdict"] == "slower"           # 5% dearer per cycle is 5% fewer cycles
+    assert "excluded for valkey: trial 3, 6 of 8" in table(result)
+
+
+def test_fewer_than_six_counted_trials_is_inconclusive() -> None:
+    result = _compared([30.0] * 5, [40.0] * 5)
+    assert result.summary()["builds"]["valkey"]["verdict"] == "inconclusive (5 trials)"
+    assert "server µs/cycle, valkey against redis: 1.333 [95% CI" in table(result)
+
+
+def test_no_counted_trial_at_all_is_inconclusive_not_an_error() -> None:
+    result = _compared([30.0] * 6, [31.0] * 6, ["neither"] * 6)
+    v = result.verdict("valkey", "server_us")
+    assert v is not None and (v.n, v.excluded, v.text) == (0, 6, "inconclusive (0 trials)")
+
+
+def test_claim_p99_is_judged_only_in_open_loop() -> None:
+    closed = _compared([30.0] * 6, [30.0] * 6)
+    assert closed.verdict("valkey", "p99") is None
+    assert closed.summary()["builds"]["valkey"]["verdicts"]["p99"]["text"].startswith("not judged")
+    opened = _compared([30.0] * 6, [30.0] * 6, rate=5000.0)
+    v = opened.verdict("valkey", "p99")
+    assert v is not None and v.verdict == "equivalent"
+
+
+def test_fraction_takes_a_share_or_a_percentage() -> None:
+    assert fraction("0.02") == pytest.approx(0.02)
+    assert fraction("2%") == pytest.approx(0.02)
+    for bad in ("0", "100%", "1.5", "two"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            fraction(bad)
 
 
 def test_interval_of_five_trials_spans_their_smallest_and_largest_ratio() -> None:
@@ -39,7 +104,6 @@ def test_interval_of_five_trials_spans_their_smallest_and_largest_ratio() -> Non
     median, lo, hi = bootstrap_ci(ratios)
     assert median == pytest.approx(1.02)
     assert lo == pytest.approx(0.97) and hi == pytest.approx(1.08)
-    assert verdict(lo, hi, higher_is_better=True) == SAME
 
 
 def test_the_bootstrap_resamples_rows_of_several_columns_together() -> None:
@@ -59,33 +123,6 @@ def test_the_bootstrap_resamples_rows_of_several_columns_together() -> None:
         bootstrap_ci(work, refused)
 
 
-def test_cost_and_latency_verdicts_read_lower_as_better() -> None:
-    base = [30.0, 31.0, 29.5, 30.5, 30.2]
-    dearer = compare_metric(base, [x * 1.15 for x in base], higher_is_better=False)
-    cheaper = compare_metric(base, [x * 0.9 for x in base], higher_is_better=False)
-    assert dearer.verdict == SLOWER and dearer.ratio == pytest.approx(1.15)
-    assert cheaper.verdict == FASTER and cheaper.ratio == pytest.approx(0.9)
-
-
-def test_a_real_difference_under_noise_is_found_and_covered() -> None:
-    rng = np.random.default_rng(7)
-    base = 30_000 * rng.lognormal(0, 0.02, 5)
-    slow = base / 1.12 * rng.lognormal(0, 0.02, 5)       # 12% slower, 2% noise
-    got = compare_metric(base, slow, higher_is_better=True)
-    assert got.verdict == SLOWER
-    assert got.ci95[0] <= 1 / 1.12 * 1.05 and got.ci95[1] >= 1 / 1.12 * 0.95
-    assert got.ci95[1] < 1.0
-
-
-def test_a_and_a_under_noise_is_no_significant_difference() -> None:
-    rng = np.random.default_rng(11)
-    base = 30_000 * rng.lognormal(0, 0.03, 5)
-    same = 30_000 * rng.lognormal(0, 0.03, 5)
-    got = compare_metric(base, same, higher_is_better=True)
-    assert got.ci95[0] <= 1.0 <= got.ci95[1]
-    assert got.verdict == SAME
-
-
 def test_bootstrap_interval_covers_the_true_ratio_about_as_often_as_it_claims() -> None:
     # 300 synthetic experiments of 15 paired trials with a known ratio of
     # 1.10; a 95% percentile interval of a median should cover it in most.
@@ -99,20 +136,11 @@ def test_bootstrap_interval_covers_the_true_ratio_about_as_often_as_it_claims() 
     assert 0.88 <= covered / experiments <= 0.995
 
 
-def test_min_effect_turns_a_tiny_significant_difference_into_none() -> None:
-    base = [100.0, 101.0, 99.0, 100.5, 99.5]
-    other = [x * 1.005 for x in base]
-    assert compare_metric(base, other, higher_is_better=True).verdict == FASTER
-    assert compare_metric(base, other, higher_is_better=True, min_effect=0.01).verdict == SAME
-
-
-def test_bad_trials_are_refused() -> None:
-    with pytest.raises(ValueError):
-        paired_ratios([1.0, 2.0], [1.0])
-    with pytest.raises(ValueError):
-        paired_ratios([1.0, 0.0], [1.0, 1.0])
+def test_bad_bootstrap_input_is_refused() -> None:
     with pytest.raises(ValueError):
         bootstrap_ci([])
+    with pytest.raises(ValueError):
+        bootstrap_ci([1.0], level=1.0)
 
 
 def test_a_repeated_build_gets_a_distinct_name() -> None:

@@ -103,7 +103,7 @@ def test_report_page_in_headless_chromium(tmp_path: Path) -> None:
     loaded = re.search(r'data-images-loaded="(\d+)/(\d+)"', dom)
     assert loaded, f"the page's load check did not run: {out.stderr[-500:]}"
     assert loaded.group(1) == loaded.group(2) and int(loaded.group(2)) >= 5
-    assert '<table id="headline">' in dom and "throughput vs redis" in dom
+    assert '<table id="headline">' in dom and "server µs/cycle vs redis" in dom
 
 
 # -- records: one frozen shape, written once, rendered by its declared kind ----------------

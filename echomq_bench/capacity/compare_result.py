@@ -1,0 +1,195 @@
+"""What a comparison found: the trials as run, the verdicts read from them, the summary and the table.
+
+The headline is the ratio of server µs per cycle, build over baseline: CPU
+time of the server's main thread per claim+complete cycle. It does not
+depend on how much of a shared core each build got, which throughput does
+(throughput ratio = share ratio x cost ratio), so a together-mode trial in
+which the kernel favoured one build still compares what the builds cost.
+Each trial's CPU share is recorded beside it.
+
+A trial pair counts only when both its builds were server-bound (the main
+thread busy, or runnable and waiting for its core, for at least 97% of the
+window; `serverstats.bound`): otherwise the ratio measures the driver.
+Excluded pairs are counted and shown. Claim p99 is judged only in open loop,
+at a fixed offered rate: in closed loop, with every connection's pipeline
+full, the p99 is mostly the driver's own queue (Little's law).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from echomq_bench.capacity.result import CapacityResult
+from echomq_bench.capacity.settings import CapacitySettings
+from echomq_bench.measurement.latency import Latency
+from echomq_bench.measurement.stats import round_ratio
+from echomq_bench.measurement.verdicts import INCONCLUSIVE, LEVEL, MARGIN, METHOD, MIN_TRIALS, Verdict, judge
+from echomq_bench.servers import ServerSpec
+
+__all__ = ["Build", "Trial", "CompareResult", "METRICS", "INTERLEAVE_TEXT", "HEADLINE", "CLOSED_LOOP_P99"]
+
+HEADLINE = "server_us"
+CLOSED_LOOP_P99 = "not judged: in closed loop the p99 is the driver's own queue; give --rate for a latency verdict"
+INTERLEAVE_TEXT = {
+    "together": "all builds at once, main threads sharing one core, fresh servers per trial",
+    "slot": "builds take turns in slots, random order per round, fresh servers per trial",
+    "trial": "one whole run per build, A B A B, a fresh server per run",
+}
+
+# summary name -> (how to read it from a result, higher is better, label)
+METRICS: dict[str, tuple[Callable[[CapacityResult], float], bool, str]] = {
+    "server_us": (lambda r: r.server_us_per_cycle, False, "server µs/cycle"),
+    "throughput": (lambda r: r.cycles_per_s, True, "throughput"),
+    "p99": (lambda r: r.latency_ms("claim").get("p99", float("nan")), False, "claim p99"),
+}
+
+
+@dataclass(frozen=True)
+class Build:
+    spec: ServerSpec
+    lua_dir: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class Trial:
+    build: str
+    trial: int        # 1-based
+    order: int        # position in the whole run, 1-based
+    result: CapacityResult
+    rounds: dict[int, float] = field(default_factory=dict)   # slot interleaving: round -> this build's cycles/s
+
+
+def _no_trials(metric: str, excluded: int, margin: float) -> Verdict:
+    return Verdict(INCONCLUSIVE, ratio=math.nan, ci=None, n=0, excluded=excluded, margin=margin, level=LEVEL,
+                   higher_is_better=METRICS[metric][1], p_difference=None, p_equivalence=None)
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    builds: tuple[Build, ...]
+    settings: CapacitySettings
+    trials: tuple[Trial, ...]
+    margin: float = MARGIN
+    interleave: str = "together"
+    precision: float | None = None
+
+    @property
+    def baseline(self) -> str:
+        return self.builds[0].name
+
+    def of(self, build: str) -> list[CapacityResult]:
+        return [t.result for t in self.trials if t.build == build]
+
+    def values(self, build: str, metric: str) -> list[float]:
+        read = METRICS[metric][0]
+        return [read(r) for r in self.of(build)]
+
+    def trial_ratios(self, build: str, metric: str) -> list[float]:
+        """One ratio to the baseline per trial. Throughput under slot
+        interleaving: the median over rounds (`stats.round_ratio`); else the
+        ratio of the trial's totals."""
+        mine = [t for t in self.trials if t.build == build]
+        theirs = [t for t in self.trials if t.build == self.baseline]
+        read = METRICS[metric][0]
+        out = []
+        for a, b in zip(theirs, mine):
+            fine = round_ratio(a.rounds, b.rounds) if metric == "throughput" and a.rounds else None
+            out.append(fine if fine is not None else read(b.result) / read(a.result))
+        return out
+
+    def saturated(self, build: str) -> list[bool]:
+        """Per trial: were this build and the baseline both server-bound?"""
+        return [a.bound == "server" and b.bound == "server" for a, b in zip(self.of(self.baseline), self.of(build))]
+
+    def verdict(self, build: str, metric: str) -> Verdict | None:
+        """The verdict on `metric` for `build` against the baseline; None for a latency in closed loop."""
+        if metric == "p99" and self.settings.rate is None:
+            return None
+        kept = [(r, ok) for r, ok in zip(self.trial_ratios(build, metric), self.saturated(build))]
+        ratios = [r for r, ok in kept if ok and r > 0 and math.isfinite(r)]
+        excluded = len(kept) - len(ratios)
+        if not ratios:
+            return _no_trials(metric, excluded, self.margin)
+        return judge(ratios, higher_is_better=METRICS[metric][1], margin=self.margin, excluded=excluded)
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": "compare", "baseline": self.baseline, "trials": len(self.of(self.baseline)),
+            "interleave": self.interleave, "order": INTERLEAVE_TEXT[self.interleave], "headline": HEADLINE,
+            "method": METHOD, "level": LEVEL, "min_trials": MIN_TRIALS, "margin": self.margin,
+            "precision": self.precision, "mode": "open loop" if self.settings.rate else "closed loop", "builds": {}}
+        if self.interleave == "together":
+            out["rates_note"] = (f"the {len(self.builds)} builds shared one core: cycles/s and server busy are "
+                                 "each build's share of it; server µs/cycle does not depend on the share")
+        for build in self.builds:
+            out["builds"][build.name] = _entry(self, build)
+        return out
+
+    def rows(self) -> list[dict[str, Any]]:
+        rows = [row for t in self.trials for row in t.result.rows(trial=t.trial, order=t.order)]
+        for b in self.builds[1:]:
+            saturated = self.saturated(b.name)
+            for metric in METRICS:
+                for i, ratio in enumerate(self.trial_ratios(b.name, metric)):
+                    rows.append({"build": b.name, "version": self.of(b.name)[i].version, "trial": i + 1,
+                                 "baseline": self.baseline, "metric": f"{metric}_ratio", "value": ratio,
+                                 "unit": "ratio", "counted": saturated[i]})
+        return rows
+
+    def merged_latency(self, build: str, verb: str) -> Latency:
+        merged = Latency()
+        for r in self.of(build):
+            if verb in r.latency:
+                merged.merge(r.latency[verb])
+        return merged
+
+
+def median(values: Sequence[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    return {"median": median(values), "min": min(values), "max": max(values)}
+
+
+def _entry(result: CompareResult, build: Build) -> dict[str, Any]:
+    """One build's summary: its spreads over trials, its bound per trial, and its verdicts."""
+    runs = result.of(build.name)
+    saturated = result.saturated(build.name)
+    entry: dict[str, Any] = {
+        "version": runs[0].version, "spec": build.spec.describe(), "scripts": runs[0].scripts,
+        "cycles_per_s": spread(result.values(build.name, "throughput")),
+        "server_us_per_cycle": spread(result.values(build.name, "server_us")),
+        "claim_p99_ms": spread(result.values(build.name, "p99")),
+        "server_utilization": spread([r.server_utilization for r in runs]),
+        "server_wait": spread([r.server_wait or 0.0 for r in runs]),
+        "client_utilization": spread([r.client_utilization for r in runs]),
+        "cpu_share_per_trial": [round(r.server_utilization, 4) for r in runs],
+        "bound": {b: sum(r.bound == b for r in runs) for b in ("server", "client", "neither")},
+        "ceiling_claims_per_s": next((r.ceiling_claims_per_s for r in runs if r.ceiling), None),
+        "pinning": runs[0].pinning,
+        "warnings": [f"trial {i + 1}: {w}" for i, r in enumerate(runs) for w in r.warnings]}
+    if build.name == result.baseline:
+        entry["verdict"] = "baseline"
+        return entry
+    entry["trials_counted"], entry["trials_excluded"] = sum(saturated), len(saturated) - sum(saturated)
+    verdicts: dict[str, Any] = {}
+    for metric in METRICS:
+        v = result.verdict(build.name, metric)
+        verdicts[metric] = v.to_dict() if v is not None else {"text": CLOSED_LOOP_P99}
+        if v is not None:
+            entry.update({f"{metric}_ratio": v.ratio, f"{metric}_ci95": list(v.ci) if v.ci else None,
+                          f"{metric}_verdict": v.text, f"{metric}_label": v.label()})
+    entry["verdicts"] = verdicts
+    entry["verdict"] = entry[f"{HEADLINE}_verdict"]
+    entry["throughput_trial_ratios"] = result.trial_ratios(build.name, "throughput")
+    return entry
