@@ -29,6 +29,8 @@ from echomq_bench.lease.sweep import LeaseData, SweepData
 __all__ = ["Interval", "LeaseResult", "MassResult", "SweepResult", "analyse", "model_inputs", "pooled_inputs"]
 
 THROUGHPUT_BATCHES = 10
+# Model and measurement are compared only where the model expects at least this many events.
+MIN_EXPECTED = 5
 
 
 @dataclass(frozen=True)
@@ -202,13 +204,16 @@ def _lease_result(d: LeaseData, data: SweepData, dist: Distribution) -> LeaseRes
     recovery = _quantiles(rec)
     recovery["censored"] = d.censored_crashed
     overhead, model = _model(d, settings, dist)
-    # None, not True, where the sample cannot bound the interval: an
-    # agreement that no data could have refuted is not one.
+    # None, not True, where the sample could not have refuted the model: fewer
+    # than MIN_EXPECTED events expected (a model of 0.01% over 1,000 executions
+    # "agrees" with the 0 seen whatever it says), or an unbounded interval.
     med_iv = recovery["median"]
+    expected_fe = model["false_expiry"] * n_live if n_live else 0.0
     agree = {
-        "false_expiry": fe.contains(model["false_expiry"]) if n_live else None,
+        "false_expiry": fe.contains(model["false_expiry"]) if expected_fe >= MIN_EXPECTED else None,
         "recovery_median": (med_iv.contains(model["recovery_median"])
-                            if math.isfinite(med_iv.lo) and math.isfinite(med_iv.hi) else None),
+                            if n_crash >= MIN_EXPECTED and math.isfinite(med_iv.lo) and math.isfinite(med_iv.hi)
+                            else None),
     }
     return LeaseResult(
         lease_ms=d.lease_ms, lease_real_ms=d.lease_real_ms, executions=executions, live=n_live,

@@ -71,7 +71,7 @@ class Recommendation:
     false_expiry_rate: float | None
     false_expiry_hi: float | None
     recovery_p99_ms: float | None
-    relax: str | None                # None, "budget", "recovery_tolerance", "leases"
+    relax: str | None                # None, "budget", "recovery_tolerance", "leases", "duration"
     relax_to: float | None
     text: str
     budget: float
@@ -86,10 +86,12 @@ def recommend(cands: Sequence[Candidate], budget: float, tolerance_ms: float,
     """The smallest lease whose false-expiry rate is within `budget` and whose
     p99 recovery is within `tolerance_ms`.
 
-    A lease is preferred when the upper end of its false-expiry interval fits
-    the budget (shown with 95% confidence); failing that, one whose estimate
-    fits is recommended as unconfirmed. When none fits both limits, the text
-    says so and names the limit whose relaxation is the smaller change.
+    Only a confirmed lease is recommended: the upper end of its false-expiry
+    interval fits the budget (shown with 95% confidence). When only an
+    estimate fits, nothing is recommended: less data must not give a shorter
+    lease. The text names that lease and how much longer to run to confirm
+    it (relax "duration", `relax_to` the factor). When none fits both limits,
+    the text says so and names the limit whose relaxation is the smaller change.
     """
     rows = sorted(cands, key=lambda c: c.lease_ms)
     if not rows:
@@ -97,21 +99,42 @@ def recommend(cands: Sequence[Candidate], budget: float, tolerance_ms: float,
     fits_rec = [c for c in rows if c.recovery_p99_ms <= tolerance_ms]
     sure = [c for c in fits_rec if c.false_expiry_hi <= budget]
     likely = [c for c in fits_rec if c.false_expiry <= budget]
-    pick = sure[0] if sure else (likely[0] if likely else None)
-    if pick is not None:
-        confirmed = bool(sure)
-        text = _chosen_text(pick, rows, budget, tolerance_ms, confirmed)
+    if likely and not sure:
+        factor = longer_by(likely[0], budget)
+        return Recommendation(None, False, None, None, None, "duration", factor,
+                              _unconfirmed_text(likely[0], budget, factor), budget, tolerance_ms)
+    if sure:
+        pick = sure[0]
+        text = _chosen_text(pick, rows, budget, tolerance_ms)
         if model_boundary_ms is not None and model_boundary_ms < pick.lease_ms:
             text += (f" The model, fed this run's measured overheads, puts the edge of the budget at "
                      f"{fmt_ms(model_boundary_ms)}; a shorter lease than {fmt_ms(pick.lease_ms)} needs its own "
                      f"run (--leases {fmt_ms(model_boundary_ms).replace(' ', '')} --check) before you trust it.")
-        return Recommendation(pick.lease_ms, confirmed, pick.false_expiry, pick.false_expiry_hi,
+        return Recommendation(pick.lease_ms, True, pick.false_expiry, pick.false_expiry_hi,
                               pick.recovery_p99_ms, None, None, text, budget, tolerance_ms)
     relax, relax_to, text = _none_text(rows, budget, tolerance_ms, model_boundary_ms)
     return Recommendation(None, False, None, None, None, relax, relax_to, text, budget, tolerance_ms)
 
 
-def _chosen_text(c: Candidate, rows: list[Candidate], budget: float, tol: float, confirmed: bool) -> str:
+def longer_by(c: Candidate, budget: float) -> float:
+    """About how many times more executions would bring the interval's upper end within the budget.
+
+    An interval's half-width shrinks as 1/sqrt(n), so the factor is the square
+    of the width there is over the width there may be; with no event observed
+    the upper end falls as 1/n instead (Wilson: about z^2/n)."""
+    if c.false_expiry <= 0:
+        return max(1.0, c.false_expiry_hi / budget)
+    return max(1.0, ((c.false_expiry_hi - c.false_expiry) / (budget - c.false_expiry)) ** 2)
+
+
+def _unconfirmed_text(c: Candidate, budget: float, factor: float) -> str:
+    return (f"No lease is confirmed. The shortest whose estimate fits, {fmt_ms(c.lease_ms)}, ran "
+            f"{fmt_pct(c.false_expiry)} of executions twice, but its 95% interval reaches "
+            f"{fmt_pct(c.false_expiry_hi)}, over the {fmt_pct(budget)} budget. Run about {factor:.1f}x as long "
+            f"(--duration) to confirm it, or give the work more consumers.")
+
+
+def _chosen_text(c: Candidate, rows: list[Candidate], budget: float, tol: float) -> str:
     twice = (f"{fmt_pct(c.false_expiry)} of executions (95% CI {fmt_pct(c.false_expiry_lo)}-"
              f"{fmt_pct(c.false_expiry_hi)}) outlived their lease and ran twice")
     if math.isfinite(c.wasted_share) and c.false_expiry > 0:
@@ -135,9 +158,6 @@ def _chosen_text(c: Candidate, rows: list[Candidate], budget: float, tol: float,
         longer = rows[i + 1]
         text += (f" One step longer, {fmt_ms(longer.lease_ms)}, runs {fmt_pct(longer.false_expiry)} twice "
                  f"and makes a crashed job wait {fmt_ms(longer.recovery_p99_ms)} at p99.")
-    if not confirmed:
-        text += (f" The estimate is within the {fmt_pct(budget)} budget but its interval reaches "
-                 f"{fmt_pct(c.false_expiry_hi)}: run longer (--duration) to confirm it.")
     return text
 
 

@@ -47,11 +47,13 @@ def test_short_sweep_orders_false_expiry_down_and_recovery_up(server: object, tm
     assert len(agreement) == 3
     for row in agreement:
         # Each verdict is the model's figure inside the measured interval, as a
-        # JSON boolean (never the string "True"); null where no interval exists.
+        # JSON boolean (never the string "True"); null where no interval exists
+        # or the model expects fewer than 5 events, so that nothing could refute it.
         fe = row["measured_false_expiry"]
-        assert row["false_expiry"] is (fe["lo"] <= row["model_false_expiry"] <= fe["hi"])
+        inside = fe["lo"] <= row["model_false_expiry"] <= fe["hi"]
+        assert row["false_expiry"] is (inside if row["model_expected_false_expiries"] >= 5 else None)
         med = row["measured_recovery_median_ms"]
-        bounded = med["lo"] is not None and med["hi"] is not None
+        bounded = med["lo"] is not None and med["hi"] is not None and row["crashes"] >= 5
         expected = (med["lo"] <= row["model_recovery_median_ms"] <= med["hi"]) if bounded else None
         assert row["recovery_median"] is expected
     assert on_disk["servers"][0]["agreement_count"] == sum(

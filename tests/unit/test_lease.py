@@ -155,11 +155,24 @@ def test_recommends_the_smallest_lease_shown_within_both_limits() -> None:
     assert "Set the lease to 2 s" in rec.text and "2.2 s" in rec.text
 
 
-def test_an_estimate_within_budget_but_not_shown_is_unconfirmed() -> None:
+def test_an_estimate_within_budget_but_not_shown_recommends_nothing_and_says_how_much_longer() -> None:
+    # 0 of 500 executions: Wilson's upper end is 0.76%, 7.6x the 0.1% budget; 1 in 1,000 needs about 3,800.
     rows = [cand(500, 0.05, 500, 700), cand(1000, 0.0, 500, 1200)]
     rec = recommend(rows, budget=0.001, tolerance_ms=3000)
-    assert rec.lease_ms == 1000 and not rec.confirmed
-    assert "run longer" in rec.text
+    assert rec.lease_ms is None and not rec.confirmed
+    assert rec.relax == "duration" and rec.relax_to == pytest.approx(7.6, abs=0.1)
+    assert rec.text.startswith("No lease is confirmed. The shortest whose estimate fits, 1 s,")
+    assert "Run about 7.6x as long" in rec.text
+
+
+def test_less_data_never_gives_a_shorter_lease() -> None:
+    # The same true rates, measured over 100x fewer executions: the short run may not recommend 1 s.
+    full = [cand(500, 0.05, 100_000, 700), cand(1000, 0.0002, 100_000, 1200), cand(2000, 0.0, 100_000, 2200)]
+    short = [cand(500, 0.05, 1_000, 700), cand(1000, 0.0, 1_000, 1200), cand(2000, 0.0, 1_000, 2200)]
+    got_full = recommend(full, budget=0.001, tolerance_ms=3000)
+    got_short = recommend(short, budget=0.001, tolerance_ms=3000)
+    assert got_full.lease_ms == 1000 and got_full.confirmed
+    assert got_short.lease_ms is None and got_short.relax == "duration"
 
 
 def test_no_lease_fits_both_names_the_smaller_relaxation() -> None:
