@@ -64,16 +64,19 @@ def test_compare_by_whole_trials_runs_a_b_a_b_and_writes_its_summary(tmp_path: P
 def test_six_counted_trials_call_the_planted_slow_claim_slower(tmp_path: Path, slowed_lua: Path) -> None:
     out = tmp_path / "cmp6"
     code = main(["compare", "--server", "redis", "--server", "valkey", "--scripts", f"valkey={slowed_lua}",
-                 "--interleave", "trial", "--trials", "6", "--duration", "0.4s", "--warmup", "100ms", "--no-pin",
+                 "--interleave", "trial", "--trials", "8", "--duration", "0.4s", "--warmup", "100ms",
                  "--no-ceiling", "--backlog", "200000", "--out", str(out)])
     assert code == 0
-    valkey = json.loads((out / "summary.json").read_text())["builds"]["valkey"]
-    # The busy loop costs several cycles' worth of server time: every trial the server's limit, and slower.
-    assert valkey["trials_counted"] == 6, valkey["bound"]
+    summary = json.loads((out / "summary.json").read_text())
+    valkey = summary["builds"]["valkey"]
+    # Pinned, each server has its core to itself; a trial that a busy machine kept from saturating the
+    # baseline is left out, so a few may go, but six must count for the verdict this test is about.
+    assert valkey["trials_counted"] >= 6, (summary["builds"]["redis"]["bound"], valkey["bound"])
+    assert valkey["trials_counted"] + valkey["trials_excluded"] == 8
     assert valkey["verdict"] == "slower"
     assert valkey["server_us_ci95"][0] > 1.0
     assert valkey["throughput_verdict"] == "slower"
-    assert "n=6]" in valkey["server_us_label"]
+    assert f"n={valkey['trials_counted']}" in valkey["server_us_label"]
 
 
 def test_compare_in_slots_rotates_who_goes_first(tmp_path: Path, slowed_lua: Path) -> None:
