@@ -4,8 +4,8 @@
 
 1. Capacity mode keeps the server at least 85% busy: main-thread CPU time
    over wall time (INFO cpu), on each build.
-2. An A/A comparison (one build against itself, 5 trials) reports no
-   significant difference.
+2. An A/A comparison (one build against itself, 10 trials) says neither
+   faster nor slower.
 3. A build made slower on purpose is reported `slower` every time: a copy
    of lua/ whose claim-2.lua burns about 20% more server time (a Lua loop
    calibrated on this server, claims to both copies in turn), passed as
@@ -35,7 +35,7 @@ from echomq.queue import Queue
 from echomq.scripts import lua_dir
 from echomq_bench.servers import parse_server_spec, start
 from echomq_bench.measurement.serverstats import command_stats
-from echomq_bench.measurement.stats import SAME, SLOWER
+from echomq_bench.measurement.verdicts import FASTER, SLOWER
 from echomq_bench.progress import Progress
 
 MARK = "local popped = rcall('ZPOPMIN', pendingKey)"
@@ -72,11 +72,12 @@ def claim_costs(spec: str, folders: list[Path | None], rounds: int = 40, batch: 
     return [usec / calls for calls, usec in stats]
 
 
-def slow_scripts(spec: str, tmp: Path) -> tuple[Path, float, float]:
-    """A copy of lua/ whose claim burns SLOWDOWN more server time; returns it and the measured costs.
+def slow_scripts(spec: str, tmp: Path, extra_us: float | None = None) -> tuple[Path, float, float]:
+    """A copy of lua/ whose claim burns SLOWDOWN more server time, or `extra_us`
+    more µs per call when given; returns it and the measured claim costs.
 
     The burn is a Lua loop, sized by measuring the claim with a first guess
-    beside the original (`claim_costs`) and correcting once.
+    beside the original (`claim_costs`) and correcting.
     """
     original = (lua_dir() / "claim-2.lua").read_text()
     assert MARK in original, f"claim-2.lua: cannot find where to add the burn ({MARK})"
@@ -91,12 +92,13 @@ def slow_scripts(spec: str, tmp: Path) -> tuple[Path, float, float]:
         return out
 
     loops = 200
-    for _ in range(3):
+    for _ in range(4):
         base, slowed = claim_costs(spec, [None, variant(loops)])
         extra = slowed / base - 1.0
-        if abs(extra - SLOWDOWN) < 0.03 or extra <= 0:
+        want = extra_us / base if extra_us is not None else SLOWDOWN
+        if abs(extra - want) < 0.15 * want or extra <= 0:
             break
-        loops = max(1, round(loops * SLOWDOWN / extra))
+        loops = max(1, round(loops * want / extra))
     return variant(loops), base, slowed
 
 
@@ -105,7 +107,7 @@ def main() -> int:
     parser.add_argument("--server", action="append", default=None, help="builds for target 1 (default both)")
     parser.add_argument("--duration", type=float, default=5.0, help="capacity window, s (default 5)")
     parser.add_argument("--compare-duration", type=float, default=2.0, help="window per compare trial, s")
-    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3, help="slowed-build comparisons (default 3)")
     parser.add_argument("--build", default="redis", help="the build for targets 2 and 3 (default redis)")
     args = parser.parse_args()
@@ -126,14 +128,13 @@ def main() -> int:
 
     settings = CapacitySettings(duration_s=args.compare_duration, warmup_s=0.5)
     a = parse_server_spec(args.build)
-    print(f"\n2. A/A: {args.build} against itself, {args.trials} trials -> '{SAME}'")
+    print(f"\n2. A/A: {args.build} against itself, {args.trials} trials -> neither faster nor slower")
     aa = run_compare([Build(s) for s in unique_builds([a, a])], settings, args.trials, progress=progress)
     progress.done()
-    c = aa.comparisons[aa.builds[1].name]["throughput"]
-    hit = c.verdict == SAME
+    c = aa.verdict(aa.builds[1].name, "server_us")
+    hit = c is not None and c.verdict not in (FASTER, SLOWER)
     ok &= hit
-    print(f"   throughput ratio {c.ratio:.3f} [{c.ci95[0]:.3f}, {c.ci95[1]:.3f}]  {c.verdict}  "
-          f"{'ok' if hit else 'MISS'}")
+    print(f"   server µs/cycle {c.label() if c else '-'}  {'ok' if hit else 'MISS'}")
 
     with tempfile.TemporaryDirectory(prefix="echomq-slow-lua-") as tmp:
         folder, base, slowed = slow_scripts(args.build, Path(tmp))
@@ -144,11 +145,9 @@ def main() -> int:
         for i in range(args.repeats):
             cmp = run_compare([Build(a), Build(slow, folder)], settings, args.trials, progress=progress)
             progress.done()
-            t = cmp.comparisons["slow"]["throughput"]
-            u = cmp.comparisons["slow"]["server_us"]
-            hits += t.verdict == SLOWER
-            print(f"   {i + 1}: throughput {t.ratio:.3f} [{t.ci95[0]:.3f}, {t.ci95[1]:.3f}] {t.verdict}; "
-                  f"server µs/cycle {u.ratio:.3f} [{u.ci95[0]:.3f}, {u.ci95[1]:.3f}] {u.verdict}")
+            u = cmp.verdict("slow", "server_us")
+            hits += u is not None and u.verdict == SLOWER
+            print(f"   {i + 1}: server µs/cycle {u.label() if u else '-'}")
         hit = hits == args.repeats
         ok &= hit
         print(f"   slower {hits}/{args.repeats}  {'ok' if hit else 'MISS'}")
