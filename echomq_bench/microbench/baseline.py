@@ -4,8 +4,10 @@ scripts they keep, and a deliberately slowed copy of the scripts to test the gat
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +18,7 @@ if TYPE_CHECKING:
     from echomq_bench.microbench.figures import Measurement
 
 __all__ = ["SCHEMA", "UPDATE_PASSES", "BaselineError", "baseline_path", "load_baseline", "write_baseline",
-           "script_texts", "write_scripts", "slowed_copy", "shown", "pass_drift"]
+           "script_texts", "write_scripts", "slowed_copy", "shown", "pass_drift", "fingerprint", "fingerprint_id"]
 
 SCHEMA = "echomq-gate-baseline/1"
 UPDATE_PASSES = 3
@@ -37,12 +39,41 @@ def default_baseline_dir() -> Path:
     return CHECKOUT_BASELINES if CHECKOUT_BASELINES.is_dir() else RESULTS_DIR / "baselines"
 
 
-def baseline_path(base: Path | str | None, build: str) -> Path:
-    """A .json file is used for every build; a folder holds gate-<build>.json."""
+def fingerprint(client: Any) -> dict[str, Any]:
+    """What a cross-run figure depends on beyond the code: the CPU (model and
+    flags), the cores, the server's version and its allocator."""
+    from echomq_bench.records.meta import cpu_model
+    from echomq_bench.servers import server_version
+
+    flags = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = " ".join(sorted(line.split(":", 1)[1].split()))
+                break
+    except OSError:
+        pass
+    return {"cpu_model": cpu_model(), "cpu_flags_sha256": hashlib.sha256(flags.encode()).hexdigest()[:16],
+            "cores": os.cpu_count(), "server_version": server_version(client),
+            "allocator": str(client.info("memory").get("mem_allocator", "?"))}
+
+
+def fingerprint_id(fp: dict[str, Any]) -> str:
+    """A short stable name for a fingerprint: the folder its baselines live in."""
+    return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def baseline_path(base: Path | str | None, build: str, machine: str | None = None, *, writing: bool = False) -> Path:
+    """A .json file is used for every build; a folder holds gate-<build>.json,
+    per machine fingerprint in a subfolder named by `fingerprint_id` when one
+    exists there (or is being written), else at the folder's top."""
     path = Path(base) if base is not None else default_baseline_dir()
     if path.suffix == ".json":
         return path
-    return path / f"gate-{re.sub(r'[^A-Za-z0-9_.-]+', '-', build)}.json"
+    name = f"gate-{re.sub(r'[^A-Za-z0-9_.-]+', '-', build)}.json"
+    if machine is not None and (writing or (path / machine / name).is_file()):
+        return path / machine / name
+    return path / name
 
 
 def load_baseline(path: Path) -> dict[str, Any]:

@@ -3,8 +3,14 @@
 Two checks per verb, both on the server's own clock (commandstats): the
 verb's server time over the reference's against the same ratio in the
 baseline, and, when a verb's script differs from the baseline's, the two
-scripts interleaved call by call. A verb flagged by either check is measured
-once more; only a verb flagged twice is a regression.
+scripts interleaved call by call. The first is a cross-run figure: it counts
+only when the baseline was measured on this machine fingerprint (CPU model
+and flags, cores, server version, allocator); elsewhere it is shown as
+advisory, and a failure rests on the same-run A/B alone. A check whose noise
+(3 standard errors) exceeds its tolerance cannot pass or fail: the verb is
+inconclusive. A verb missing from the baseline fails. When any verb is
+flagged, the whole case set is measured once more; only a verb flagged twice
+is a regression.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from echomq_bench.measurement.serverstats import bound
 from echomq_bench.progress import Progress
-from echomq_bench.microbench.baseline import (UPDATE_PASSES, baseline_path, load_baseline, pass_drift, script_texts,
-                                              shown, write_baseline, write_scripts)
+from echomq_bench.microbench.baseline import (UPDATE_PASSES, baseline_path, fingerprint, fingerprint_id,
+                                              load_baseline, pass_drift, script_texts, shown, write_baseline,
+                                              write_scripts)
 from echomq_bench.microbench.cases import CASES, VERB_CASES
 
 if TYPE_CHECKING:
@@ -63,10 +70,14 @@ class Verdict:
     ab_change: float | None = None   # current script / baseline script - 1, interleaved
     ab_allowed: float | None = None
     confirmed: bool | None = None  # None: not re-measured
+    advisory: bool = False         # the baseline is of another machine: the normalised check is shown, not judged
+    missing: bool = False          # the baseline has no figure for this verb
+    noisy: bool = False            # a check that counts has 3 standard errors above its tolerance
 
     @property
     def normalised_slower(self) -> bool:
-        return self.change is not None and self.allowed is not None and self.change > self.allowed
+        return (not self.advisory and self.change is not None and self.allowed is not None
+                and self.change > self.allowed)
 
     @property
     def ab_slower(self) -> bool:
@@ -78,16 +89,24 @@ class Verdict:
 
     @property
     def regressed(self) -> bool:
-        return self.flagged and self.confirmed is not False
+        return self.missing or (self.flagged and self.confirmed is not False)
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.noisy and not self.regressed
 
     @property
     def status(self) -> str:
-        if self.base_ratio is None:
-            return "new"
+        if self.missing:
+            return "MISSING from the baseline"
         if self.regressed:
             return "SLOWER"
+        if self.inconclusive:
+            return "inconclusive (noise above tolerance)"
         if self.flagged:
             return "ok (not confirmed)"
+        if self.advisory:
+            return "ok (cross-run figure advisory: another machine)"
         if (self.change is not None and self.allowed is not None and self.change < -self.allowed) or (
                 self.ab_change is not None and self.ab_allowed is not None and self.ab_change < -self.ab_allowed):
             return "faster"
@@ -99,13 +118,16 @@ class Verdict:
         return out
 
 
-def _allowed(tol: float, *errors: float) -> float:
-    """The tolerance, or Z combined relative errors when the noise is larger."""
-    se = math.sqrt(sum(x * x for x in errors if x == x))  # nan-safe
-    return max(tol, Z * se)
+def _noise(*errors: float) -> float:
+    """Z combined relative errors: the smallest change this measurement can tell from none."""
+    return Z * math.sqrt(sum(x * x for x in errors if x == x))  # nan-safe
 
 
-def verdicts(m: Measurement, base: dict[str, Any] | None, tolerance: float, ab_tolerance: float) -> list[Verdict]:
+def verdicts(m: Measurement, base: dict[str, Any] | None, tolerance: float, ab_tolerance: float,
+             same_machine: bool = True) -> list[Verdict]:
+    """One verdict per case. The tolerances are the allowances; a larger noise
+    does not widen them (a noisier run would get a more lenient gate) but makes
+    the verb inconclusive."""
     figures = m.figures()
     comparisons = m.comparisons()
     out = []
@@ -113,16 +135,19 @@ def verdicts(m: Measurement, base: dict[str, Any] | None, tolerance: float, ab_t
         f: Figure = figures[case]
         b = (base or {}).get("figures", {}).get(case)
         if b and b.get("reference", "noop_script") != f.reference:
-            b = None  # measured against another reference: not comparable, treat as new
-        change = allowed = None
+            b = None  # measured against another reference: no figure to compare with
+        change = None
+        noisy = False
         if b:
             change = f.server_ratio / float(b["server_ratio"]) - 1
-            allowed = _allowed(tolerance, f.server_ratio_se, float(b.get("server_ratio_se", 0.0)),
-                               float(b.get("drift", 0.0)))
+            noise = _noise(f.server_ratio_se, float(b.get("server_ratio_se", 0.0)), float(b.get("drift", 0.0)))
+            noisy = same_machine and noise > tolerance
         ab = comparisons.get(case)
+        noisy |= ab is not None and _noise(ab.se) > ab_tolerance
         out.append(Verdict(case, f.reference, f.server_us, f.client_us, float(b["server_ratio"]) if b else None,
-                           f.server_ratio, change, allowed,
-                           ab.ratio - 1 if ab else None, _allowed(ab_tolerance, ab.se, 0.0) if ab else None))
+                           f.server_ratio, change, tolerance if b else None,
+                           ab.ratio - 1 if ab else None, ab_tolerance if ab else None,
+                           advisory=not same_machine, missing=base is not None and b is None, noisy=noisy))
     return out
 
 
@@ -137,16 +162,22 @@ class GateResult:
     changed_scripts: list[str] = field(default_factory=list)
     updated: bool = False
     run_dir: Path | None = None       # the results folder the run was written to
+    same_machine: bool = True         # the baseline's machine fingerprint is this one's
 
     @property
     def regressions(self) -> list[str]:
         return [v.case for v in self.verdicts if v.regressed]
 
+    @property
+    def inconclusive(self) -> list[str]:
+        return [v.case for v in self.verdicts if v.inconclusive]
+
     def summary(self) -> dict[str, Any]:
         m = self.measurement
         return {"build": self.build, "version": self.version, "baseline": str(self.baseline),
                 "updated": self.updated, "changed_scripts": self.changed_scripts,
-                "regressions": self.regressions, "lua_dir": m.lua_dir,
+                "regressions": self.regressions, "inconclusive": self.inconclusive,
+                "same_machine": self.same_machine, "lua_dir": m.lua_dir,
                 "server_main_thread_busy": round(m.server_utilization, 3),
                 "client_busy": round(m.client_utilization, 3),
                 "bound": bound(m.server_utilization, m.client_utilization),
@@ -183,50 +214,53 @@ def gate_one(server: Any, options: GateOptions = GateOptions()) -> GateResult:
 
     o = options
     settings = o.settings or FULL
-    path = baseline_path(o.baseline, server.name)
+    client = server.client()
+    version = server.version()
+    here = fingerprint(client)
+    path = baseline_path(o.baseline, server.name, fingerprint_id(here), writing=o.update)
     base = None
     if path.is_file() or not o.update:
         base = load_baseline(path)
+    same = base is not None and base.get("fingerprint") == here
     changed = _changed(script_texts(), base)
     names = list(o.cases) if o.cases else [c.name for c in VERB_CASES]
     ab_cases = [] if o.update else [c for c in names if CASES[c].script in changed]
-    client = server.client()
-    version = server.version()
     progress = None if o.quiet else Progress(label=f"gate {server.name}")
     with tempfile.TemporaryDirectory(prefix="echomq-gate-") as tmp:
         ab_dir = write_scripts(base["scripts"], Path(tmp)) if ab_cases and base else None
         if o.update:
             m, drift = _measure_passes(client, server.name, version, settings, names, progress)
-            found = verdicts(m, base, o.tolerance, o.ab_tolerance)
+            found = verdicts(m, base, o.tolerance, o.ab_tolerance, same)
         else:
             mo = MeasureOptions(server=server.name, version=version, settings=settings, cases=names,
                                 ab_lua_dir=ab_dir, ab_cases=ab_cases if ab_dir else (), progress=progress)
             m = measure(client, mo)
-            found = _confirmed(client, mo, verdicts(m, base, o.tolerance, o.ab_tolerance), base, o)
+            found = _confirmed(client, mo, verdicts(m, base, o.tolerance, o.ab_tolerance, same), base, o, same)
     if progress:
         progress.done()
-    result = GateResult(server.name, version, path, base, m, found, changed)
+    result = GateResult(server.name, version, path, base, m, found, changed, same_machine=same)
     if o.update:
-        write_baseline(path, m, None, drift, lua_dir=shown(m.lua_dir), passes=UPDATE_PASSES)
+        write_baseline(path, m, None, drift, lua_dir=shown(m.lua_dir), passes=UPDATE_PASSES, fingerprint=here)
         result = replace(result, updated=True)
     client.close()
     return result
 
 
 def _confirmed(client: Any, first: Any, found: list[Verdict], base: dict[str, Any] | None,
-               o: GateOptions) -> list[Verdict]:
-    """The flagged verbs measured once more; a verb not flagged again is marked unconfirmed."""
+               o: GateOptions, same: bool) -> list[Verdict]:
+    """With any verb flagged, the whole case set measured once more, so the
+    second pass runs under the same mix as the first; a flagged verb not
+    flagged again is marked unconfirmed."""
     from echomq_bench.microbench.runner import measure
 
     flagged = [v.case for v in found if v.flagged]
     if not flagged or not o.confirm:
         return found
     if first.progress:
-        first.progress(f"confirming {', '.join(flagged)}")
-    again = measure(client, replace(first, cases=flagged,
-                                    ab_cases=[c for c in first.ab_cases if c in flagged] if first.ab_lua_dir else ()))
-    second = {v.case: v for v in verdicts(again, base, o.tolerance, o.ab_tolerance)}
-    return [replace(v, confirmed=second[v.case].flagged) if v.case in second else v for v in found]
+        first.progress(f"confirming {', '.join(flagged)}: every verb once more")
+    again = measure(client, first)
+    second = {v.case: v for v in verdicts(again, base, o.tolerance, o.ab_tolerance, same)}
+    return [replace(v, confirmed=second[v.case].flagged) if v.flagged and v.case in second else v for v in found]
 
 
 def _pct(x: float | None) -> str:
@@ -245,6 +279,9 @@ def format_result(r: GateResult) -> str:
         lines.append(f"   baseline {shown(r.baseline)} ({bver}, {when})")
     if bver and bver != r.version:
         lines.append(f"   note: the baseline was measured on {bver}; the normalised check compares the builds")
+    if not r.same_machine and not r.updated:
+        lines.append("   the baseline's machine fingerprint (CPU model and flags, cores, server version, allocator) is "
+                     "not this one's: the normalised change is advisory; only the script A/B can fail")
     if r.changed_scripts:
         lines.append(f"   scripts that differ from the baseline's: {', '.join(r.changed_scripts)} "
                      "(measured A/B against the baseline's text)")
@@ -260,7 +297,7 @@ def format_result(r: GateResult) -> str:
         lines.append(f"{name:<18} {server_us:>9.2f} {f.client_us:>9.1f} {'':>8}  (reference)")
     for v in r.verdicts:
         base = f"{v.base_ratio:>8.3f}" if v.base_ratio is not None else f"{'-':>8}"
-        allowed = f"±{v.allowed * 100:.0f}%" if v.allowed is not None else ""
+        allowed = ("advisory" if v.advisory else f"+{v.allowed * 100:.0f}%") if v.allowed is not None else ""
         ab = _pct(v.ab_change) if v.ab_change is not None else "same"
         ab_allowed = f"+{v.ab_allowed * 100:.0f}%" if v.ab_allowed is not None else ""
         vs = {"noop_script": "no-op", "read_100": "read100"}.get(v.reference, v.reference)
@@ -275,6 +312,9 @@ def format_result(r: GateResult) -> str:
         lines.append("UPDATED")
     elif r.regressions:
         lines.append(f"REGRESSION on {r.build}: {', '.join(r.regressions)}")
+    elif r.inconclusive:
+        lines.append(f"INCONCLUSIVE on {r.build}: {', '.join(r.inconclusive)} (noise above tolerance; run again "
+                     "on a quieter machine or with more --rounds)")
     else:
         lines.append(f"PASS on {r.build}: {len(r.verdicts)} verbs within tolerance")
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from echomq_bench.commands.gate import (
     load_baseline,
     slowed_copy,
 )
+from echomq_bench.microbench.gate import Verdict
 from echomq_bench.microbench.runner import VERB_CASES
 from echomq.scripts import discover
 from tests.helpers import ROOT
@@ -70,3 +71,50 @@ def test_a_round_whose_reference_reads_zero_microseconds_has_no_ratio() -> None:
     assert ratio == pytest.approx(16.0 / 6.0)   # pooled: 4 µs against the mean 1.5 µs of all twelve
     assert se > 0
     assert math.isnan(pooled_ratio([[4.0]], [[0.0]], bootstrap=False)[0])   # nothing to divide by: no figure, no crash
+
+
+def _verdict(**kw: object) -> Verdict:
+    base = dict(case="claim", reference="noop_script", server_us=20.0, client_us=60.0, base_ratio=10.0,
+                now_ratio=10.0, change=0.0, allowed=0.2)
+    return Verdict(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_a_verb_missing_from_the_baseline_fails() -> None:
+    v = _verdict(base_ratio=None, change=None, allowed=None, missing=True)
+    assert v.regressed and v.status == "MISSING from the baseline"
+
+
+def test_another_machines_baseline_is_advisory_and_cannot_fail() -> None:
+    v = _verdict(now_ratio=15.0, change=0.5, advisory=True)
+    assert not v.flagged and not v.regressed
+    assert v.status == "ok (cross-run figure advisory: another machine)"
+    assert _verdict(now_ratio=15.0, change=0.5).regressed   # the same change on the same machine fails
+
+
+def test_the_ab_check_fails_on_another_machine_too() -> None:
+    v = _verdict(advisory=True, ab_change=0.25, ab_allowed=0.10, confirmed=True)
+    assert v.regressed and v.status == "SLOWER"
+    assert not _verdict(advisory=True, ab_change=0.25, ab_allowed=0.10, confirmed=False).regressed
+
+
+def test_noise_above_tolerance_is_inconclusive_not_a_pass() -> None:
+    v = _verdict(change=0.05, noisy=True)
+    assert v.inconclusive and not v.regressed
+    assert v.status == "inconclusive (noise above tolerance)"
+    assert not _verdict(change=0.5, noisy=True, confirmed=True).inconclusive   # a regression is still one
+
+
+def test_baselines_are_found_per_machine_fingerprint(tmp_path: Path) -> None:
+    from echomq_bench.microbench.baseline import baseline_path, fingerprint_id
+
+    here = fingerprint_id({"cpu_model": "x", "cores": 2, "server_version": "redis 7.0.15", "allocator": "jemalloc"})
+    assert here == fingerprint_id({"allocator": "jemalloc", "server_version": "redis 7.0.15", "cores": 2,
+                                   "cpu_model": "x"})
+    assert here != fingerprint_id({"cpu_model": "x", "cores": 4, "server_version": "redis 7.0.15",
+                                   "allocator": "jemalloc"})
+    assert baseline_path(tmp_path, "redis", here) == tmp_path / "gate-redis.json"          # none of its own yet
+    assert baseline_path(tmp_path, "redis", here, writing=True) == tmp_path / here / "gate-redis.json"
+    (tmp_path / here).mkdir()
+    (tmp_path / here / "gate-redis.json").write_text("{}")
+    assert baseline_path(tmp_path, "redis", here) == tmp_path / here / "gate-redis.json"
+    assert baseline_path(tmp_path / "one.json", "redis", here) == tmp_path / "one.json"
