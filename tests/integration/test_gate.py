@@ -28,6 +28,7 @@ from echomq_bench.commands.gate import (
     run_gate,
     slowed_copy,
 )
+from echomq_bench.microbench.baseline import fingerprint, fingerprint_id
 from echomq_bench.microbench.runner import CASES, QUICK, VERB_CASES, Env, run_batch
 from echomq.scripts import discover
 
@@ -64,7 +65,11 @@ def test_gate_passes_unchanged_code_and_names_a_slowed_claim(
     base_dir = tmp_path / "baselines"
     up = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, update=True, quiet=True))
     assert up.updated and up.regressions == []
-    data = load_baseline(baseline_path(base_dir, server.name))  # type: ignore[attr-defined]
+    here = fingerprint(server.client())  # type: ignore[attr-defined]
+    # Written per machine fingerprint, and found there.
+    data = load_baseline(base_dir / fingerprint_id(here) / f"gate-{server.name}.json")  # type: ignore[attr-defined]
+    assert data["fingerprint"] == here
+    assert baseline_path(base_dir, server.name, fingerprint_id(here)) == up.baseline  # type: ignore[attr-defined]
     assert set(data["figures"]) == {"noop_script", "ping", "read_100", *ALL_VERBS}
     assert set(data["scripts"]) == set(discover())
     assert data["version"] == server.version()  # type: ignore[attr-defined]
@@ -74,7 +79,7 @@ def test_gate_passes_unchanged_code_and_names_a_slowed_claim(
     # 100% here; the 20% claim is docs/measurements/scripts/gate_sensitivity.py's.
     same = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE, quiet=True))
     assert same.regressions == [], format_result(same)
-    assert same.changed_scripts == []
+    assert same.same_machine and same.changed_scripts == []
     assert all(v.ab_change is None for v in same.verdicts)
     assert "PASS on" in format_result(same)
 
@@ -110,7 +115,7 @@ def test_cli_exit_codes_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[
     args = ["gate", "--server", "redis", "--quick", "--rounds", "3", "--verbs", "claim,reap_0",
             "--baseline", str(base)]
     assert main(args + ["--update", "--out", str(tmp_path / "r1")]) == 0
-    assert (base / "gate-redis.json").is_file()
+    assert len(list(base.glob("*/gate-redis.json"))) == 1   # in the folder of this machine's fingerprint
     capsys.readouterr()
     monkeypatch.setenv("ECHOMQ_LUA_DIR", str(slowed_copy(tmp_path / "slow", "claim", SLOW_ITERATIONS)))
     assert main(args + ["--tolerance", str(TEST_TOLERANCE), "--out", str(tmp_path / "r2")]) == 1
@@ -121,3 +126,21 @@ def test_cli_exit_codes_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[
     summary = json.loads((tmp_path / "r2" / "summary.json").read_text())
     assert summary["passed"] is False and summary["builds"][0]["regressions"] == ["claim"]
     assert summary["kind"] == "gate" and summary["schema"] == 1 and "results: " + str(tmp_path / "r2") in out
+
+
+def test_a_baseline_from_another_machine_is_advisory_and_a_missing_verb_fails(server: object, tmp_path: Path) -> None:
+    base_dir = tmp_path / "b"
+    up = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, update=True, cases=["claim", "browse_5"],
+                                      quiet=True))
+    data = json.loads(up.baseline.read_text())
+    data["fingerprint"] = {**data["fingerprint"], "cores": 64}           # as if written on another machine
+    data["figures"]["claim"]["server_ratio"] /= 10                        # and claim 10x cheaper there
+    del data["figures"]["browse_5"]
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps(data))
+    got = gate_one(server, GateOptions(baseline=elsewhere, settings=SHORT, cases=["claim", "browse_5"], quiet=True))
+    assert not got.same_machine
+    claim = next(v for v in got.verdicts if v.case == "claim")
+    assert claim.advisory and claim.change is not None and claim.change > 5 and not claim.regressed
+    assert got.regressions == ["browse_5"], format_result(got)
+    assert "advisory" in format_result(got)
