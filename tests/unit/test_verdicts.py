@@ -49,6 +49,13 @@ def test_a_tight_difference_inside_the_margin_is_equivalent() -> None:
     assert v.p_equivalence is not None and v.p_equivalence < 0.05
 
 
+def test_a_significant_difference_inside_half_the_margin_is_no_verdict() -> None:
+    # An A/A compare measured 1.015 [1.009, 1.022]: significant, but within the compare-level bias.
+    v = judge([1.001, 1.030, 1.007, 1.024, 1.016, 1.003, 1.027, 1.011, 1.019, 1.014], higher_is_better=False)
+    assert v.ci is not None and v.ci[0] > 1.0 and v.ci[0] < 1.01
+    assert v.verdict == INCONCLUSIVE
+
+
 def test_a_wide_interval_around_one_is_inconclusive_not_equivalent() -> None:
     v = judge([0.90, 1.10, 0.95, 1.06, 0.97, 1.03], higher_is_better=True)
     assert v.verdict == INCONCLUSIVE
