@@ -33,7 +33,7 @@ from echomq_bench.commands.compare import Build, run_compare, unique_builds
 from echomq_bench.lease.stats import wilson
 from echomq_bench.measurement.verdicts import FASTER, SLOWER
 from echomq_bench.progress import Progress
-from echomq_bench.servers import parse_server_spec
+from echomq_bench.servers import ServerSpec, parse_server_spec
 
 
 def one(builds: list[Build], settings: CapacitySettings, trials: int, name: str, progress: Progress) -> dict[str, str]:
@@ -70,6 +70,15 @@ def main() -> int:
         rows.append({"kind": "aa", "i": str(i + 1), **row})
         print(f"   {i + 1:>2}: {row['label']}", flush=True)
 
+    if args.planted:
+        rows += planted(args, spec, settings, progress)
+    _report(rows, args)
+    return 0
+
+
+def planted(args: argparse.Namespace, spec: ServerSpec, settings: CapacitySettings,
+            progress: Progress) -> list[dict[str, str]]:
+    rows = []
     cycle_us = measure(spec, CapacitySettings(duration_s=3.0), progress=progress).server_us_per_cycle
     progress.done()
     with tempfile.TemporaryDirectory(prefix="echomq-planted-") as tmp:
@@ -81,22 +90,24 @@ def main() -> int:
             row = one([Build(spec), Build(slow, folder)], settings, args.trials, "slow", progress)
             rows.append({"kind": "planted", "i": str(i + 1), **row})
             print(f"   {i + 1:>2}: {row['label']}", flush=True)
+    return rows
 
+
+def _report(rows: list[dict[str, str]], args: argparse.Namespace) -> None:
     aa = [r for r in rows if r["kind"] == "aa"]
-    planted = [r for r in rows if r["kind"] == "planted"]
+    slowed = [r for r in rows if r["kind"] == "planted"]
     false_alarms = sum(r["verdict"] in (FASTER, SLOWER) for r in aa)
-    found = sum(r["verdict"] == SLOWER for r in planted)
+    found = sum(r["verdict"] == SLOWER for r in slowed)
     print()
     if aa:
         print(rate_line("A/A called faster or slower (target at most 1 in 20)", false_alarms, len(aa)))
-    if planted:
-        print(rate_line(f"planted +{args.effect:.0%} called slower (target at least 9 in 10)", found, len(planted)))
+    if slowed:
+        print(rate_line(f"planted +{args.effect:.0%} called slower (target at least 9 in 10)", found, len(slowed)))
     if args.out:
         with args.out.open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-    return 0
 
 
 if __name__ == "__main__":
