@@ -81,7 +81,13 @@ def test_gate_passes_unchanged_code_and_names_a_slowed_claim(
     assert same.regressions == [], format_result(same)
     assert same.same_machine and same.changed_scripts == []
     assert all(v.ab_change is None for v in same.verdicts)
-    assert "PASS on" in format_result(same)
+    # Four rounds of fifteen calls can leave a sub-µs verb's noise above even a 100% tolerance:
+    # such a verb is inconclusive, never passed and never failed, and the last line names it.
+    last = format_result(same).splitlines()[-1]
+    if same.inconclusive:
+        assert last.startswith(f"INCONCLUSIVE on {server.name}: {', '.join(same.inconclusive)}")  # type: ignore
+    else:
+        assert last.startswith("PASS on")
 
     monkeypatch.setenv("ECHOMQ_LUA_DIR", str(slowed_copy(tmp_path / "slow", "claim", SLOW_ITERATIONS)))
     slow = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE,
