@@ -150,3 +150,19 @@ def test_a_baseline_from_another_machine_is_advisory_and_a_missing_verb_fails(se
     assert claim.advisory and claim.change is not None and claim.change > 5 and not claim.regressed
     assert got.regressions == ["browse_5"], format_result(got)
     assert "advisory" in format_result(got)
+
+
+def test_a_noisy_verb_gets_more_passes_then_is_inconclusive(server: object, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import echomq_bench.microbench.gate as gate_module
+
+    base_dir = tmp_path / "b"
+    gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, update=True, cases=["claim"], quiet=True))
+    # Noise planted: a z so large that no sample can resolve any allowance.
+    monkeypatch.setattr(gate_module, "Z", 1e9)
+    got = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE,
+                                       cases=["claim"], quiet=True))
+    assert got.measurement.settings.rounds == SHORT.rounds * (1 + gate_module.NOISY_PASSES)
+    assert len(got.measurement.batches("claim")) == SHORT.rounds * (1 + gate_module.NOISY_PASSES)
+    assert got.inconclusive == ["claim"] and got.regressions == [], format_result(got)
+    assert format_result(got).splitlines()[-1].startswith(f"INCONCLUSIVE on {server.name}: claim")  # type: ignore
