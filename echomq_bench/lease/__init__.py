@@ -11,8 +11,9 @@ beside it, and a recommendation a team can act on.
 Modules: `settings` (what a sweep depends on), `sweep` (the runner, with
 `worker`: one lease's process, and `calibrate`: reap cost and mass crash),
 `records` (raw data), `model` (the formulas), `stats` (intervals),
-`analysis` (measured vs model), `recommend` (the recommendation), `report` (tables, files),
-`chart`, `command` (the `echomq-bench lease` CLI).
+`split` (which attempts fit the model, which it predicts), `analysis`
+(measured vs model), `recommend` (the recommendation), `report` (tables,
+files), `chart`, `command` (the `echomq-bench lease` CLI).
 """
 
 from __future__ import annotations

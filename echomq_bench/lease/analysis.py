@@ -22,11 +22,13 @@ from echomq_bench.lease.model import (
     lease_expiry,
     recovery_samples,
 )
+from echomq_bench.lease.split import ModelSplit, fit_part, model_split, predicted_part
 from echomq_bench.lease.stats import quantile, quantile_ci, rate_ci, wilson
 from echomq_bench.measurement.stats import bootstrap_ci
 from echomq_bench.lease.sweep import LeaseData, SweepData
 
-__all__ = ["Interval", "LeaseResult", "MassResult", "SweepResult", "analyse", "model_inputs", "pooled_inputs"]
+__all__ = ["Interval", "LeaseResult", "MassResult", "SweepResult", "agreement", "analyse", "held_out_figures",
+           "model_inputs", "pooled_inputs"]
 
 THROUGHPUT_BATCHES = 10
 # Model and measurement are compared only where the model expects at least this many events.
@@ -65,9 +67,10 @@ class LeaseResult:
     deadline_to_claim: dict[str, Any] # lease deadline -> re-claim: median, p99 (Interval)
     throughput: Interval              # completed jobs per nominal second
     reap: dict[str, Any]
-    overhead_ms: dict[str, float]     # claim -> complete beyond the work, nominal (and real)
-    model: dict[str, Any]
-    agree: dict[str, bool | None]
+    overhead_ms: dict[str, float]     # claim -> complete beyond the work, nominal (and real), fit half
+    model: dict[str, Any]             # fed the fit half's inputs (echomq_bench.lease.split)
+    held_out: dict[str, Any]          # the predicted half: live, refused, false_expiry, crashes, recovery_median
+    agree: dict[str, bool | None]     # the model against the predicted half's intervals
     recovery_samples_ms: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     deadline_samples_ms: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
 
@@ -79,7 +82,7 @@ class LeaseResult:
             out[key] = value
         for key in ("false_expiry", "duplicate_rate", "wasted_share", "throughput"):
             out[key] = getattr(self, key).to_dict()
-        for group in ("recovery", "deadline_to_claim"):
+        for group in ("recovery", "deadline_to_claim", "held_out"):
             out[group] = {k: (v.to_dict() if isinstance(v, Interval) else _finite(v))
                           for k, v in getattr(self, group).items()}
         return out
@@ -111,6 +114,7 @@ class SweepResult:
     leases: list[LeaseResult]
     mass: MassResult | None
     bottleneck: str
+    split: ModelSplit
 
     @property
     def settings(self) -> Any:
@@ -203,26 +207,42 @@ def _lease_result(d: LeaseData, data: SweepData, dist: Distribution) -> LeaseRes
     rec, to_claim = _recovery_samples(d, settings.time_scale)
     recovery = _quantiles(rec)
     recovery["censored"] = d.censored_crashed
-    overhead, model = _model(d, settings, dist)
-    # None, not True, where the sample could not have refuted the model: fewer
-    # than MIN_EXPECTED events expected (a model of 0.01% over 1,000 executions
-    # "agrees" with the 0 seen whatever it says), or an unbounded interval.
-    med_iv = recovery["median"]
-    expected_fe = model["false_expiry"] * n_live if n_live else 0.0
-    agree = {
-        "false_expiry": fe.contains(model["false_expiry"]) if expected_fe >= MIN_EXPECTED else None,
-        "recovery_median": (med_iv.contains(model["recovery_median"])
-                            if n_crash >= MIN_EXPECTED and math.isfinite(med_iv.lo) and math.isfinite(med_iv.hi)
-                            else None),
-    }
+    overhead, model = _model(fit_part(d), settings, dist)
+    held_out = held_out_figures(predicted_part(d), settings.time_scale)
     return LeaseResult(
         lease_ms=d.lease_ms, lease_real_ms=d.lease_real_ms, executions=executions, live=n_live,
         crashes=n_crash, refused=refused, false_expiry=fe, duplicates=dups, duplicate_rate=dup_rate,
         wasted_work_s=wasted, wasted_share=wasted_share, recovery=recovery,
         deadline_to_claim=_quantiles(to_claim), throughput=_throughput(d, settings.time_scale),
-        reap=_reap_figures(d, data), overhead_ms=overhead, model=model, agree=agree,
+        reap=_reap_figures(d, data), overhead_ms=overhead, model=model, held_out=held_out,
+        agree=agreement(model, held_out),
         recovery_samples_ms=rec, deadline_samples_ms=to_claim,
     )
+
+
+def held_out_figures(d: LeaseData, s: float) -> dict[str, Any]:
+    """What the model is compared with: the predicted half's false expiry and median recovery."""
+    live = int(d.live["t0"].size)
+    refused = int((~d.live["ok"]).sum()) if live else 0
+    rec, _ = _recovery_samples(d, s)
+    return {"live": live, "refused": refused,
+            "false_expiry": _interval(refused / live if live else math.nan, wilson(refused, live)),
+            "crashes": int(d.crashed["t0"].size),
+            "recovery_median": _interval(quantile(rec, 0.5), quantile_ci(rec, 0.5))}
+
+
+def agreement(model: dict[str, Any], held_out: dict[str, Any]) -> dict[str, bool | None]:
+    """Is the model's figure inside the predicted half's 95% interval? None, not True, where
+    the sample could not have refuted the model: fewer than MIN_EXPECTED events expected
+    (a model of 0.01% over 1,000 executions "agrees" with the 0 seen whatever it says),
+    or an unbounded interval."""
+    fe, med = held_out["false_expiry"], held_out["recovery_median"]
+    expected_fe = model["false_expiry"] * held_out["live"]
+    bounded = held_out["crashes"] >= MIN_EXPECTED and math.isfinite(med.lo) and math.isfinite(med.hi)
+    return {
+        "false_expiry": fe.contains(model["false_expiry"]) if expected_fe >= MIN_EXPECTED else None,
+        "recovery_median": med.contains(model["recovery_median"]) if bounded else None,
+    }
 
 
 def _wasted(live: Any, refused_mask: np.ndarray, n_live: int, seed: int) -> tuple[float, Interval]:
@@ -336,14 +356,15 @@ def analyse(data: SweepData) -> SweepResult:
         mass = MassResult(k=m.k, cap=m.cap, reps=len(m.drain_ms), drain_ms=m.drain_ms, ticks=m.ticks,
                           spread_ms=m.spread_ms, model_ticks=math.ceil(m.k / m.cap),
                           model_drain_ms=drain_time_ms(m.k, m.cap, data.settings.reap_every_ms))
-    return SweepResult(data=data, leases=leases, mass=mass, bottleneck=_bottleneck(data))
+    return SweepResult(data=data, leases=leases, mass=mass, bottleneck=_bottleneck(data),
+                       split=model_split(data.server_name, data.window_s))
 
 
 def pooled_inputs(result: SweepResult) -> ModelInputs:
     """One set of model inputs for drawing the model as a curve between the
-    swept leases: the overheads of all leases together, the middle lease's
-    claim rate and tick sizes (they change with the lease; the curve says so)."""
-    ins = [model_inputs(d, result.data.settings) for d in result.data.leases]
+    swept leases: the overheads of all leases' fit halves together, the middle
+    lease's claim rate and tick sizes (they change with the lease; the curve says so)."""
+    ins = [model_inputs(fit_part(d), result.data.settings) for d in result.data.leases]
     mid = ins[len(ins) // 2]
     overheads: Sequence[float] = tuple(x for i in ins for x in i.overheads_ms)
     return ModelInputs(reap_every_ms=mid.reap_every_ms, overheads_ms=tuple(overheads),

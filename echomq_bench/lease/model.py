@@ -69,7 +69,8 @@ OVERHEAD_POINTS = 40    # quantiles of the measured overhead o, for its body and
 @dataclass(frozen=True)
 class ModelInputs:
     """What the model needs beyond the work distribution and the lease; the
-    sweep measures each of them on the same run it compares against."""
+    sweep measures each of them on the first half of its window and compares
+    the model with the second half (echomq_bench.lease.split)."""
 
     reap_every_ms: float
     overheads_ms: tuple[float, ...] = (0.0,)   # o per live attempt (or one typical value)

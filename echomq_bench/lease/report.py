@@ -70,7 +70,8 @@ def table(result: SweepResult) -> str:
             f"{_us(rp.get('server_usec_per_call')):>12} {fmt_pct(rp.get('server_share_nominal')):>8} "
             f"{fmt_ms(r.overhead_ms['median']):>12}")
     both, n = result.agreement_count()
-    lines.append(f"model inside the measured 95% intervals (false expiry and median recovery) for {both}/{n} leases")
+    lines.append(f"model inside the measured 95% intervals (false expiry and median recovery) for {both}/{n} leases, "
+                 f"{result.split.label}; the table's measured columns are the whole window")
     lines.append(f"jobs/s and reaps/s are per nominal second; overhead = claim->complete beyond the work "
                  f"(round trips, sleep overshoot), nominal at time scale 1:{s.time_scale:g}")
     if result.mass is not None:
@@ -121,6 +122,20 @@ def _plain_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _plain(v) for k, v in fields.items()}
 
 
+def _agreement_row(r: LeaseResult) -> dict[str, Any]:
+    """One lease's verdicts, with the predicted half's figures they were reached on."""
+    held = r.held_out
+    return {"lease_ms": r.lease_ms, **r.agree,
+            "live": held["live"],
+            "refused": held["refused"],
+            "model_false_expiry": r.model["false_expiry"],
+            "model_expected_false_expiries": r.model["false_expiry"] * held["live"],
+            "crashes": held["crashes"],
+            "measured_false_expiry": held["false_expiry"].to_dict(),
+            "model_recovery_median_ms": r.model["recovery_median"],
+            "measured_recovery_median_ms": held["recovery_median"].to_dict()}
+
+
 def summary_dict(results: Sequence[SweepResult], recs: Sequence[Recommendation],
                  checks: Sequence[tuple[bool, str] | None] = ()) -> dict[str, Any]:
     per_server = []
@@ -131,13 +146,8 @@ def summary_dict(results: Sequence[SweepResult], recs: Sequence[Recommendation],
             "version": res.data.server_version,
             "recommendation": rec.to_dict(),
             "leases": [r.to_dict() for r in res.leases],
-            "agreement": [{"lease_ms": r.lease_ms, **r.agree,
-                           "model_false_expiry": r.model["false_expiry"],
-                           "model_expected_false_expiries": r.model["false_expiry"] * r.live,
-                           "crashes": r.crashes,
-                           "measured_false_expiry": r.false_expiry.to_dict(),
-                           "model_recovery_median_ms": r.model["recovery_median"],
-                           "measured_recovery_median_ms": r.recovery["median"].to_dict()} for r in res.leases],
+            "model_split": res.split.to_dict(),
+            "agreement": [_agreement_row(r) for r in res.leases],
             "agreement_count": both,
             "lease_count": n,
             "mass_crash": None if res.mass is None else {**asdict(res.mass), "agree": res.mass.agree},

@@ -178,6 +178,15 @@ def reapcost_section(run: Run, out: Path) -> list[Block]:
     return blocks
 
 
+def _lease_agreement(server: dict[str, Any]) -> str:
+    """A server's agreement count and where the model's inputs came from; a record
+    from before the split fed the model the very run it was compared with."""
+    split = server.get("model_split")
+    label = split["label"] if isinstance(split, dict) and "label" in split else "in sample (older record)"
+    return (f"{server.get('server', '?')} {server['agreement_count']}/{server.get('lease_count', '?')} leases, "
+            f"{label}")
+
+
 def lease_section(run: Run, out: Path) -> list[Block]:
     s = run.summary
     blocks: list[Block] = [Heading("Lease sizing", anchor="lease"),
@@ -192,8 +201,12 @@ def lease_section(run: Run, out: Path) -> list[Block]:
         order = [f"{m} ({src})" for m in wanted for src in ("measured", "model") if f"{m} ({src})" in piv.columns]
         blocks.append(Table(piv[order].reset_index(), "Measured beside the model, per lease (rates as fractions, "
                                                       "recovery in ms, throughput in executions/s)"))
-    png = run.path / "lease.png"
     servers = s.get("servers", [])
+    agreement = [_lease_agreement(x) for x in servers if isinstance(x, dict) and "agreement_count" in x]
+    if agreement:
+        blocks.append(Para("Model inside the measured 95% intervals (false expiry and median recovery): "
+                           + "; ".join(agreement) + "."))
+    png = run.path / "lease.png"
     bottleneck = "; ".join(f"{x.get('server')}: {x.get('bottleneck', '?')}" for x in servers if isinstance(x, dict))
     notes = context_lines(run, trials=f"work {s.get('work', '?')}, time scale {s.get('time_scale', 1)}; "
                                      "rates with 95% Wilson intervals", bottleneck=bottleneck or "see the lease report")

@@ -6,6 +6,7 @@ import json
 import math
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,6 +64,37 @@ def test_short_sweep_orders_false_expiry_down_and_recovery_up(server: object, tm
     # The run's measured work times read back as a distribution close to the one drawn.
     again = parse_dist(f"empirical:{tmp_path}")
     assert again.quantile_ms(0.5) == pytest.approx(100 * math.log(2), rel=0.15)
+
+
+def test_the_model_is_fitted_on_one_half_and_judged_on_the_other(server: Any, tmp_path: Path) -> None:
+    settings = SweepSettings(work="exp:mean=100ms", leases_ms=(100.0, 1000.0), crash_rate=0.1, reap_every_ms=50,
+                             consumers=8, duration_s=3, warmup_s=0.3, mass_crash=0)
+    result = run_sweep(server, settings)
+    write_run(tmp_path, [result], [recommend_for(result)], {"test": True})
+    entry = json.loads((tmp_path / "summary.json").read_text())["servers"][0]
+    name = server.name
+    assert entry["model_split"] == {
+        "basis": "out_of_sample", "fitted_on": f"{name} window 0-1.5 s", "predicted": [f"{name} window 1.5-3 s"],
+        "label": f"out of sample: fitted on {name} window 0-1.5 s, predicted {name} window 1.5-3 s"}
+    rows = entry["agreement"]
+    assert [row["lease_ms"] for row in rows] == [100.0, 1000.0]
+    for row, d, r in zip(rows, result.data.leases, result.leases):
+        # Counted from the raw attempts: those claimed in the second half of the window, and only those.
+        mid = (d.window[0] + d.window[1]) / 2
+        late = d.live["t0"] >= mid
+        refused = int((late & ~d.live["ok"]).sum())
+        assert (row["live"], row["refused"]) == (int(late.sum()), refused)
+        assert row["crashes"] == int((d.crashed["t0"] >= mid).sum())
+        assert 0 < row["live"] < r.live and 0 < row["crashes"] < r.crashes
+        assert row["measured_false_expiry"]["value"] == refused / row["live"]
+        assert row["model_expected_false_expiries"] == row["model_false_expiry"] * row["live"]
+        fe = row["measured_false_expiry"]
+        expected = (fe["lo"] <= row["model_false_expiry"] <= fe["hi"]) \
+            if row["model_expected_false_expiries"] >= 5 else None
+        assert row["false_expiry"] is expected
+    # At 100 ms, a third of the executions outlive an exponential 100 ms: dozens expected in the half.
+    # At 1 s, e^-10 of them: nothing to count.
+    assert rows[0]["false_expiry"] is not None and rows[1]["false_expiry"] is None
 
 
 def test_a_server_lost_mid_sweep_is_one_clear_error() -> None:

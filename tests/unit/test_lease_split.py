@@ -1,0 +1,157 @@
+"""The model fitted on the first half of the window and compared with the
+second, on constructed data whose figures are known exactly."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from echomq_bench.lease import SweepSettings
+from echomq_bench.lease.analysis import Interval, agreement, analyse, held_out_figures
+from echomq_bench.lease.records import LeaseData, SweepData
+from echomq_bench.lease.report import recommend_for, table, write_run
+from echomq_bench.lease.split import ModelSplit, fit_part, halves, model_split, part, predicted_part
+from echomq_bench.lease.stats import wilson
+from echomq_bench.report import build_report
+from tests.helpers import ROOT
+
+WINDOW = (100.0, 110.0)  # perf_counter seconds: a 10 s window, halves at 105
+# Work is always 100 ms; the pump reaps every 50 ms; the lease is 100 ms.
+SETTINGS = SweepSettings(work="const:100ms", leases_ms=(100.0,), reap_every_ms=50.0, duration_s=10.0,
+                         mass_crash=0)
+# Times are multiples of 1/64 s, so every overhead and gap below is exact in binary.
+FIT_LIVE = [101.0, 102.0, 103.0, 104.0]                 # overhead 25 ms each, all accepted
+PREDICTED_LIVE = [105.0 + i / 4 for i in range(12)]     # overhead 75 ms each, the first 4 refused
+FIT_CRASHES = [101.5, 102.5]                            # crash gap 12.5 ms each
+PREDICTED_CRASHES = [106.0, 106.5, 107.0, 107.5, 108.0, 108.5]  # crash gap 75 ms; recovery 2/64..7/64 s
+
+
+def _live() -> dict[str, np.ndarray]:
+    t0 = np.array(FIT_LIVE + PREDICTED_LIVE)
+    fit = t0 < 105.0
+    w = np.where(fit, 100.0, 175.0)
+    done = t0 + np.where(fit, 0.125, 0.25)   # claim -> complete: 125 ms (work 100) or 250 ms (work 175)
+    ok = np.array([True] * 4 + [False] * 4 + [True] * 8)
+    return {"t0": t0, "t1": t0.copy(), "w_ms": w, "t2": done, "t3": done.copy(), "ok": ok,
+            "reclaim": np.where(ok, math.nan, done)}
+
+
+def _crashed() -> dict[str, np.ndarray]:
+    t0 = np.array(FIT_CRASHES + PREDICTED_CRASHES)
+    fit = t0 < 105.0
+    tx = t0 + np.where(fit, 0.0625, 0.125)   # crashed after 50 ms of work: a gap of 12.5 or 75 ms
+    recovery = np.array([0.25, 0.25] + [k / 64 for k in range(2, 8)])
+    return {"t0": t0, "t1": t0.copy(), "w_ms": np.full(t0.size, 100.0), "c_ms": np.full(t0.size, 50.0),
+            "tx": tx, "reclaim": tx + recovery}
+
+
+def lease_data() -> LeaseData:
+    return LeaseData(lease_ms=100.0, lease_real_ms=100, window=WINDOW, live=_live(), crashed=_crashed(),
+                     claim_t1=np.zeros(0), reaps=np.zeros((0, 3)), censored_live=0, censored_crashed=0,
+                     empty_claims=0, cpu_s=0.5, tail_s=0.2)
+
+
+def sweep_data() -> SweepData:
+    return SweepData(settings=SETTINGS, server_name="redis", server_version="7.0.15", leases=[lease_data()],
+                     reap_cost=None, mass=None, server_utilization=0.1, server_cpu_s=1.0, client_cpu_s=0.5,
+                     window_s=10.0, wall_s=11.0, evalsha_calls=0, evalsha_usec=0)
+
+
+# ---------------------------------------------------------------- the split
+
+
+def test_the_halves_of_the_window_hold_every_attempt_once() -> None:
+    assert halves(WINDOW) == ((100.0, 105.0), (105.0, 110.0))
+    d = lease_data()
+    fit, predicted = fit_part(d), predicted_part(d)
+    assert fit.window == (100.0, 105.0) and predicted.window == (105.0, 110.0)
+    assert fit.live["t0"].tolist() == FIT_LIVE and predicted.live["t0"].tolist() == PREDICTED_LIVE
+    assert fit.crashed["t0"].tolist() == FIT_CRASHES and predicted.crashed["t0"].tolist() == PREDICTED_CRASHES
+    assert set(fit.live) == set(d.live) and set(fit.crashed) == set(d.crashed)
+    # Outside the window, nothing.
+    assert part(d, (90.0, 100.0)).live["t0"].size == 0 and part(d, (90.0, 100.0)).censored_crashed == 0
+
+
+def test_a_split_names_its_fit_run_and_the_runs_it_predicted() -> None:
+    split = model_split("redis", 10.0)
+    assert split.fitted_on == "redis window 0-5 s" and split.predicted == ("redis window 5-10 s",)
+    assert split.label == "out of sample: fitted on redis window 0-5 s, predicted redis window 5-10 s"
+    assert split.to_dict() == {"basis": "out_of_sample", "fitted_on": "redis window 0-5 s",
+                               "predicted": ["redis window 5-10 s"], "label": split.label}
+    assert model_split("valkey", 12.0).predicted == ("valkey window 6-12 s",)
+    with pytest.raises(ValueError, match="predicted runs apart from the fit run 'a'"):
+        ModelSplit("a", ("a",))
+    with pytest.raises(ValueError, match="predicted runs apart"):
+        ModelSplit("a", ())
+
+
+def test_the_held_out_figures_are_the_predicted_half_alone() -> None:
+    held = held_out_figures(predicted_part(lease_data()), 1.0)
+    assert held["live"] == 12 and held["refused"] == 4 and held["crashes"] == 6
+    assert held["false_expiry"] == Interval(4 / 12, *wilson(4, 12))
+    # Six recoveries, 31.25 .. 109.375 ms: the median's 95% interval is the first to the last.
+    assert held["recovery_median"] == Interval(70.3125, 31.25, 109.375)
+
+
+def test_agreement_counts_only_where_the_held_out_half_could_refute_the_model() -> None:
+    held = {"live": 12, "false_expiry": Interval(4 / 12, 0.1, 0.6), "crashes": 6,
+            "recovery_median": Interval(70.0, 30.0, 110.0)}
+    assert agreement({"false_expiry": 0.5, "recovery_median": 60.0}, held) == \
+        {"false_expiry": True, "recovery_median": True}
+    assert agreement({"false_expiry": 0.7, "recovery_median": 20.0}, held) == \
+        {"false_expiry": False, "recovery_median": False}
+    # 0.4 x 12 = 4.8 expected events, under five: nothing could have refuted it.
+    assert agreement({"false_expiry": 0.4, "recovery_median": 60.0}, held)["false_expiry"] is None
+    few = {**held, "crashes": 4}
+    assert agreement({"false_expiry": 0.5, "recovery_median": 60.0}, few)["recovery_median"] is None
+    open_ended = {**held, "recovery_median": Interval(70.0, 30.0, math.inf)}
+    assert agreement({"false_expiry": 0.5, "recovery_median": 60.0}, open_ended)["recovery_median"] is None
+
+
+# ---------------------------------------------------------------- fitted on one half, predicting the other
+
+
+def test_the_model_is_fed_the_fit_half_and_judged_on_the_predicted_half() -> None:
+    result = analyse(sweep_data())
+    r = result.leases[0]
+    assert result.split.label == "out of sample: fitted on redis window 0-5 s, predicted redis window 5-10 s"
+    # The fit half's overheads are 25 ms each; the predicted half's 75 ms never reach the model.
+    assert r.overhead_ms["median"] == 25.0 and r.overhead_ms["max"] == 25.0 and r.overhead_ms["crash_gap"] == 12.5
+    # Const 100 ms work, lease 100 ms, overhead 25 ms: reaped when the tick falls in the first 25 of
+    # its 50 ms, half the phases. Fed all sixteen attempts (six in ten at 75 ms) it would say 0.8.
+    assert r.model["false_expiry"] == 0.5
+    # Remaining lease + reap phase - gap: 100 + U[0,50) - 12.5 - U[0,100), whose median is 62.5.
+    assert r.model["recovery_median"] == pytest.approx(62.5, abs=1.0)
+    assert r.held_out["live"] == 12 and r.held_out["crashes"] == 6
+    assert r.agree == {"false_expiry": True, "recovery_median": True}
+    # The whole window is still what is reported and what the recommendation reads.
+    assert r.live == 16 and r.refused == 4 and r.crashes == 8
+    assert result.agreement_count() == (1, 1)
+    assert ("model inside the measured 95% intervals (false expiry and median recovery) for 1/1 leases, "
+            "out of sample: fitted on redis window 0-5 s, predicted redis window 5-10 s; "
+            "the table's measured columns are the whole window") in table(result)
+
+
+def test_the_record_carries_the_split_and_the_report_labels_it(tmp_path: Path) -> None:
+    result = analyse(sweep_data())
+    summary = write_run(tmp_path / "run", [result], [recommend_for(result)], {"test": True})
+    server = summary["servers"][0]
+    assert server["model_split"] == result.split.to_dict()
+    row = server["agreement"][0]
+    assert (row["live"], row["refused"], row["crashes"]) == (12, 4, 6)
+    assert row["model_expected_false_expiries"] == 6.0
+    assert row["measured_false_expiry"]["value"] == 4 / 12
+    assert row["false_expiry"] is True and row["recovery_median"] is True
+    _, html, _ = build_report([tmp_path / "run"], tmp_path / "report")
+    assert ("Model inside the measured 95% intervals (false expiry and median recovery): redis 1/1 leases, "
+            "out of sample: fitted on redis window 0-5 s, predicted redis window 5-10 s.") in html.read_text()
+
+
+def test_an_older_record_renders_its_agreement_as_in_sample(tmp_path: Path) -> None:
+    md, _, _ = build_report([ROOT / "results" / "sample" / "lease"], tmp_path)
+    assert ("Model inside the measured 95% intervals (false expiry and median recovery): "
+            "redis 4/5 leases, in sample (older record); valkey 5/5 leases, in sample (older record).") \
+        in md.read_text()
