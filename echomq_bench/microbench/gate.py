@@ -107,7 +107,7 @@ class Verdict:
             return "inconclusive (noise above tolerance)"
         if self.flagged:
             return "ok (not confirmed)"
-        if self.advisory:
+        if self.advisory and self.base_ratio is not None:
             return "ok (cross-run figure advisory: another machine)"
         if (self.change is not None and self.allowed is not None and self.change < -self.allowed) or (
                 self.ab_change is not None and self.ab_allowed is not None and self.ab_change < -self.ab_allowed):

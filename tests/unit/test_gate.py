@@ -91,6 +91,12 @@ def test_another_machines_baseline_is_advisory_and_cannot_fail() -> None:
     assert _verdict(now_ratio=15.0, change=0.5).regressed   # the same change on the same machine fails
 
 
+def test_a_first_baseline_is_not_called_another_machines() -> None:
+    # --update with no baseline yet: no figure to compare, and no other machine either.
+    v = _verdict(base_ratio=None, change=None, allowed=None, advisory=True)
+    assert v.status == "ok"
+
+
 def test_the_ab_check_fails_on_another_machine_too() -> None:
     v = _verdict(advisory=True, ab_change=0.25, ab_allowed=0.10, confirmed=True)
     assert v.regressed and v.status == "SLOWER"
