@@ -15,6 +15,12 @@ back to back (the reaper's own limit) and computed for given cadences.
 
 Promote (due retries from the schedule) runs the same curve.
 
+Each curve is taken in two forms of the live entries: "bare", sorted-set
+members with no job rows (a tiny keyspace, the best case), then "with job
+rows", the same members each with the hash a real claimed (or scheduled)
+job has, so the keyspace is that of a real queue. Both are reported side
+by side.
+
 Every point is one call's server time from INFO commandstats (the server's
 own clock), the median of `repeats` calls, with the M sizes interleaved so
 a drifting machine slows them alike.
@@ -33,43 +39,44 @@ from typing import Any, Sequence
 
 from echomq_bench.progress import Progress
 from echomq_bench.reapcost import (FULL, QUICK, VERBS, Curve, CurveSettings, Drain, Point, chart, format_curve,
-                                   measure_curve)
+                                   format_side_by_side, measure_curves, run_summary)
 
-__all__ = ["CurveSettings", "FULL", "QUICK", "Point", "Drain", "Curve", "measure_curve", "run_reap_curve",
+__all__ = ["CurveSettings", "FULL", "QUICK", "Point", "Drain", "Curve", "measure_curves", "run_reap_curve",
            "format_curve", "configure", "run"]
 
 
 def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path | str | None = None,
                    settings: CurveSettings | None = None, verbose: bool = True) -> dict[str, Any]:
-    """Measure the curves on each server and write results/<run-id>/ with
-    meta.json, reapcost.csv, drain.csv, summary.json and reapcost.png.
-    Returns the summary (with "run_dir")."""
+    """Measure the curves on each server, in each form, and write
+    results/<run-id>/ with meta.json, reapcost.csv, drain.csv, summary.json
+    and reapcost.png. Returns the summary (with "run_dir" and "text")."""
     from echomq_bench.records import meta, files as results
 
     settings = settings or (QUICK if quick else FULL)
-    curves = []
+    per_server = []
     for server in servers:
         progress = Progress(label=f"reapcost {server.name}") if verbose else None
         with server.client() as client:
-            curves.append(measure_curve(client, server=server.name, version=server.version(),
-                                        settings=settings, progress=progress))
+            per_server.append(measure_curves(client, server=server.name, version=server.version(),
+                                             settings=settings, progress=progress))
         if progress:
             progress.done()
+    curves = [c for forms in per_server for c in forms.values()]
     run_dir = results.new_run_dir("reapcost", out_dir)
     info = meta.collect(servers, reapcost={
         "sizes": list(settings.sizes), "caps": list(settings.caps), "repeats": settings.repeats,
         "orphans": settings.orphans, "cadences_ms": list(settings.cadences_ms), "drain_size": settings.drain_size,
-        "verbs": list(settings.verbs), "quick": quick})
-    summary: dict[str, Any] = {"builds": [c.summary() for c in curves]}
-    ratios = [b["verbs"]["reap"]["ratio_largest_to_smallest_M"] for b in summary["builds"] if "reap" in b["verbs"]]
-    summary["reap_ratio_target_met"] = all(r is not None and r <= 2.0 for r in ratios) if ratios else None
+        "verbs": list(settings.verbs), "forms": list(settings.forms), "quick": quick})
+    summary = run_summary(curves)
     results.write_record(run_dir, results.Record(
         kind="reapcost", summary=summary, meta=info,
         tables={"reapcost": [r for c in curves for r in (*c.tidy_rows(), *c.ratio_rows())],
                 "drain": [r for c in curves for r in c.drain_rows()]}))
     chart(curves, run_dir / "reapcost.png")
     summary["run_dir"] = str(run_dir)
-    summary["text"] = "\n".join(format_curve(c) for c in curves)
+    summary["text"] = "\n".join([*(format_curve(c) for c in curves),
+                                 *(format_side_by_side(f["bare"], f["rows"]) for f in per_server
+                                   if "bare" in f and "rows" in f)])
     return summary
 
 

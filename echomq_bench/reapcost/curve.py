@@ -1,16 +1,33 @@
 """The reap/promote curve's data: settings, one call's points, the mass-crash drains, and
-the curve that reads ratios, a fit and tidy rows from them."""
+the curve that reads ratios, a fit and tidy rows from them.
+
+A curve is taken in one form of the live entries beside the due ones:
+"bare", sorted-set members with no job rows (a tiny keyspace, the best
+case), or "rows", each with the job row a real queue holds for it. The
+verbs never read a live entry's row, so a difference between the forms is
+what the larger keyspace costs: the rows a call does read and write are
+looked up in it.
+"""
 
 from __future__ import annotations
 
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
-__all__ = ["CurveSettings", "FULL", "QUICK", "VERBS", "Point", "Drain", "Curve"]
+__all__ = ["CurveSettings", "FULL", "QUICK", "VERBS", "FORMS", "FORM_LABELS", "FORM_MEANINGS", "Point", "Drain",
+           "Curve", "side_by_side", "run_summary"]
 
 VERBS = ("reap", "promote")
+# In the order they are measured: the rows are added to the bare form's own
+# entries, so the sets are the same ones, member for member, in both forms.
+FORMS = ("bare", "rows")
+FORM_LABELS = {"bare": "bare", "rows": "with job rows"}
+FORM_MEANINGS = {
+    "bare": "sorted-set members only, with no job rows: a tiny keyspace, the best case",
+    "rows": "each with its job row, the hash a real claimed (or scheduled) job has: the keyspace of a real queue",
+}
 
 
 @dataclass(frozen=True)
@@ -24,6 +41,12 @@ class CurveSettings:
     verbs: tuple[str, ...] = VERBS
     ratio_cap: int = 100                       # the check: one call of this cap, k = cap
     ratio_repeats: int = 21                    # ... at the smallest and largest M, A B A B
+    forms: tuple[str, ...] = FORMS             # bare, then with job rows
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.forms if f not in FORMS]
+        if unknown or not self.forms:
+            raise ValueError(f"forms must be some of {', '.join(FORMS)}, got {', '.join(self.forms) or 'none'}")
 
     def ks(self, cap: int) -> list[int]:
         """k from 0 to the cap: none, one, a tenth of the cap, the cap."""
@@ -81,6 +104,7 @@ class Curve:
     wall_s: float = 0.0
     server_main_cpu_s: float = 0.0
     client_cpu_s: float = 0.0
+    form: str = "bare"   # one of FORMS: the live entries bare, or with their job rows
 
     def point(self, verb: str, size: int, cap: int, k: int) -> Point | None:
         for p in self.points:
@@ -135,8 +159,8 @@ class Curve:
     def tidy_rows(self) -> Iterable[dict[str, Any]]:
         for p in self.points:
             for rep, (srv, cli) in enumerate(zip(p.server_us, p.client_us)):
-                base = {"build": self.server, "verb": p.verb, "M": p.size, "cap": p.cap, "k": p.k,
-                        "moved": p.moved, "repeat": rep}
+                base = {"build": self.server, "form": self.form, "verb": p.verb, "M": p.size, "cap": p.cap,
+                        "k": p.k, "moved": p.moved, "repeat": rep}
                 yield {**base, "metric": "server_us", "value": srv, "unit": "us"}
                 yield {**base, "metric": "client_us", "value": round(cli, 2), "unit": "us"}
 
@@ -145,13 +169,14 @@ class Curve:
         for verb, pairs in self.ratio_pairs.items():
             for rep, (lo, hi) in enumerate(pairs):
                 for m, us in ((min(s.sizes), lo), (max(s.sizes), hi)):
-                    yield {"build": self.server, "verb": verb, "M": m, "cap": s.ratio_cap, "k": s.ratio_cap,
-                           "moved": s.ratio_cap, "repeat": rep, "metric": "ratio_check_server_us", "value": us,
-                           "unit": "us"}
+                    yield {"build": self.server, "form": self.form, "verb": verb, "M": m, "cap": s.ratio_cap,
+                           "k": s.ratio_cap, "moved": s.ratio_cap, "repeat": rep,
+                           "metric": "ratio_check_server_us", "value": us, "unit": "us"}
 
     def drain_rows(self) -> Iterable[dict[str, Any]]:
         for d in self.drains:
-            base = {"build": self.server, "verb": d.verb, "cap": d.cap, "K": d.orphans, "M": d.size}
+            base = {"build": self.server, "form": self.form, "verb": d.verb, "cap": d.cap, "K": d.orphans,
+                    "M": d.size}
             yield {**base, "metric": "calls", "value": d.calls, "unit": "calls"}
             yield {**base, "metric": "drain_back_to_back_ms", "value": round(d.wall_ms, 3), "unit": "ms"}
             yield {**base, "metric": "drain_server_ms", "value": round(d.server_ms, 3), "unit": "ms"}
@@ -169,7 +194,8 @@ class Curve:
 
     def summary(self) -> dict[str, Any]:
         s = self.settings
-        out: dict[str, Any] = {"build": self.server, "version": self.version, "verbs": {},
+        out: dict[str, Any] = {"build": self.server, "version": self.version, "form": self.form,
+                               "form_label": FORM_LABELS[self.form], "verbs": {},
                                "server_main_thread_busy": round(self.server_main_cpu_s / self.wall_s, 3)
                                if self.wall_s else None,
                                "client_busy": round(self.client_cpu_s / self.wall_s, 3) if self.wall_s else None}
@@ -192,6 +218,42 @@ class Curve:
                           for d in self.drains if d.verb == verb],
             }
         return out
+
+
+def side_by_side(bare: Curve, rows: Curve) -> list[dict[str, Any]]:
+    """One full call (k = cap) in both forms at each verb, M and cap: the
+    median server µs of each and the rows form's over the bare form's."""
+    out = []
+    s = bare.settings
+    for verb in s.verbs:
+        for cap in s.caps:
+            for m in s.sizes:
+                b, r = bare.point(verb, m, cap, cap), rows.point(verb, m, cap, cap)
+                if b is None or r is None:
+                    continue
+                out.append({"build": bare.server, "verb": verb, "M": m, "cap": cap, "k": cap,
+                            "bare_us": round(b.median_us, 1), "rows_us": round(r.median_us, 1),
+                            "rows_over_bare": _round(r.median_us / b.median_us if b.median_us > 0 else None)})
+    return out
+
+
+def run_summary(curves: Sequence[Curve]) -> dict[str, Any]:
+    """summary.json of a run: each form named and explained, a build entry
+    per server and form, the full calls of both forms side by side, and the
+    ratio target per form."""
+    forms = list(dict.fromkeys(c.form for c in curves))
+    builds = [c.summary() for c in curves]
+    by_form: dict[str, list[Curve]] = {f: [c for c in curves if c.form == f] for f in forms}
+    pairs = zip(by_form.get("bare", []), by_form.get("rows", []))
+    target: dict[str, bool | None] = {}
+    for form in forms:
+        ratios = [b["verbs"]["reap"]["ratio_largest_to_smallest_M"] for b in builds
+                  if b["form"] == form and "reap" in b["verbs"]]
+        target[form] = all(r is not None and r <= 2.0 for r in ratios) if ratios else None
+    return {"forms": {f: {"label": FORM_LABELS[f], "meaning": FORM_MEANINGS[f]} for f in forms},
+            "builds": builds,
+            "side_by_side": [row for bare, rows in pairs for row in side_by_side(bare, rows)],
+            "reap_ratio_target_met": target}
 
 
 def _round(x: float | None, d: int = 3) -> float | None:

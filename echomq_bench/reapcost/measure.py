@@ -1,8 +1,14 @@
-"""Measuring the reap/promote curve on one server.
+"""Measuring the reap/promote curve on one server, in each form.
 
 Every point is one call's server time from INFO commandstats (the server's
 own clock), the median of `repeats` calls, with the M sizes interleaved so
 a drifting machine slows them alike.
+
+The forms run one after the other on the same sets: bare first, then the
+same live entries with a job row each. They cannot be interleaved, since a
+bare call beside the rows would no longer see a bare keyspace. The sizes
+of one verb are all filled while it is measured, so in the rows form every
+call sees the rows of every M: a keyspace of the sizes' sum.
 """
 
 from __future__ import annotations
@@ -10,34 +16,59 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from typing import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
 
 import redis
 
 from echomq.queue import Queue
 from echomq_bench.load.bulk import BulkFill, delete_keys, id_block, server_ms
 from echomq_bench.measurement.serverstats import command_stats, process_cpu_s, sample, usage
-from echomq_bench.reapcost.curve import FULL, Curve, CurveSettings, Drain, Point
+from echomq_bench.reapcost.curve import FORM_LABELS, FORMS, FULL, Curve, CurveSettings, Drain, Point
 
-__all__ = ["measure_curve", "PAYLOAD", "FAR_MS"]
+__all__ = ["measure_curves", "LiveEntries", "PAYLOAD", "FAR_MS"]
 
 PAYLOAD = b'{"order": "ORD0Nt6z93U3dY", "qty": 3}'
 FAR_MS = 36_000_000  # live leases and run-ats: ten hours ahead, never due during a run
 
 
-class _Verb:
+class LiveEntries:
     """reap or promote on one queue: where its entries live, how a due
-    entry looks, and the call."""
+    entry looks, and the call; and the live entries beside the due ones,
+    bare or with their rows."""
 
     def __init__(self, verb: str, q: Queue, bulk: BulkFill) -> None:
         self.verb, self.q, self.bulk = verb, q, bulk
         k = q.keys
         self.zkey, self.state = (k.active, "active") if verb == "reap" else (k.schedule, "scheduled")
+        self.live_ids: list[str] = []
+        self.has_rows = False
+        self._score0 = 0
 
     def live(self, n: int) -> None:
-        """n entries that never fall due during the run; no rows needed,
-        since the verb never reads them."""
-        self.bulk.fill(self.zkey, id_block(n), score0=server_ms(self.q.client) + FAR_MS, step=1)
+        """n entries that never fall due during the run, set members only
+        (the bare form)."""
+        self.live_ids = id_block(n)
+        self._score0 = server_ms(self.q.client) + FAR_MS
+        self.bulk.fill(self.zkey, self.live_ids, score0=self._score0, step=1)
+
+    def add_rows(self) -> None:
+        """A job row for every live entry, the hash a claimed job has (reap:
+        state active, attempts 1, the payload) or a retried one (promote:
+        state scheduled; its last_error is left out, as in the due rows).
+        The members are written again at the scores they have, so the set
+        stays as it was."""
+        self.bulk.fill(self.zkey, self.live_ids, row_prefix=self.q.keys.job_prefix, state=self.state,
+                       attempts=1, payload=PAYLOAD, score0=self._score0, step=1)
+        self.has_rows = True
+
+    def drop(self) -> None:
+        """The live entries, their rows and what the calls left in pending."""
+        if self.has_rows:
+            delete_keys(self.q.client, map(self.q.keys.job, self.live_ids))
+        self.q.client.unlink(self.zkey, self.q.keys.pending)
+        self.live_ids, self.has_rows = [], False
 
     def due(self, k: int) -> list[str]:
         """k rows due long ago (deadlines or run-ats 1..k)."""
@@ -58,7 +89,7 @@ class _Verb:
         delete_keys(c, map(self.q.keys.job, ids))
 
 
-def _one_call(v: _Verb, cap: int, k: int) -> tuple[int, float]:
+def _one_call(v: LiveEntries, cap: int, k: int) -> tuple[int, float]:
     """Set k due entries, then one timed call; its server µs and round trip µs."""
     ids = v.due(k)
     calls0, usec0 = command_stats(v.q.client)
@@ -75,7 +106,7 @@ def _one_call(v: _Verb, cap: int, k: int) -> tuple[int, float]:
     return usec1 - usec0, rtt
 
 
-def _drain(v: _Verb, cap: int, orphans: int, size: int) -> Drain:
+def _drain(v: LiveEntries, cap: int, orphans: int, size: int) -> Drain:
     """K orphans at once, reaped back to back until none is left."""
     ids = v.due(orphans)
     calls0, usec0 = command_stats(v.q.client)
@@ -104,44 +135,90 @@ def _say(progress: Progress | None, text: str) -> None:
         progress(text)
 
 
-def measure_curve(client: redis.Redis, *, server: str = "?", version: str = "?",
-                  settings: CurveSettings = FULL,
-                  progress: Callable[[str], None] | None = None) -> Curve:
-    """The whole grid for each verb on one server; keys are removed after."""
+@dataclass
+class _Taken:
+    """What one form's calls gave, and what the machine spent on them."""
+    points: list[Point] = field(default_factory=list)
+    drains: list[Drain] = field(default_factory=list)
+    ratio_pairs: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    wall_s: float = 0.0
+    server_main_cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
+
+
+@contextmanager
+def _charged(client: redis.Redis, taken: _Taken) -> Iterator[None]:
+    """Charge the wall time and CPU of the block to this form."""
+    s0, cpu0, t0 = sample(client), process_cpu_s(), time.perf_counter()
+    yield
+    spent = usage(s0, sample(client))
+    taken.wall_s += time.perf_counter() - t0
+    taken.server_main_cpu_s += spent.main_cpu_s
+    taken.client_cpu_s += process_cpu_s() - cpu0
+
+
+def measure_curves(client: redis.Redis, *, server: str = "?", version: str = "?",
+                   settings: CurveSettings = FULL, progress: Progress | None = None) -> dict[str, Curve]:
+    """The whole grid for each verb on one server, in each of the settings'
+    forms (bare first); one curve per form. Keys are removed after."""
     tag = f"rc{secrets.token_hex(3)}"
     bulk = BulkFill(client)
-    points: list[Point] = []
-    drains: list[Drain] = []
-    ratio_pairs: dict[str, list[tuple[int, int]]] = {}
-    s0, cpu0, t0 = sample(client), process_cpu_s(), time.perf_counter()
+    forms = [f for f in FORMS if f in settings.forms]
+    taken = {form: _Taken() for form in forms}
     try:
         for verb in settings.verbs:
-            queues = {m: _Verb(verb, Queue(client, f"{tag}-{verb}-{m}", max_attempts=3), bulk)
+            queues = {m: LiveEntries(verb, Queue(client, f"{tag}-{verb}-{m}", max_attempts=3), bulk)
                       for m in settings.sizes}
-            for m, v in queues.items():
-                _say(progress, f"{verb}: filling M={m:,}")
-                v.live(m)
-            for v in queues.values():  # settle after the fill: the first calls read cold memory
-                for _ in range(3):
-                    _one_call(v, settings.ratio_cap, 1)
-            points.extend(_grid(verb, queues, settings, progress))
-            ratio_pairs[verb] = _ratio_pairs(verb, queues, settings, progress)
-            # The drain beside drain_size live entries (or the nearest measured M).
-            near = min(settings.sizes, key=lambda m: abs(math.log(m) - math.log(settings.drain_size)))
-            for cap in settings.caps:
-                _say(progress, f"{verb}: draining {settings.orphans:,} at cap {cap:,}")
-                drains.append(_drain(queues[near], cap, settings.orphans, near))
+            for form in forms:
+                say = _prefixed(progress, f"[{FORM_LABELS[form]}] ")
+                with _charged(client, taken[form]):
+                    _fill(verb, form, queues, say)
+                    _measure_form(verb, queues, settings, taken[form], say)
             for v in queues.values():
-                client.unlink(v.zkey, v.q.keys.pending)
+                v.drop()
     finally:
-        for key in list(client.scan_iter(match=f"emq:{{{tag}-*", count=10_000)):
-            client.unlink(key)
-    use = usage(s0, sample(client))
-    return Curve(server, version, settings, points, drains, ratio_pairs, wall_s=time.perf_counter() - t0,
-                 server_main_cpu_s=use.main_cpu_s, client_cpu_s=process_cpu_s() - cpu0)
+        delete_keys(client, list(client.scan_iter(match=f"emq:{{{tag}-*", count=10_000)))
+    return {form: Curve(server, version, settings, t.points, t.drains, t.ratio_pairs, form=form, wall_s=t.wall_s,
+                        server_main_cpu_s=t.server_main_cpu_s, client_cpu_s=t.client_cpu_s)
+            for form, t in taken.items()}
 
 
-def _grid(verb: str, queues: dict[int, _Verb], settings: CurveSettings, progress: Progress | None) -> list[Point]:
+def _prefixed(progress: Progress | None, prefix: str) -> Progress | None:
+    """The progress line of one form, named by it."""
+    if progress is None:
+        return None
+    say = progress
+    return lambda text: say(prefix + text)
+
+
+def _fill(verb: str, form: str, queues: dict[int, LiveEntries], progress: Progress | None) -> None:
+    """The live entries of the form: the members first (bare), then, when
+    they are there already, their rows."""
+    for m, v in queues.items():
+        if not v.live_ids:
+            _say(progress, f"{verb}: filling M={m:,}")
+            v.live(m)
+        if form == "rows":
+            _say(progress, f"{verb}: writing {m:,} job rows")
+            v.add_rows()
+
+
+def _measure_form(verb: str, queues: dict[int, LiveEntries], settings: CurveSettings, taken: _Taken,
+                  progress: Progress | None) -> None:
+    """Settle, then the grid, the ratio check and the drains, as they stand."""
+    for v in queues.values():  # settle after the fill: the first calls read cold memory
+        for _ in range(3):
+            _one_call(v, settings.ratio_cap, 1)
+    taken.points.extend(_grid(verb, queues, settings, progress))
+    taken.ratio_pairs[verb] = _ratio_pairs(verb, queues, settings, progress)
+    # The drain beside drain_size live entries (or the nearest measured M).
+    near = min(settings.sizes, key=lambda m: abs(math.log(m) - math.log(settings.drain_size)))
+    for cap in settings.caps:
+        _say(progress, f"{verb}: draining {settings.orphans:,} at cap {cap:,}")
+        taken.drains.append(_drain(queues[near], cap, settings.orphans, near))
+
+
+def _grid(verb: str, queues: dict[int, LiveEntries], settings: CurveSettings, progress: Progress | None) -> list[Point]:
     """Every (cap, k) at every M, `repeats` calls each."""
     points = []
     grid = [(cap, k) for cap in settings.caps for k in settings.ks(cap)]
@@ -160,7 +237,7 @@ def _grid(verb: str, queues: dict[int, _Verb], settings: CurveSettings, progress
     return points
 
 
-def _ratio_pairs(verb: str, queues: dict[int, _Verb], settings: CurveSettings,
+def _ratio_pairs(verb: str, queues: dict[int, LiveEntries], settings: CurveSettings,
                  progress: Progress | None) -> list[tuple[int, int]]:
     """The check: one full call of ratio_cap at the smallest and the largest M,
     side by side, many times (a median of five would let one preempted call decide it)."""

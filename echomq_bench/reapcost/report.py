@@ -6,17 +6,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from echomq_bench.measurement.serverstats import bound
-from echomq_bench.reapcost.curve import Curve
+from echomq_bench.reapcost.curve import FORM_LABELS, Curve, side_by_side
 
 if TYPE_CHECKING:  # matplotlib is loaded only when a chart is drawn
     from matplotlib.typing import LineStyleType
 
-__all__ = ["format_curve", "chart"]
+__all__ = ["format_curve", "format_side_by_side", "chart"]
 
 
 def format_curve(c: Curve) -> str:
     s = c.settings
-    lines = [f"== {c.server}: {c.version} -- server µs of one call (median of {s.repeats}), by M live entries"]
+    lines = [f"== {c.server}, {FORM_LABELS[c.form]}: {c.version} -- server µs of one call (median of {s.repeats}), "
+             "by M live entries"]
     for verb in s.verbs:
         head = f"{verb:<8} {'cap':>6} {'k':>6} " + " ".join(f"{'M=' + _si(m):>9}" for m in s.sizes)
         lines += [head, "-" * len(head)]
@@ -58,6 +59,21 @@ def format_curve(c: Curve) -> str:
     return "\n".join(lines)
 
 
+def format_side_by_side(bare: Curve, rows: Curve) -> str:
+    """One full call (k = cap) in both forms, a line per verb, cap and M."""
+    s = bare.settings
+    lines = [f"== {bare.server}: {FORM_LABELS['bare']} against {FORM_LABELS['rows']} -- server µs of one call "
+             f"that moves cap jobs (median of {s.repeats}); with job rows the keyspace held "
+             f"{sum(s.sizes):,} rows, every M's"]
+    head = f"{'verb':<8} {'cap':>6} {'M':>7} {'bare':>9} {'with job rows':>14} {'rows/bare':>10}"
+    lines += [head, "-" * len(head)]
+    for r in side_by_side(bare, rows):
+        ratio = f"{r['rows_over_bare']:.2f}x" if r["rows_over_bare"] is not None else "-"
+        lines.append(f"{r['verb']:<8} {r['cap']:>6,} {_si(r['M']):>7} {r['bare_us']:>9.0f} {r['rows_us']:>14.0f} "
+                     f"{ratio:>10}")
+    return "\n".join(lines)
+
+
 def _si(n: int) -> str:
     for unit, div in (("M", 1_000_000), ("k", 1_000)):
         if n >= div and n % div == 0:
@@ -84,8 +100,8 @@ def chart(curves: Sequence[Curve], path: Path) -> Path:
     styles: list[LineStyleType] = ["-", "--", ":", "-."]
     from matplotlib.lines import Line2D
 
-    build_keys = [Line2D([], [], color="black", linestyle=styles[i % len(styles)], label=f"{c.server} ({c.version})")
-                  for i, c in enumerate(curves)]
+    build_keys = [Line2D([], [], color="black", linestyle=styles[i % len(styles)],
+                         label=f"{c.server}, {FORM_LABELS[c.form]} ({c.version})") for i, c in enumerate(curves)]
     for row, verb in enumerate(verbs):
         left, right = axes[row]
         for ci, c in enumerate(curves):

@@ -35,7 +35,13 @@ from echomq.errors import EchoMQError
 __all__ = ["SCHEMA", "KINDS", "Record", "ResultsError", "write_record", "read_record", "write_json", "write_tidy",
            "read_json"]
 
-SCHEMA = 1
+# What changed at each number; a reader keeps reading every older one.
+#   0  folders written before records declared a schema
+#   1  summary.json declares kind and schema
+#   2  reapcost: every row names its form ("bare", "rows"), and the summary
+#      holds a build entry per form, the forms side by side and the ratio
+#      target per form; a reapcost record before 2 is the bare form alone
+SCHEMA = 2
 # What `echomq-bench report` knows how to render; "run" is the main job's
 # folder that holds one folder per part.
 KINDS = ("run", "check", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate",

@@ -14,6 +14,7 @@ from echomq_bench.report.capacity import capacity_finding, capacity_section
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
 from echomq_bench.report.failover import failover_finding, failover_section
+from echomq_bench.report.reapcost import reapcost_finding, reapcost_section
 
 __all__ = ["RENDERERS", "headline_findings"]
 
@@ -150,34 +151,6 @@ def consumers_section(run: Run, out: Path) -> list[Block]:
             Table(table, "Throughput against consumers"), Notes([footer])]
 
 
-def reapcost_section(run: Run, out: Path) -> list[Block]:
-    points = run.table("reapcost")
-    points = points[(points["metric"] == "server_us") & (points["verb"] == "reap")]
-    drains = run.tables.get("drain", pd.DataFrame())
-    if len(drains):
-        drains = drains[(drains.get("metric") == "drain_at_cadence_ms") & (drains.get("verb") == "reap")]
-    wide = points.groupby(["build", "M", "cap", "k"])["value"].median().reset_index()
-    full = wide[wide["k"] == wide["cap"]].pivot_table(index=["build", "cap"], columns="M",
-                                                       values="value").reset_index()
-    full.columns = [c if isinstance(c, str) else f"M={int(c):,} µs" for c in full.columns]
-    repeats = points.groupby(["build", "M", "cap", "k"]).size().min()
-    footer = _footer(run, trials=f"median of the repeats of each point ({repeats} or more)",
-                     bottleneck="server (one call at a time; the figure is the server's own time inside the script)")
-    blocks: list[Block] = [Heading("Reap cost against the cap", anchor="reapcost"),
-                           Para("One reap call blocks the server for its whole run; that is the latency spike every "
-                                "other client waits out. A smaller cap keeps the spike small but drains a mass crash "
-                                "more slowly. Flat across M means the cost grows like log M + k, not like M.")]
-    ratio = (run.summary.get("check") or {}) if isinstance(run.summary.get("check"), dict) else {}
-    if ratio:
-        blocks.append(Para("Check: " + ", ".join(f"{k} {v}" for k, v in ratio.items())))
-    if len(drains):
-        png = charts.reap_curves(points.rename(columns={"value": "server_us"}), drains, 100,
-                                 out / "reapcost_curves.png", footer)
-        blocks.append(Image(png, "Reap: blocking time of one call and drain time of a mass crash, product cap marked"))
-    blocks += [Table(full, "Server µs of one reap call that moves cap jobs, by active-set size M"), Notes([footer])]
-    return blocks
-
-
 def _lease_agreement(server: dict[str, Any]) -> str:
     """A server's agreement count and where the model's inputs came from; a record
     from before the split fed the model the very run it was compared with."""
@@ -272,13 +245,9 @@ def headline_findings(runs: dict[str, Run]) -> list[str]:
                        f"{_us_pair(s, name, base)}; {_rate_text(s, e)}, "
                        f"bound {', '.join(k for k, v in e.get('bound', {}).items() if v)}.")
     if "reapcost" in runs:
-        t = runs["reapcost"].table("reapcost")
-        t = t[(t["metric"] == "server_us") & (t["verb"] == "reap") & (t["cap"] == 100) & (t["k"] == 100)]
-        if len(t):
-            med = t.groupby(["build", "M"])["value"].median()
-            parts = [f"{b}: {med[b].iloc[-1]:,.0f} µs at M={int(med[b].index[-1]):,}" for b in med.index.levels[0]
-                     if b in med.index.get_level_values(0)]
-            out.append("One reap call at the default cap of 100 blocks the server for " + "; ".join(parts) + ".")
+        reap = reapcost_finding(runs["reapcost"])
+        if reap:
+            out.append(reap)
     if "lease" in runs:
         rec = runs["lease"].summary.get("recommendation")
         if rec:

@@ -66,6 +66,24 @@ def test_report_from_the_sample(tmp_path: Path) -> None:
     assert page.count("Machine:") >= 5 and "Bottleneck:" in page and "Commit" in page
 
 
+def test_a_reapcost_record_from_before_the_forms_renders_as_the_bare_form(tmp_path: Path) -> None:
+    """The committed reapcost sample was written at schema 1, before the
+    with-job-rows form: it still reads, and renders as the bare form alone."""
+    old = ROOT / "results" / "sample" / "reapcost"
+    record = read_record(old)
+    assert record.schema == 1 and "forms" not in record.summary
+    assert "form" not in record.tables["reapcost"][0]
+    md, _, findings = build_report([old], tmp_path)
+    text = md.read_text()
+    assert ("The live entries beside the expired ones: bare (sorted-set members only, with no job rows; this "
+            "record was written before the with-job-rows form was measured).") in text
+    assert "| redis | bare | 100 | 759 | 732 | 712 | 693 |" in text
+    assert "with job rows |" not in text and "bare against with job rows" not in text
+    assert findings == ["One reap call at the default cap of 100 blocks the server for redis: 693 µs at M=1,000,000; "
+                        "valkey: 668 µs at M=1,000,000."]
+    assert (tmp_path / "reapcost_curves.png").stat().st_size > 10_000
+
+
 def test_report_cli_names_a_bad_folder(tmp_path: Path) -> None:
     from echomq_bench.cli import main
 
