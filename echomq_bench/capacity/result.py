@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from echomq_bench.capacity.open_loop import open_loop_account, open_loop_warnings
 from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.measurement import serverstats
 from echomq_bench.load.ceiling import Ceiling
@@ -88,6 +89,7 @@ class CapacityResult:
     warnings: list[str] = field(default_factory=list)
     server: dict[str, Any] = field(default_factory=dict)   # meta.describe_server: version, settings
     timeline: list[tuple[float, float]] = field(default_factory=list)  # (s since the window opened, cycles/s)
+    open_loop: dict[str, Any] | None = None   # open loop: the schedule's account (capacity.open_loop)
     # latency_ms per verb, computed once: a summary walks the whole histogram (a quarter second each).
     _summaries: dict[str, dict[str, float]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -126,6 +128,7 @@ class CapacityResult:
             "backlog": self.backlog,
             "scripts": self.scripts,
             "warnings": self.warnings,
+            **({"open_loop": self.open_loop} if self.open_loop is not None else {}),
             **({"audit": self.audit} if self.audit is not None else {}),
         }
 
@@ -250,6 +253,7 @@ def build_result(setup: RunSetup, results: list[dict[str, Any]], measured: Measu
     bound = serverstats.bound(use.main_cpu_s * per_s + (server_wait or 0.0), client_util + client_wait)
     size, own = measured.bins
     timeline = [(round(k * size - settings.warmup_s, 6), per_bin.get(k, 0) / size) for k in own]
+    account = open_loop_account(counts, settings)
     return CapacityResult(
         build=setup.build, version=setup.version, settings=settings, scripts=setup.scripts,
         window_s=window, cycles=cycles, cycles_per_s=cycles / window, server_utilization=use.main_cpu_s * per_s,
@@ -260,8 +264,8 @@ def build_result(setup: RunSetup, results: list[dict[str, Any]], measured: Measu
         client_utilization=client_util, client_wait=client_wait, client_cpu_s=measured.client_cpu_s,
         client_cores=cores, steal=measured.steal, bound=bound, pinning=setup.pinning, backlog=setup.backlog,
         ceiling=setup.ceiling, counts=counts, latency=latency, audit=audit_out,
-        warnings=errors + _warnings(setup, counts, measured, server_wait, client_wait),
-        server=dict(setup.server), timeline=timeline)
+        warnings=errors + open_loop_warnings(account) + _warnings(setup, counts, measured, server_wait, client_wait),
+        server=dict(setup.server), timeline=timeline, open_loop=account)
 
 
 def _num(value: float | None, fmt: str) -> str:

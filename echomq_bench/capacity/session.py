@@ -192,7 +192,8 @@ def plans(settings: CapacitySettings, s: Session,
     return [WorkerPlan(index=i, node=i + 1, target=s.target, queues=names[i % len(names):] + names[:i % len(names)],
                        shas=s.shas, connections=settings.connections, pipeline=settings.pipeline,
                        lease_ms=settings.lease_ms, payload_bytes=settings.payload_bytes, work=settings.work,
-                       rate=settings.rate / n if settings.rate else None, produce=settings.feed == "produce",
+                       rate=settings.rate / n if settings.rate else None, reply_timeout_s=settings.reply_timeout_s,
+                       produce=settings.feed == "produce",
                        produce_ahead=s.backlog // n, ledger=settings.ledger, cpus=s.client_cpus, seed=i,
                        slot_s=slot_s, slot_index=slot_index, slot_count=slot_count, slot_seed=slot_seed)
             for i in range(n)]

@@ -27,6 +27,7 @@ class CapacitySettings:
     lease_ms: int = 60_000
     work: str = "const:0"         # echomq_bench.measurement.workdist spec; 0 for capacity
     rate: float | None = None     # cycles/s over all processes: open loop; None: closed loop
+    reply_timeout_s: float = 5.0  # open loop: replies still owed when the window closes are awaited this long
     feed: Literal["backlog", "produce"] = "backlog"
     backlog: int | None = None    # jobs to pre-fill; None: enough for BACKLOG_RATE cycles/s (session.py)
     ceiling: bool = True
@@ -49,6 +50,8 @@ class CapacitySettings:
             problems.append(f"payload must be >= 0 bytes, got {self.payload_bytes}")
         if self.rate is not None and not self.rate > 0:
             problems.append(f"rate must be > 0 cycles/s, got {self.rate}")
+        if not self.reply_timeout_s > 0:
+            problems.append(f"reply timeout must be > 0 s, got {self.reply_timeout_s}")
         if self.feed not in ("backlog", "produce"):
             problems.append(f"feed must be backlog or produce, got {self.feed!r}")
         if self.backlog is not None and self.backlog < 0:

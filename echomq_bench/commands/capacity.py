@@ -78,6 +78,7 @@ def _shown(progress: Any) -> Say:
 
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.capacity.cluster import ClusterCapacityResult, format_cluster
+    from echomq_bench.capacity.open_loop import open_loop_line
     from echomq_bench.records.files import new_run_dir
     from echomq_bench.capacity.workload import settings_from_args
     from echomq_bench.progress import Progress
@@ -98,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(r, ClusterCapacityResult):
             print(("\n" if r is not results[0] else "") + format_cluster(r))
         print(f"{r.build}: {r.pinning}; {r.cycles:,} cycles in {r.window_s:g} s; scripts {r.scripts}")
+        if isinstance(r, CapacityResult) and r.open_loop is not None:
+            print(f"{r.build}: {open_loop_line(r.open_loop)}")
         for text in r.warnings:
             print(f"{r.build}: WARNING {text}")
         if r.audit is not None:

@@ -18,9 +18,17 @@ its tail by delaying the sends (coordinated omission). A complete's latency
 runs from when it became due (claim reply + work time); a cycle's from the
 claim's intended start to the complete's reply.
 
-Only replies that arrive inside the window [t_start, t_end) are counted and
-timed. After t_end no new claims go out; the jobs already claimed are
-completed, so a run leaves nothing active behind.
+Cycles are counted when their complete's reply arrives inside the window
+[t_start, t_end). Closed loop, latencies are timed for the replies that
+arrive inside it too; after t_end no new claims go out, and the jobs already
+claimed are completed, so a run leaves nothing active behind.
+
+Open loop, the claims timed are those due inside the window, whenever their
+replies come. At t_end every one of them not yet sent goes out at once
+(late, timed from its intended start all the same), and the worker waits up
+to `reply_timeout_s` after t_end for the replies and completes still owed;
+what has not come back by then is counted as a timeout (`due_timeouts`,
+`due_cycle_timeouts`), never dropped unseen.
 
 The process around a worker (pinning, the pipe to the parent) is
 `echomq_bench.load.driver_process`.
@@ -29,6 +37,7 @@ The process around a worker (pinning, the pipe to the parent) is
 from __future__ import annotations
 
 import heapq
+import math
 import os
 import random
 import selectors
@@ -96,17 +105,25 @@ class Worker:
     def run(self) -> None:
         win, tally = self.win, self.tally
         tally.t_begin = win.t_begin
+        for c in self.consumers:
+            c.schedule(win)
+        # Open loop, the replies owed after the window are awaited this long; closed loop, until they come.
+        give_up = win.t_end + self.plan.reply_timeout_s if self.open_loop else math.inf
         now = time.perf_counter()
         if now < win.t_begin:
             time.sleep(win.t_begin - now)
         while True:
             now = time.perf_counter()
             stopping = now >= win.t_end
+            if now >= give_up:
+                for c in self.consumers:
+                    c.abandon(self.working)
+                return
             hold = stopping or not self._own(now)
             self._send(now, hold)
             if stopping and self._idle():
                 return
-            timeout = self._timeout(now, stopping, hold)
+            timeout = self._timeout(now, stopping, hold, give_up)
             events = self.sel.select(timeout)
             now = time.perf_counter()
             tally.in_window = win.t_start <= now < win.t_end
@@ -123,18 +140,20 @@ class Worker:
         # Once per loop and connection: the test is spelled out here rather
         # than asked of each role, which costs a call per connection.
         t_begin, depth = self.win.t_begin, self.depth
+        # Open loop, the window closed: the claims due inside it that are still unsent go out now.
+        flush = self.open_loop and now >= self.win.t_end
         for c in consumers:
-            if c.ready or (not hold and c.busy < depth):
+            if c.ready or (not hold and c.busy < depth) or (flush and c.next_claim < c.end_due):
                 c.send(now, t_begin, hold)
         if self.producer is not None and not hold:
             self.producer.send(now, t_begin, hold)
 
-    def _timeout(self, now: float, stopping: bool, hold: bool) -> float | None:
+    def _timeout(self, now: float, stopping: bool, hold: bool, give_up: float) -> float | None:
         """Sleep until a reply, the next scheduled claim of a connection with
         a free slot, the next job's work is done, this worker's next time
-        slot, or the window ends."""
+        slot, the window ends, or the wait for late replies does."""
         win = self.win
-        wake: list[float] = []
+        wake: list[float] = [give_up] if stopping and give_up < math.inf else []
         if not stopping:
             wake.append(win.t_end)
             if hold:

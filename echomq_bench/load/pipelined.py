@@ -17,12 +17,19 @@ consumer: the completes that are ready, then claims unless held; a producer:
 enqueues unless held); `receive(now, counted)` parses what came back and
 hands each reply to the handler of its kind. What they count goes into the
 worker's `Tally`.
+
+Open loop, a consumer is told the window (`schedule`): the claims due
+inside it are the ones timed, whenever their replies come, and once the
+window has closed every one of them not yet sent goes out at once, late,
+beyond the pipeline's bound (`due_*` counters; `abandon` counts what is
+still unanswered when the worker stops waiting).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import random
 import socket
 from collections import deque
@@ -36,7 +43,7 @@ from echomq.keys import QueueKeys
 from echomq_bench.load.backlog import IdBlock
 from echomq_bench.load.policy import ConsumerPolicy, ProducerPolicy
 from echomq_bench.load.wire import CommandTemplate, encode_call, hole
-from echomq_bench.load.worker_plan import VERBS
+from echomq_bench.load.worker_plan import VERBS, Window
 
 __all__ = ["Tally", "PipelinedConsumer", "PipelinedProducer", "Working", "CLAIM", "COMPLETE", "ENQUEUE"]
 
@@ -48,7 +55,11 @@ CLAIM, COMPLETE, ENQUEUE = 0, 1, 2
 ID_HOLE = hole("id", ID_WIDTH)
 TOKEN_HOLE = hole("token", 8)
 COUNTERS = ("claims", "claimed", "empty", "completed", "stale", "errors", "enqueued", "duplicate",
-            "w_claimed", "w_completed", "w_enqueued", "w_empty", "w_stale", "a_completed")
+            "w_claimed", "w_completed", "w_enqueued", "w_empty", "w_stale", "a_completed",
+            # Open loop: claims sent inside the window, whenever due; then the claims due inside it: how
+            # many, sent (after it closed, of them), answered, unanswered when the worker stopped waiting,
+            # and the cycles they began that were left unfinished then.
+            "w_sent", "due", "due_sent", "due_sent_after", "due_answered", "due_timeouts", "due_cycle_timeouts")
 
 # Jobs at work, over all of a worker's connections: (due, seq, connection index, id, token, cycle start).
 Working = list[tuple[float, int, int, bytes, int, float]]
@@ -150,11 +161,30 @@ class PipelinedConsumer(_Pipelined):
         self.ready: list[tuple[bytes, int, float, float]] = []  # due completes: id, token, due, cycle start
         self.next_claim = 0     # open loop: index of the next scheduled claim
         self.done = 0           # completes accepted, the whole run: per-queue accounting
+        # Open loop: the window, and claims [first_due, end_due), those due inside it, at [due_from, due_until).
+        self.open_loop = policy.rate is not None
+        self.t_start = self.t_end = 0.0
+        self.first_due = self.end_due = 0
+        self.due_from = self.due_until = 0.0
+
+    def schedule(self, window: Window) -> None:
+        """Open loop: which claims are due inside the window, counted as `due`."""
+        rate = self.policy.rate
+        if rate is None:
+            return
+        self.first_due = _first_due_at(window.t_start - window.t_begin, rate)
+        self.end_due = _first_due_at(window.t_end - window.t_begin, rate)
+        # The due times of claims first_due and end_due, computed as `send` computes every due time.
+        dt = 1.0 / rate
+        self.due_from, self.due_until = window.t_begin + self.first_due * dt, window.t_begin + self.end_due * dt
+        self.t_start, self.t_end = window.t_start, window.t_end
+        self.c["due"] += self.end_due - self.first_due
 
     def next_due(self, t_begin: float) -> float | None:
-        """Open loop with a free slot: when its next claim is due."""
+        """Open loop with a free slot: when its next claim is due (None once
+        the window's last is sent: no claim is due after the window)."""
         rate = self.policy.rate
-        if rate is None or self.busy >= self.policy.claim_batch:
+        if rate is None or self.busy >= self.policy.claim_batch or self.next_claim >= self.end_due:
             return None
         return t_begin + self.next_claim / rate
 
@@ -174,14 +204,15 @@ class PipelinedConsumer(_Pipelined):
         self.ready.clear()
         rate = self.policy.rate
         n = 0 if hold else self.policy.claim_batch - self.busy
-        if rate is not None and n > 0:
-            n = min(n, int((now - t_begin) * rate) + 1 - self.next_claim)
+        if rate is not None:
+            n = self._claims_due(now, t_begin, rate, n)
         if n > 0:
             parts.append(self.claim_cmd * n)
             kinds.extend([CLAIM] * n)
             if rate is not None:
                 dt = 1.0 / rate
                 dues.extend(t_begin + (self.next_claim + k) * dt for k in range(n))
+                self._count_due_sent(now, n)
                 self.next_claim += n
             else:
                 dues.extend([now] * n)
@@ -190,14 +221,54 @@ class PipelinedConsumer(_Pipelined):
         if kinds:
             self.write(_Batch(kinds, dues, jobs), parts)
 
+    def _claims_due(self, now: float, t_begin: float, rate: float, free: int) -> int:
+        """Open loop: how many claims to send now. Inside the window those
+        due by now, as far as `free` slots allow; once it has closed, every
+        claim due inside it that is still unsent, whatever is in flight."""
+        if now >= self.t_end:
+            return self.end_due - self.next_claim
+        due_by_now = min(int((now - t_begin) * rate) + 1, self.end_due)
+        return min(free, due_by_now - self.next_claim)
+
+    def _count_due_sent(self, now: float, n: int) -> None:
+        """Claims [next_claim, next_claim + n) are sent now: count those sent inside the window, and
+        those due inside it."""
+        if self.t_start <= now < self.t_end:
+            self.c["w_sent"] += n
+        inside = min(self.next_claim + n, self.end_due) - max(self.next_claim, self.first_due)
+        if inside > 0:
+            self.c["due_sent"] += inside
+            if now >= self.t_end:
+                self.c["due_sent_after"] += inside
+
+    def _timed(self, start: float, counted: bool) -> bool:
+        """Is this reply's latency recorded? Open loop: when its cycle's claim
+        was due inside the window, whenever the reply came; closed loop: when
+        the reply came inside the window (`counted`)."""
+        return self.due_from <= start < self.due_until if self.open_loop else counted
+
+    def abandon(self, working: Working) -> None:
+        """The worker stops waiting: count the claims due inside the window
+        that were never answered, and the cycles they started that were left
+        unfinished (complete unanswered, unsent, or the job still at work)."""
+        c = self.c
+        for i, batch in enumerate(self.batches):
+            for pos in range(self.pos if i == 0 else 0, len(batch.kinds)):
+                if batch.kinds[pos] == CLAIM:
+                    c["due_timeouts"] += self._timed(batch.t_due[pos], False)
+                else:
+                    c["due_cycle_timeouts"] += self._timed(batch.jobs[pos][2], False)
+        starts = [start for *_, start in self.ready] + [w[5] for w in working if w[2] == self.index]
+        c["due_cycle_timeouts"] += sum(self._timed(start, False) for start in starts)
+
     def on_claim(self, reply: Any, batch: _Batch, pos: int, now: float, counted: bool) -> None:
         self.busy -= 1
         c = self.c
+        start = batch.t_due[pos]
         if isinstance(reply, list) and reply:
             c["claimed"] += 1
             job_id, token = reply[0], int(reply[2])
             self.busy += 1
-            start = batch.t_due[pos]
             if self.zero_work:
                 self.ready.append((job_id, token, now, start))
             else:
@@ -211,8 +282,11 @@ class PipelinedConsumer(_Pipelined):
                 c["w_empty"] += 1
         else:
             self.tally.error(reply)
-        if counted:
-            d, us = self.lat_claim, int((now - batch.t_due[pos]) * 1e6)
+        timed = self._timed(start, counted)
+        if self.open_loop:
+            c["due_answered"] += timed
+        if timed:
+            d, us = self.lat_claim, int((now - start) * 1e6)
             d[us] = d.get(us, 0) + 1
 
     def on_complete(self, reply: Any, batch: _Batch, pos: int, now: float, counted: bool) -> None:
@@ -220,6 +294,7 @@ class PipelinedConsumer(_Pipelined):
         tally, c = self.tally, self.c
         # Completes lead each consumer batch, so a complete's index is its position.
         job_id, token, start = batch.jobs[pos]
+        timed = self._timed(start, counted)
         if reply == b"ok":
             c["completed"] += 1
             self.done += 1
@@ -232,6 +307,7 @@ class PipelinedConsumer(_Pipelined):
                 c["w_completed"] += 1
                 bins, k = tally.bins, int((now - tally.t_begin) / tally.bin_s)
                 bins[k] = bins.get(k, 0) + 1
+            if timed:
                 d, us = self.lat_cycle, int((now - start) * 1e6)
                 d[us] = d.get(us, 0) + 1
         elif isinstance(reply, hiredis.ReplyError) and str(reply).startswith("EMQSTALE"):
@@ -242,9 +318,16 @@ class PipelinedConsumer(_Pipelined):
                 tally.refused.append((job_id.decode(), token))
         else:
             tally.error(reply)
-        if counted:
+        if timed:
             d, us = self.lat_complete, int((now - batch.t_due[pos]) * 1e6)
             d[us] = d.get(us, 0) + 1
+
+
+def _first_due_at(offset_s: float, rate: float) -> int:
+    """The index of the first claim due `offset_s` or more after the start of
+    sending. Rounded first: the offset is a difference of two clock readings,
+    off by picoseconds, and 0.2 s at 500/s is claim 100, not 101."""
+    return max(0, math.ceil(round(offset_s * rate, 6)))
 
 
 class PipelinedProducer(_Pipelined):

@@ -35,6 +35,7 @@ class WorkerPlan:
     payload_bytes: int = 64
     work: str = "const:0"
     rate: float | None = None            # claims/s for this worker; None = closed loop
+    reply_timeout_s: float = 5.0         # open loop: how long after the window replies still owed are awaited
     produce: bool = False                # producers keep pending fed
     produce_ahead: int = 0               # this worker's share of the pending backlog
     ledger: bool = False
