@@ -1,15 +1,23 @@
-"""Whether compare's interleave modes agree: the overlap rule on constructed intervals."""
+"""Whether compare's interleave modes agree: the overlap rule on constructed
+intervals, and the report's agreement table over constructed compare records."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from echomq_bench.measurement.agreement import (AGREE, DISAGREE, UNDECIDED, ModeEstimate, agreement, estimate_of,
                                                 overlaps, rows, text_table)
 from echomq_bench.measurement.verdicts import judge
+from echomq_bench.report import build_report
+from tests.helpers import ROOT
 
 METHOD = "t-interval on log ratios, TOST for equivalence"
+SAMPLE_COMPARE = ROOT / "results" / "sample" / "compare"
 
 
 def _mode(mode: str, ratio: float, ci: tuple[float, float] | None, n: int = 10, excluded: int = 0,
@@ -87,3 +95,47 @@ def test_rows_and_text_table_print_the_verdict_label_figures() -> None:
         f"together  10        0.934  0.922, 0.945  {METHOD}  0                faster",
         f"trial     1         0.950  no interval   {METHOD}  1                inconclusive (1 trials)",
         agreement(estimates).line]
+
+
+# -- the report's table, from compare records made by hand --------------------------------------
+
+
+def _record(folder: Path, mode: str, ratio: float, ci: list[float] | None, n: int = 10, excluded: int = 0,
+            version: str | None = None) -> None:
+    """The committed compare sample, as if made in `mode` with this headline for valkey."""
+    shutil.copytree(SAMPLE_COMPARE, folder)
+    summary: dict[str, Any] = json.loads((folder / "summary.json").read_text())
+    summary["interleave"] = mode
+    valkey = summary["builds"]["valkey"]
+    valkey["verdicts"]["server_us"].update(ratio=ratio, ci=ci, n=n, excluded=excluded)
+    if version:
+        valkey["version"] = version
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+def test_report_renders_the_agreement_table_of_a_folder_of_modes(tmp_path: Path) -> None:
+    _record(tmp_path / "modes" / "together", "together", 0.9336181599908451, [0.9224989298347679, 0.9448714144533634])
+    _record(tmp_path / "modes" / "slot", "slot", 0.9341, [0.9163, 0.9522])
+    _record(tmp_path / "modes" / "trial", "trial", 0.9900, [0.9700, 1.0100], excluded=2, n=8)
+    md, html, _ = build_report([tmp_path / "modes"], tmp_path / "out")
+    text = md.read_text()
+    head = "| mode | n trials | server µs/cycle, valkey / redis | 95% CI | method | excluded trials | verdict | run |"
+    assert head in text
+    assert f"| together | 10 | 0.934 | 0.922, 0.945 | {METHOD} | 0 | faster | together |" in text
+    assert f"| slot | 10 | 0.934 | 0.916, 0.952 | {METHOD} | 0 | faster | slot |" in text
+    assert f"| trial | 8 | 0.990 | 0.970, 1.010 | {METHOD} | 2 | faster | trial |" in text
+    line = "The modes disagree: the 95% intervals of together and trial, and of slot and trial, do not overlap."
+    assert line in text and line in html.read_text() and 'id="agreement-valkey"' in html.read_text()
+    # The compare section beside it shows the record made in compare's default mode.
+    assert "How the builds shared each trial: all builds at once" in text
+    assert "Built from: slot, together, trial." in text
+
+
+def test_records_of_one_mode_or_of_other_builds_make_no_agreement_table(tmp_path: Path) -> None:
+    _record(tmp_path / "one" / "a", "together", 0.93, [0.92, 0.94])
+    _record(tmp_path / "one" / "b", "together", 0.94, [0.93, 0.95])
+    _record(tmp_path / "other" / "a", "together", 0.93, [0.92, 0.94])
+    _record(tmp_path / "other" / "b", "trial", 0.94, [0.93, 0.95], version="valkey 8.1.0")
+    for folder in ("one", "other"):
+        md, _, _ = build_report([tmp_path / folder], tmp_path / f"out-{folder}")
+        assert "Do the interleave modes agree?" not in md.read_text()
