@@ -3,15 +3,19 @@
 
     pytest bench/ [--bench-server SPEC]... [--benchmark-autosave] [--benchmark-compare]
 
-bench/ is not in pytest's testpaths: the test suite never runs it.
+bench/ is not in pytest's testpaths: the test suite never runs it. A saved
+run carries the machine fingerprint in its machine_info, and comparing
+against a run from another fingerprint says so
+(echomq_bench.microbench.benchmark_machine).
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
+from echomq_bench.microbench.benchmark_machine import FINGERPRINT_KEY, cross_machine_warning, measured_fingerprint
 from echomq_bench.microbench.runner import Env
 from echomq_bench.servers import DEFAULT_SPECS, parse_server_spec, start
 
@@ -48,6 +52,31 @@ def env(bench_server: object) -> Iterator[Env]:
 
 
 _ROWS = pytest.StashKey[list]()
+_FINGERPRINT = pytest.StashKey[dict]()
+_CROSS_MACHINE = pytest.StashKey[list]()
+
+
+def _bench_specs(config: pytest.Config) -> list[str]:
+    return config.getoption("--bench-server") or list(DEFAULT_SPECS)
+
+
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
+    """The fingerprint, measured once a session (pytest-benchmark asks on loading and on saving)."""
+    if _FINGERPRINT not in config.stash:
+        config.stash[_FINGERPRINT] = measured_fingerprint(parse_server_spec(s) for s in _bench_specs(config))
+    machine_info[FINGERPRINT_KEY] = config.stash[_FINGERPRINT]
+
+
+def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksession: Any, machine_info: dict[str, Any],
+                                          compared_benchmark: dict[str, Any]) -> None:
+    """Beside pytest-benchmark's own check of machine_info: a saved run from another fingerprint is named."""
+    commit = str((compared_benchmark.get("commit_info") or {}).get("id") or "unknown")[:10]
+    name = f"of {compared_benchmark.get('datetime', '?')} (commit {commit})"
+    text = cross_machine_warning(machine_info.get(FINGERPRINT_KEY) or {},
+                                 compared_benchmark.get("machine_info") or {}, name)
+    if text:
+        benchmarksession.logger.warning(text)
+        config.stash.setdefault(_CROSS_MACHINE, []).append(text)
 
 
 @pytest.fixture(autouse=True)
@@ -60,11 +89,15 @@ def _server_side(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: pytest.Config) -> None:
-    """pytest-benchmark's table shows the round trip; this one the server side."""
+    """pytest-benchmark's table shows the round trip; this one the server side. A
+    comparison across machines is named again here, under the table it concerns."""
+    write = terminalreporter.write_line  # type: ignore[attr-defined]
+    for text in config.stash.get(_CROSS_MACHINE, []):
+        write("")
+        write(f"WARNING: {text}", red=True, bold=True)
     rows = config.stash.get(_ROWS, [])
     if not rows:
         return
-    write = terminalreporter.write_line  # type: ignore[attr-defined]
     write("")
     write(f"{'server side (extra_info)':<36} {'srv µs mean':>11} {'srv µs typ':>10} {'no-op µs':>8} "
           f"{'srv/no-op':>9} {'rtt/PING':>8}")

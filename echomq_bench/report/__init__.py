@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Iterable
 
 from echomq_bench.records.files import ResultsError, Run, load_many
+from echomq_bench.report.agreement import agreement_groups, agreement_section
 from echomq_bench.report.doc import Doc, Heading, Notes, Para
 from echomq_bench.report.sections import RENDERERS, headline_findings
 
@@ -36,14 +37,21 @@ def _parts(runs: list[Run]) -> list[Run]:
     return [r for r in runs if r.path not in holders and r.kind != CONTAINER]
 
 
+def _default_mode_first(run: Run) -> bool:
+    """Of several compare records (one per interleave mode), the compare
+    section shows the one made in compare's default mode."""
+    return run.kind == "compare" and run.summary.get("interleave", "together") != "together"
+
+
 def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> tuple[Path, Path, list[str]]:
     """Write report.md and report.html (and the charts) into `out`, by
     default the first folder; returns both paths and the headline findings."""
     folders = [Path(p) for p in paths]
-    runs = load_many(folders)
+    parts = _parts(load_many(folders))
     by_kind: dict[str, Run] = {}
-    for r in _parts(runs):
+    for r in sorted(parts, key=_default_mode_first):
         by_kind.setdefault(kind_of(r), r)
+    agreeing = [r for group in agreement_groups(parts) for r in group]
     if not by_kind:
         raise ResultsError(f"{', '.join(map(str, folders))}: no results this report knows how to read "
                            f"(the kinds it knows: {', '.join(ORDER)})")
@@ -55,11 +63,14 @@ def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> 
     doc.add(Heading("Headline findings", anchor="findings"))
     doc.add(*(Para(f) for f in findings) if findings else [Para("No headline figures in these results.")])
     machine = first.meta.get("machine", {})
-    doc.add(Notes([f"Built from: {', '.join(sorted(r.run_id for r in by_kind.values()))}.",
+    built_from = {r.run_id for r in [*by_kind.values(), *agreeing]}
+    doc.add(Notes([f"Built from: {', '.join(sorted(built_from))}.",
                    f"Machine: {machine.get('cpu_model', '?')} x {machine.get('cpu_count', '?')} cores; "
                    "server and load generator share it."]))
     for kind in ORDER:
         if kind in by_kind:
             doc.add(*RENDERERS[kind](by_kind[kind], out_dir))
+        if kind == "compare":
+            doc.add(*agreement_section(parts, out_dir))
     md, html = doc.write(out_dir)
     return md, html, findings

@@ -124,3 +124,41 @@ def test_baselines_are_found_per_machine_fingerprint(tmp_path: Path) -> None:
     (tmp_path / here / "gate-redis.json").write_text("{}")
     assert baseline_path(tmp_path, "redis", here) == tmp_path / here / "gate-redis.json"
     assert baseline_path(tmp_path / "one.json", "redis", here) == tmp_path / "one.json"
+
+
+# -- the pytest-benchmark route: the fingerprint in machine_info, and the warning across machines ----------
+
+
+def test_a_run_fingerprint_keeps_the_machine_once_and_each_build_by_name() -> None:
+    from echomq_bench.microbench.benchmark_machine import run_fingerprint
+
+    machine = {"cpu_model": "Xeon", "cpu_flags_sha256": "fc7d", "cores": 2}
+    got = run_fingerprint({"redis": {**machine, "server_version": "redis 7.0.15", "allocator": "jemalloc-5.3.0"},
+                           "valkey": {**machine, "server_version": "valkey 8.0.1", "allocator": "jemalloc-5.3.0"}})
+    assert got == {**machine, "redis.server_version": "redis 7.0.15", "redis.allocator": "jemalloc-5.3.0",
+                   "valkey.server_version": "valkey 8.0.1", "valkey.allocator": "jemalloc-5.3.0"}
+    with pytest.raises(ValueError, match="at least one build"):
+        run_fingerprint({})
+
+
+def test_a_saved_run_from_another_fingerprint_is_named_field_by_field() -> None:
+    from echomq_bench.microbench.benchmark_machine import FINGERPRINT_KEY, cross_machine_warning, differences
+
+    here = {"cpu_model": "Xeon", "cores": 2, "redis.server_version": "redis 7.0.15"}
+    assert cross_machine_warning(here, {FINGERPRINT_KEY: dict(here), "node": "elsewhere"}, "of today") is None
+    saved = {"cpu_model": "Xeon", "cores": 64, "valkey.server_version": "valkey 8.0.1"}
+    assert differences(here, saved) == ["cores 2 here, 64 saved",
+                                        "redis.server_version redis 7.0.15 here, absent saved",
+                                        "valkey.server_version absent here, valkey 8.0.1 saved"]
+    text = cross_machine_warning(here, {FINGERPRINT_KEY: saved}, "of 2026-12-01 (commit 2c720de)")
+    assert text == ("the saved run of 2026-12-01 (commit 2c720de) was measured on another machine fingerprint: "
+                    "cores 2 here, 64 saved; redis.server_version redis 7.0.15 here, absent saved; "
+                    "valkey.server_version absent here, valkey 8.0.1 saved. pytest-benchmark compares raw round-trip "
+                    "seconds across these runs, and seconds do not carry across machines: --benchmark-compare-fail "
+                    "is not meaningful against this run. To compare across machines use `echomq-bench gate`, which "
+                    "judges each verb's server time against a reference measured in the same run and keeps a "
+                    "baseline per machine fingerprint.")
+    unknown = cross_machine_warning(here, {"node": "ci"}, "of yesterday")
+    assert unknown is not None and unknown.startswith(
+        "the saved run of yesterday carries no echomq machine fingerprint, so whether it was measured on this "
+        "machine is unknown. pytest-benchmark compares raw round-trip seconds")

@@ -4,21 +4,23 @@
 
 Each mode runs one compare of the two builds (fresh servers per trial) and
 gives the server µs per cycle ratio valkey/redis with its 95% t-interval.
-Two modes agree when their intervals overlap. Together mode is compare's
-default; if it disagrees with both others, the default is the thing to
-change. With --out, each mode's compare record is written to DIR/<mode>/,
-readable by `echomq-bench report`. Run it on an otherwise idle machine.
+The modes agree when every pair of intervals overlaps
+(`echomq_bench.measurement.agreement`). Together mode is compare's default;
+if it disagrees with both others, the default is the thing to change. With
+--out, each mode's compare record is written to DIR/<mode>/, and
+`echomq-bench report DIR` renders the same agreement table from them. Run it
+on an otherwise idle machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 from pathlib import Path
 
 from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.commands.compare import run_compare, write_compare
+from echomq_bench.measurement.agreement import estimate_of, text_table
 from echomq_bench.progress import Progress
 
 MODES = ("together", "slot", "trial")
@@ -44,11 +46,10 @@ def main() -> int:
               flush=True)
         if args.out:
             write_compare(args.out / mode, result, argv=sys.argv)
-    print("\n| modes | intervals overlap |\n|---|---|")
-    for a, b in itertools.combinations(MODES, 2):
-        ca, cb = found[a].ci, found[b].ci
-        overlap = ca is not None and cb is not None and ca[0] <= cb[1] and cb[0] <= ca[1]
-        print(f"| {a} / {b} | {'yes' if overlap else 'no'} |")
+    print("\nserver µs/cycle, valkey / redis")
+    print(text_table([estimate_of(mode, v) for mode, v in found.items()]))
+    if args.out:
+        print(f"records: {args.out}/{{{','.join(MODES)}}}; `echomq-bench report {args.out}` renders the table")
     return 0
 
 

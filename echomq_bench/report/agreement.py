@@ -1,0 +1,106 @@
+"""The report's agreement table: compare records of the same builds made in
+different interleave modes, each mode's headline ratio with its interval,
+and whether the intervals all overlap (`echomq_bench.measurement.agreement`).
+
+Records belong together when they name the same builds with the same
+versions, specs and scripts in the same order. A record without a verdict
+on its headline (written before compare judged by verdicts) takes no part.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from echomq_bench.capacity.compare_result import INTERLEAVE_TEXT, METRICS
+from echomq_bench.measurement.agreement import ModeEstimate, agreement, rows
+from echomq_bench.measurement.verdicts import MIN_TRIALS
+from echomq_bench.records.files import Run
+from echomq_bench.report.context import builds, commit, machine
+from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
+
+__all__ = ["agreement_section", "agreement_groups", "estimate_in"]
+
+MODES = tuple(INTERLEAVE_TEXT)   # together, slot, trial: the table's row order
+
+
+def _pair_key(summary: dict[str, Any]) -> tuple[tuple[str, str, str, str], ...]:
+    return tuple((name, str(e.get("version")), str(e.get("spec")), str(e.get("scripts")))
+                 for name, e in (summary.get("builds") or {}).items())
+
+
+def estimate_in(run: Run, build: str, label: str) -> ModeEstimate | None:
+    """The record's headline verdict for `build` against its baseline, or None when it carries none."""
+    summary = run.summary
+    verdict = ((summary.get("builds") or {}).get(build, {}).get("verdicts") or {}).get(summary.get("headline", ""))
+    if not isinstance(verdict, dict) or "ratio" not in verdict:
+        return None
+    ci = verdict.get("ci")
+    return ModeEstimate(label, float(verdict["ratio"]), (float(ci[0]), float(ci[1])) if ci else None,
+                        int(verdict["n"]), int(verdict["excluded"]), str(verdict["method"]), str(verdict["text"]))
+
+
+def _mode_of(run: Run) -> str:
+    return str(run.summary.get("interleave", "together"))
+
+
+def agreement_groups(runs: list[Run]) -> list[list[Run]]:
+    """The compare records of one set of builds, in at least two interleave
+    modes, each group in mode order (together, slot, trial) then by run."""
+    by_pair: dict[tuple[tuple[str, str, str, str], ...], list[Run]] = defaultdict(list)
+    for run in runs:
+        if run.kind == "compare" and run.summary.get("headline") and run.summary.get("builds"):
+            by_pair[_pair_key(run.summary)].append(run)
+    rank = {m: i for i, m in enumerate(MODES)}
+    groups = []
+    for group in by_pair.values():
+        if len({_mode_of(r) for r in group}) >= 2:
+            groups.append(sorted(group, key=lambda r: (rank.get(_mode_of(r), len(rank)), r.run_id)))
+    return groups
+
+
+def _labels(group: list[Run]) -> list[str]:
+    """The mode's name; the run's beside it when a mode occurs twice."""
+    modes = [_mode_of(r) for r in group]
+    return [m if modes.count(m) == 1 else f"{m} ({r.run_id})" for m, r in zip(modes, group)]
+
+
+def _group_blocks(group: list[Run], build: str) -> list[Block]:
+    base = group[0].summary.get("baseline", "?")
+    labels = _labels(group)
+    found = [(r, e) for r, label in zip(group, labels) if (e := estimate_in(r, build, label)) is not None]
+    if len({_mode_of(r) for r, _ in found}) < 2:
+        return []
+    estimates = [e for _, e in found]
+    min_trials = int(group[0].summary.get("min_trials", MIN_TRIALS))
+    metric = METRICS.get(group[0].summary.get("headline", ""), (None, False, "headline"))[2]
+    table = pd.DataFrame([{**row, "run": r.run_id} for (r, _), row in zip(found, rows(estimates))])
+    table = table.rename(columns={"ratio": f"{metric}, {build} / {base}"})
+    runs = [f"{e.mode}: run {r.run_id}, {r.meta.get('created_utc', '?')}, commit {commit(r)}, {machine(r)}; "
+            f"{INTERLEAVE_TEXT.get(_mode_of(r), _mode_of(r))}" for r, e in found]
+    return [
+        Para(f"{build} against {base}, the same builds compared in {len(found)} ways of sharing a trial "
+             f"(compare --interleave). Each row is one compare record's headline, {metric} {build}/{base}: the "
+             "geometric mean over the counted trials with its 95% t-interval on the log ratios. The modes agree "
+             "when every pair of intervals overlaps; two intervals apart are a disagreement, and a mode with "
+             f"fewer than {min_trials} counted trials cannot show agreement."),
+        Table(table, f"{metric}, {build} / {base}, by interleave mode", id=f"agreement-{build}"),
+        Para(agreement(estimates, min_trials=min_trials).line),
+        Notes([f"Servers: {builds(group[0])}.", *runs]),
+    ]
+
+
+def agreement_section(runs: list[Run], out: Path) -> list[Block]:
+    """The agreement table of each set of builds compared in two or more modes; nothing when there is none."""
+    blocks: list[Block] = []
+    for group in agreement_groups(runs):
+        base = group[0].summary.get("baseline")
+        for build in group[0].summary["builds"]:
+            if build != base:
+                blocks += _group_blocks(group, build)
+    if not blocks:
+        return []
+    return [Heading("Do the interleave modes agree?", anchor="agreement"), *blocks]
