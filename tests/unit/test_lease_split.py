@@ -3,7 +3,9 @@ second, on constructed data whose figures are known exactly."""
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -151,7 +153,16 @@ def test_the_record_carries_the_split_and_the_report_labels_it(tmp_path: Path) -
 
 
 def test_an_older_record_renders_its_agreement_as_in_sample(tmp_path: Path) -> None:
-    md, _, _ = build_report([ROOT / "results" / "sample" / "lease"], tmp_path)
+    # A record from before the split: the committed sample without its model_split.
+    older = tmp_path / "older"
+    shutil.copytree(ROOT / "results" / "sample" / "lease", older)
+    summary = json.loads((older / "summary.json").read_text())
+    for server in summary["servers"]:
+        del server["model_split"]
+    (older / "summary.json").write_text(json.dumps(summary))
+    counts = [f"{x['server']} {x['agreement_count']}/{x['lease_count']} leases" for x in summary["servers"]]
+    assert counts == ["redis 2/5 leases", "valkey 2/5 leases"]
+    md, _, _ = build_report([older], tmp_path / "report")
     assert ("Model inside the measured 95% intervals (false expiry and median recovery): "
-            "redis 4/5 leases, in sample (older record); valkey 5/5 leases, in sample (older record).") \
+            "redis 2/5 leases, in sample (older record); valkey 2/5 leases, in sample (older record).") \
         in md.read_text()
