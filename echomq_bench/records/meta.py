@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
+from echomq_bench.records.fingerprint import cpu_model, fingerprint
 from echomq_bench.servers import redacted_args, redacted_url
 
 __all__ = ["collect", "cpu_model", "git_commit", "server_settings", "redacted_argv"]
@@ -21,16 +22,6 @@ PACKAGES = ("echomq-bench", "redis", "hiredis", "locust", "numpy", "pandas", "hd
             "pytest-benchmark", "matplotlib")
 SETTINGS = ("io-threads", "appendonly", "appendfsync", "save", "maxmemory", "maxmemory-policy",
             "lua-time-limit", "busy-reply-threshold", "hz")
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def git_commit() -> dict[str, Any]:
@@ -73,7 +64,13 @@ def describe_server(server: Any) -> dict[str, Any]:
     info: dict[str, Any] = {"name": server.name, "spec": str(server.spec) if hasattr(server, "spec") else None}
     try:
         info["version"] = server.version()
-        info["settings"] = server_settings(server.client())
+        client = server.client()
+        info["settings"] = server_settings(client)
+        try:
+            # What the run's figures can be compared across (the results history draws a line per fingerprint).
+            info["fingerprint"] = fingerprint(client)
+        except Exception as exc:  # a client that cannot say the version or allocator (a cluster's): named, not fatal
+            info["fingerprint_error"] = type(exc).__name__
     except Exception as exc:  # recorded, not fatal: meta is context, not the measurement
         info["error"] = type(exc).__name__
     url = getattr(server, "url", None)
