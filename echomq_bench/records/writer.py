@@ -1,0 +1,26 @@
+"""The one writer of a run: its record's files.
+
+Results flow one way: run -> frozen record -> files -> report. Every
+command that measures hands its `Record` here once, when the run is over.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from echomq_bench.records.record import Record, write_json, write_tidy
+
+__all__ = ["write_record"]
+
+
+def write_record(run_dir: Path | str, record: Record) -> Path:
+    """The record's files in `run_dir` (made if missing); tables first and
+    summary.json last, so a folder with a summary is a finished run."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if record.meta:
+        write_json(run_dir / "meta.json", record.meta)
+    for name, rows in record.tables.items():
+        write_tidy(run_dir / f"{name}.csv", rows)
+    write_json(run_dir / "summary.json", record.summary_json())
+    return run_dir
