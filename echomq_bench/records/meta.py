@@ -16,24 +16,33 @@ from typing import Any, Iterable
 from echomq_bench.records.fingerprint import cpu_model, fingerprint
 from echomq_bench.servers import redacted_args, redacted_url
 
-__all__ = ["collect", "cpu_model", "git_commit", "server_settings", "redacted_argv"]
+__all__ = ["collect", "cpu_model", "git_commit", "server_settings", "redacted_argv", "COMMIT_LABEL_ENV"]
 
 PACKAGES = ("echomq-bench", "redis", "hiredis", "locust", "numpy", "pandas", "hdrhistogram",
             "pytest-benchmark", "matplotlib")
+# Names the run's revision in the results history in place of its commit,
+# for a measurement script that stands in for commits it cannot make
+# (docs/measurements/scripts/history_step.py). The real commit is still
+# recorded beside it; the label is kept as a label, never as a commit.
+COMMIT_LABEL_ENV = "ECHOMQ_COMMIT_LABEL"
 SETTINGS = ("io-threads", "appendonly", "appendfsync", "save", "maxmemory", "maxmemory-policy",
             "lua-time-limit", "busy-reply-threshold", "hz")
 
 
 def git_commit() -> dict[str, Any]:
+    """The checkout's commit and whether its tracked files differ from it;
+    with ECHOMQ_COMMIT_LABEL set, also that label (see COMMIT_LABEL_ENV)."""
     root = Path(__file__).resolve().parent.parent
+    label = os.environ.get(COMMIT_LABEL_ENV) or None
+    extra = {"label": label} if label else {}
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=5).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=5).stdout.strip() != ""
     except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-    return {"commit": sha or None, "dirty": dirty if sha else None}
+        return {"commit": None, "dirty": None, **extra}
+    return {"commit": sha or None, "dirty": dirty if sha else None, **extra}
 
 
 def _versions() -> dict[str, str | None]:
