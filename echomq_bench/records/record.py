@@ -41,7 +41,11 @@ __all__ = ["SCHEMA", "KINDS", "Record", "ResultsError", "read_record", "write_js
 #   2  reapcost: every row names its form ("bare", "rows"), and the summary
 #      holds a build entry per form, the forms side by side and the ratio
 #      target per form; a reapcost record before 2 is the bare form alone
-SCHEMA = 2
+#   3  gate: each build's summary entry holds its figures, and the scripts
+#      it measured are a table (build, verb, file, numkeys, text), so a gate
+#      run recorded in the results history can serve as a later gate's
+#      baseline; a gate record before 3 cannot
+SCHEMA = 3
 # What `echomq-bench report` knows how to render; "run" is the main job's
 # folder that holds one folder per part.
 KINDS = ("run", "check", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate",

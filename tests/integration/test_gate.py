@@ -30,6 +30,7 @@ from echomq_bench.commands.gate import (
 )
 from echomq_bench.microbench.baseline import fingerprint, fingerprint_id
 from echomq_bench.microbench.runner import CASES, QUICK, VERB_CASES, Env, run_batch
+from echomq_bench.records.record import SCHEMA
 from echomq.scripts import discover
 
 ALL_VERBS = [c.name for c in VERB_CASES]
@@ -131,7 +132,11 @@ def test_cli_exit_codes_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert column in out
     summary = json.loads((tmp_path / "r2" / "summary.json").read_text())
     assert summary["passed"] is False and summary["builds"][0]["regressions"] == ["claim"]
-    assert summary["kind"] == "gate" and summary["schema"] == 1 and "results: " + str(tmp_path / "r2") in out
+    assert summary["kind"] == "gate" and summary["schema"] == SCHEMA and "results: " + str(tmp_path / "r2") in out
+    # What a later gate needs to use this run as its baseline (--baseline history): figures and scripts.
+    assert set(summary["builds"][0]["figures"]) == {"noop_script", "ping", "claim", "reap_0"}
+    scripts = results.load(tmp_path / "r2").table("scripts")
+    assert scripts.loc[scripts["verb"] == "claim", "text"].item() == discover(tmp_path / "slow")["claim"].text
 
 
 def test_a_baseline_from_another_machine_is_advisory_and_a_missing_verb_fails(server: object, tmp_path: Path) -> None:
