@@ -280,7 +280,7 @@ def format_table(results: list[CapacityResult]) -> str:
     the server always had work, whatever the machine let it do with it.
     """
     head = (f"{'build':<14} {'version':<14} {'cycles/s':>9} {'srv µs/cyc':>10} {'srv busy':>8} {'srv wait':>8} "
-            f"{'client busy':>11} {'bound':>6} {'ceiling/s':>9} {'of ceil':>7}  claim ms p50 / p99 / p99.9 / max")
+            f"{'client busy':>11} {'bound':>7} {'ceiling/s':>9} {'of ceil':>7}  claim ms p50 / p99 / p99.9 / max")
     lines = [head]
     for r in results:
         lat = r.latency_ms("claim")
@@ -289,7 +289,7 @@ def format_table(results: list[CapacityResult]) -> str:
         lines.append(
             f"{r.build[:14]:<14} {r.version[:14]:<14} {_num(r.cycles_per_s, ',.0f'):>9} "
             f"{_num(r.server_us_per_cycle, '.2f'):>10} {_num(r.server_utilization * 100, '.1f') + '%':>8} "
-            f"{wait:>8} {_num(r.client_utilization * 100, '.1f') + '%':>11} {r.bound:>6} "
+            f"{wait:>8} {_num(r.client_utilization * 100, '.1f') + '%':>11} {r.bound:>7} "
             f"{_num(r.ceiling_claims_per_s, ',.0f'):>9} {_num(r.of_ceiling, '.2f'):>7}  {shown}")
     return "\n".join(lines)
 
