@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from echomq_bench.records.record import SCHEMA
 from echomq_bench.records import files as results
 from echomq_bench.cli import main
 from echomq_bench.commands.gate import (
@@ -131,7 +132,7 @@ def test_cli_exit_codes_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert column in out
     summary = json.loads((tmp_path / "r2" / "summary.json").read_text())
     assert summary["passed"] is False and summary["builds"][0]["regressions"] == ["claim"]
-    assert summary["kind"] == "gate" and summary["schema"] == 1 and "results: " + str(tmp_path / "r2") in out
+    assert summary["kind"] == "gate" and summary["schema"] == SCHEMA and "results: " + str(tmp_path / "r2") in out
 
 
 def test_a_baseline_from_another_machine_is_advisory_and_a_missing_verb_fails(server: object, tmp_path: Path) -> None:

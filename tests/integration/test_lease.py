@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from echomq_bench.records.record import SCHEMA
 from echomq_bench.measurement.workdist import parse_dist
 from echomq_bench.lease import SweepSettings, run_sweep
 from echomq_bench.lease.report import recommend_for, write_run
@@ -40,7 +41,7 @@ def test_short_sweep_orders_false_expiry_down_and_recovery_up(server: object, tm
     rec = recommend_for(result)
     summary = write_run(tmp_path, [result], [rec], {"test": True})
     on_disk = json.loads((tmp_path / "summary.json").read_text())
-    assert on_disk["kind"] == "lease" and on_disk["schema"] == 1
+    assert on_disk["kind"] == "lease" and on_disk["schema"] == SCHEMA
     assert on_disk["recommended_lease_ms"] == summary["recommended_lease_ms"]
     for key in ("recommended_lease_ms", "false_expiry_rate", "recovery_p99_ms"):
         assert key in on_disk
