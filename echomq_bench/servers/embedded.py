@@ -5,10 +5,11 @@ An embedded server listens on a free loopback port, keeps its files in its
 own temp dir and starts with the baseline settings its version knows (no
 persistence, one I/O thread: `echomq_bench.servers.baseline`) unless its
 ARGS say otherwise. A named build's binary is found where that build lives
-(`echomq_bench.servers.builds`). It must
-never outlive the process that started it, however that process ends: the
-guard (`echomq_bench.servers.guard`) stops it at exit and tells the keeper
-about it for the exits Python never sees.
+(`echomq_bench.servers.builds`).
+
+It must never outlive the process that started it, however that process
+ends: the guard (`echomq_bench.servers.guard`) stops it at exit and tells
+the keeper about it for the exits Python never sees.
 
 Passwords never appear in a repr or a message: see `spec.redacted_args`.
 """
