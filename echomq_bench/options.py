@@ -171,10 +171,15 @@ def add_list(parser: Any, flag: str, item: Callable[[str], Any], help: str, meta
 
 
 def server_spec(text: str) -> object:
-    from echomq_bench.servers import ServerSpecError, parse_server_spec
+    """A `--server SPEC`; a named build is looked up here, so a missing or
+    wrong build is refused before the command does anything."""
+    from echomq_bench.servers import ServerSpecError, build_binary, parse_server_spec
 
     try:
-        return parse_server_spec(text)
+        spec = parse_server_spec(text)
+        if spec.build is not None:
+            build_binary(spec.build)
+        return spec
     except ServerSpecError as exc:
         hint = "; give --server once per server" if "," in text else ""
         raise argparse.ArgumentTypeError(f"{exc}{hint}") from None
@@ -183,9 +188,9 @@ def server_spec(text: str) -> object:
 def add_server_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--server", action="append", type=server_spec, metavar="SPEC",
-        help="redis | valkey | NAME=BINARY [ARGS...] | redis://... | rediss://... | redis-cluster | "
-             "valkey-cluster | redis+cluster://... (repeatable, once per server; default: redis and valkey, "
-             "embedded)")
+        help="redis | valkey | redis6.2 | redis7.0 | valkey8.0 | valkey8.1 | NAME=BINARY [ARGS...] | "
+             "redis://... | rediss://... | redis-cluster | valkey-cluster | redis+cluster://... (repeatable, "
+             "once per server; default: redis and valkey, embedded)")
 
 
 def add_quick(parser: argparse.ArgumentParser, what: str) -> None:

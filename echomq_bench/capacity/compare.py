@@ -72,8 +72,7 @@ def unique_builds(specs: Sequence[ServerSpec]) -> list[ServerSpec]:
             n += 1
             name = f"{spec.name}-{n}"
         seen.add(name)
-        out.append(spec if name == spec.name else ServerSpec(name=name, kind=spec.kind, binary=spec.binary,
-                                                             args=spec.args, url=spec.url))
+        out.append(spec if name == spec.name else replace(spec, name=name))
     return out
 
 

@@ -68,8 +68,16 @@ def verdict(lines: list[Line]) -> str:
     return f"{'PASS' if passed == len(lines) else 'FAIL'} {passed}/{len(lines)}"
 
 
-def _say_server(name: str, version: str, lines: list[Line] | None) -> None:
-    print(f"== {name}: {version} ==" if lines is None else verdict(lines), flush=True)
+def _say_servers(servers: Sequence[Any]) -> Say:
+    """Each server's header names its build: version, allocator and binary."""
+    from echomq_bench.records.meta import build_text, describe_server
+
+    builds = {server.name: build_text(describe_server(server)) for server in servers}
+
+    def say(name: str, version: str, lines: list[Line] | None) -> None:
+        print(f"== {name}: {builds.get(name, version)} ==" if lines is None else verdict(lines), flush=True)
+
+    return say
 
 
 def _say_line(line: Line) -> None:
@@ -80,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from echomq_bench.servers import running
 
     with running(*args.server) as servers:
-        ok, rows = play(servers, _say_server, _say_line)
+        ok, rows = play(servers, _say_servers(servers), _say_line)
         if args.out is not None:
             print(f"record: {keep(args.out, servers, ok, rows)}", file=sys.stderr)
     return 0 if ok else 1

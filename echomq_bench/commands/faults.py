@@ -106,14 +106,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _preflight(specs: list[Any]) -> None:
-    from echomq_bench.servers import ServerSpecError, find_binary, start
+    from echomq_bench.servers import ServerSpecError, spec_binary, start
 
     for spec in specs:
         if spec.kind == "cluster":
             raise ServerSpecError(f"faults runs on single servers, not the cluster {spec.describe()!r}; "
                                   "for a cluster's faults use: echomq-bench failover")
         if spec.kind == "embedded":
-            find_binary(spec.binary)
+            spec_binary(spec)
         else:
             start(spec)  # PINGs it: unreachable, or a wrong password, is a clear error now
 

@@ -155,7 +155,7 @@ class Case:
     command = "evalsha"        # the commandstats entry that holds its server time
     keep = KEEP                # the share of calls `typical` keeps
     heavy = False
-    reference = "noop_script"  # the reference of its weight: noop_script or read_100
+    reference = "read_100"  # see READ_100_LUA: the no-op, read in whole µs, does not track the machine
     expect: object = None
 
     def __init__(self, env: Env, lua_dir: Path | str | None = None) -> None:

@@ -43,6 +43,9 @@ __all__ = ["GateOptions", "GateResult", "Verdict", "gate_one", "verdicts", "form
 DEFAULT_TOLERANCE = 0.20
 DEFAULT_AB_TOLERANCE = 0.10
 Z = 3.0
+# commandstats reads each call in whole µs: a verb under 2 µs moves by a whole
+# tick when the machine's speed shifts, so its cross-run figure is shown, not judged.
+MIN_JUDGED_US = 2.0
 NOISY_PASSES = 2    # more passes a noisy verb may get: the sample grows, the allowance never does
 
 
@@ -76,11 +79,12 @@ class Verdict:
     advisory: bool = False         # the baseline is of another machine: the normalised check is shown, not judged
     missing: bool = False          # the baseline has no figure for this verb
     noisy: bool = False            # a check that counts has 3 standard errors above its tolerance
+    below_resolution: bool = False  # under MIN_JUDGED_US: the normalised check is shown, not judged
 
     @property
     def normalised_slower(self) -> bool:
-        return (not self.advisory and self.change is not None and self.allowed is not None
-                and self.change > self.allowed)
+        return (not self.advisory and not self.below_resolution and self.change is not None
+                and self.allowed is not None and self.change > self.allowed)
 
     @property
     def ab_slower(self) -> bool:
@@ -110,6 +114,8 @@ class Verdict:
             return "ok (not confirmed)"
         if self.advisory and self.base_ratio is not None:
             return "ok (cross-run figure advisory: another machine)"
+        if self.below_resolution and self.base_ratio is not None:
+            return f"ok (cross-run figure advisory: under {MIN_JUDGED_US:g} µs)"
         if (self.change is not None and self.allowed is not None and self.change < -self.allowed) or (
                 self.ab_change is not None and self.ab_allowed is not None and self.ab_change < -self.ab_allowed):
             return "faster"
@@ -141,16 +147,18 @@ def verdicts(m: Measurement, base: dict[str, Any] | None, tolerance: float, ab_t
             b = None  # measured against another reference: no figure to compare with
         change = None
         noisy = False
+        coarse = f.server_us < MIN_JUDGED_US
         if b:
             change = f.server_ratio / float(b["server_ratio"]) - 1
             noise = _noise(f.server_ratio_se, float(b.get("server_ratio_se", 0.0)), float(b.get("drift", 0.0)))
-            noisy = same_machine and noise > tolerance
+            noisy = same_machine and not coarse and noise > tolerance
         ab = comparisons.get(case)
         noisy |= ab is not None and _noise(ab.se) > ab_tolerance
         out.append(Verdict(case, f.reference, f.server_us, f.client_us, float(b["server_ratio"]) if b else None,
                            f.server_ratio, change, tolerance if b else None,
                            ab.ratio - 1 if ab else None, ab_tolerance if ab else None,
-                           advisory=not same_machine, missing=base is not None and b is None, noisy=noisy))
+                           advisory=not same_machine, missing=base is not None and b is None, noisy=noisy,
+                           below_resolution=coarse))
     return out
 
 

@@ -11,12 +11,13 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from echomq_bench.records.fingerprint import cpu_model, fingerprint
-from echomq_bench.servers import redacted_args, redacted_url
+from echomq_bench.servers import redacted_args, redacted_url, server_allocator, server_executable
 
-__all__ = ["collect", "cpu_model", "git_commit", "server_settings", "redacted_argv", "COMMIT_LABEL_ENV"]
+__all__ = ["collect", "cpu_model", "git_commit", "server_settings", "redacted_argv", "describe_server", "build_text",
+           "build_lines", "COMMIT_LABEL_ENV"]
 
 PACKAGES = ("echomq-bench", "redis", "hiredis", "locust", "numpy", "pandas", "hdrhistogram",
             "pytest-benchmark", "matplotlib")
@@ -70,10 +71,17 @@ def server_settings(client: Any) -> dict[str, str]:
 
 
 def describe_server(server: Any) -> dict[str, Any]:
+    """A server's entry in meta.json: its name and spec, version, allocator and
+    binary (the build's identity: the allocator confounds any comparison across
+    builds that link different ones), its settings, and for an embedded server
+    the baseline settings it was started with and those its version lacked."""
     info: dict[str, Any] = {"name": server.name, "spec": str(server.spec) if hasattr(server, "spec") else None}
     try:
         info["version"] = server.version()
         client = server.client()
+        info["allocator"] = server_allocator(client)
+        # The path this process ran; a server it only reached says its own.
+        info["binary"] = getattr(server, "binary", None) or server_executable(client)
         info["settings"] = server_settings(client)
         try:
             # What the run's figures can be compared across (the results history draws a line per fingerprint).
@@ -82,10 +90,26 @@ def describe_server(server: Any) -> dict[str, Any]:
             info["fingerprint_error"] = type(exc).__name__
     except Exception as exc:  # recorded, not fatal: meta is context, not the measurement
         info["error"] = type(exc).__name__
+    baseline = getattr(server, "baseline", None)
+    if baseline is not None:
+        info["baseline"] = baseline.record()
     url = getattr(server, "url", None)
     if url:
         info["url"] = redacted_url(url)
     return info
+
+
+def build_text(described: Mapping[str, Any]) -> str:
+    """`redis 6.2.14, malloc libc, /path/to/redis-server` from a `describe_server` entry."""
+    text = f"{described.get('version', '?')}, malloc {described.get('allocator', '?')}"
+    binary = described.get("binary")
+    return f"{text}, {binary}" if binary else text
+
+
+def build_lines(servers: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """`NAME: version, malloc ALLOCATOR, BINARY` for each (name, `describe_server` entry): what a table's
+    build column names, in full."""
+    return [f"{name}: {build_text(described)}" for name, described in servers]
 
 
 def redacted_argv(argv: Iterable[str]) -> list[str]:

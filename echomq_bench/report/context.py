@@ -16,7 +16,8 @@ def builds(run: Run) -> str:
     for s in servers:
         settings = s.get("settings") or {}
         extra = ", io-threads " + settings["io-threads"] if settings.get("io-threads", "1") not in ("1", "") else ""
-        parts.append(f"{s.get('name', '?')} = {s.get('version', '?')}{extra}")
+        malloc = f", malloc {s['allocator']}" if s.get("allocator") else ""
+        parts.append(f"{s.get('name', '?')} = {s.get('version', '?')}{malloc}{extra}")
     return "; ".join(parts) or "servers not recorded"
 
 

@@ -128,6 +128,10 @@ def compare_section(run: Run, out: Path) -> list[Block]:
         png = charts.latency_quantiles(curves, out / "compare_latency.png", footer)
         blocks += [Image(png, "Latency by percentile, all trials merged (closed loop at saturation: "
                               "this is queueing inside pipelines, not an idle server's latency)"), Notes([footer])]
+    # A trial's own warnings (an open loop short of its rate, replies timed out)
+    # qualify the verdicts above, so the report repeats every one.
+    for name, e in summary.get("builds", {}).items():
+        blocks += [Para(f"Warning ({name}): {text}") for text in e.get("warnings") or []]
     return blocks
 
 

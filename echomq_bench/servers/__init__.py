@@ -6,6 +6,8 @@ Every command takes `--server SPEC`; `parse_server_spec` turns SPEC into a
     base.py              the `Server` protocol every kind satisfies
     errors.py            the error tree
     spec.py              SPEC parsing and password redaction (starts nothing)
+    builds.py            the named builds (redis6.2, ...): where each binary is, what it says it is
+    baseline.py          the settings every embedded server starts with, per version
     layout.py            a local cluster's size and slot ranges
     embedded.py          one embedded server this process owns
     guard.py, keeper.py  nothing this process starts outlives it
@@ -21,11 +23,13 @@ Import from here; the modules are the package's own layout.
 
 from __future__ import annotations
 
-from echomq_bench.servers.base import LOOPBACK, Server, server_version
+from echomq_bench.servers.base import LOOPBACK, Server, server_allocator, server_executable, server_version
+from echomq_bench.servers.builds import BUILD_NAMES, BUILDS, InstalledBuild, build_binary, installed_builds
 from echomq_bench.servers.cluster import Cluster, ClusterNode, NodeState, UrlCluster
 from echomq_bench.servers.cluster_launcher import EmbeddedCluster, start_cluster
-from echomq_bench.servers.embedded import EmbeddedServer, find_binary, free_port
+from echomq_bench.servers.embedded import EmbeddedServer, find_binary, free_port, spec_binary
 from echomq_bench.servers.errors import (
+    BuildError,
     ClusterNotReadyError,
     ServerError,
     ServerNotFoundError,
@@ -66,6 +70,12 @@ __all__ = [
     "parse_server_spec",
     "redacted_url",
     "redacted_args",
+    # the named builds
+    "BUILDS",
+    "BUILD_NAMES",
+    "InstalledBuild",
+    "installed_builds",
+    "build_binary",
     # the kinds of server
     "Server",
     "EmbeddedServer",
@@ -89,11 +99,15 @@ __all__ = [
     # helpers
     "LOOPBACK",
     "server_version",
+    "server_allocator",
+    "server_executable",
     "find_binary",
+    "spec_binary",
     "free_port",
     # errors
     "ServerError",
     "ServerSpecError",
+    "BuildError",
     "ServerStartError",
     "ServerNotFoundError",
     "ClusterNotReadyError",

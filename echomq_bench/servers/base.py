@@ -18,7 +18,7 @@ from redis.retry import Retry
 
 from echomq_bench.servers.spec import ServerSpec
 
-__all__ = ["LOOPBACK", "Server", "OneServer", "server_version", "no_retry"]
+__all__ = ["LOOPBACK", "Server", "OneServer", "server_version", "server_allocator", "server_executable", "no_retry"]
 
 LOOPBACK = "127.0.0.1"
 
@@ -113,6 +113,17 @@ def server_version(client: redis.Redis) -> str:
     if valkey:
         return f"valkey {valkey}"
     return f"redis {info['redis_version']}"
+
+
+def server_allocator(client: Any) -> str:
+    """`jemalloc-5.3.0` or `libc`, from INFO memory: which malloc the build links."""
+    return str(client.info("memory").get("mem_allocator", "?"))
+
+
+def server_executable(client: Any) -> str | None:
+    """The binary's path as the server reports it (INFO server), or None if it does not."""
+    found = client.info("server").get("executable")
+    return str(found) if found else None
 
 
 def no_retry() -> Retry:

@@ -2,10 +2,14 @@
 owns and stops.
 
 An embedded server listens on a free loopback port, keeps its files in its
-own temp dir and has no persistence unless its ARGS ask for it. It must
-never outlive the process that started it, however that process ends: the
-guard (`echomq_bench.servers.guard`) stops it at exit and tells the keeper
-about it for the exits Python never sees.
+own temp dir and starts with the baseline settings its version knows (no
+persistence, one I/O thread: `echomq_bench.servers.baseline`) unless its
+ARGS say otherwise. A named build's binary is found where that build lives
+(`echomq_bench.servers.builds`).
+
+It must never outlive the process that started it, however that process
+ends: the guard (`echomq_bench.servers.guard`) stops it at exit and tells
+the keeper about it for the exits Python never sees.
 
 Passwords never appear in a repr or a message: see `spec.redacted_args`.
 """
@@ -28,6 +32,8 @@ import redis
 
 from echomq_bench.servers import guard
 from echomq_bench.servers.base import LOOPBACK, OneServer, no_retry
+from echomq_bench.servers.baseline import baseline_for
+from echomq_bench.servers.builds import build_binary, identify
 from echomq_bench.servers.errors import (
     ServerError,
     ServerNotFoundError,
@@ -43,7 +49,7 @@ from echomq_bench.servers.spec import (
     secrets_in,
 )
 
-__all__ = ["EmbeddedServer", "find_binary", "free_port"]
+__all__ = ["EmbeddedServer", "find_binary", "spec_binary", "free_port"]
 
 START_TIMEOUT_SECONDS = 10.0
 STOP_TIMEOUT_SECONDS = 5.0
@@ -73,6 +79,16 @@ def find_binary(binary: str) -> str:
     if path is None:
         raise ServerNotFoundError(_not_found_message(binary))
     return path
+
+
+def spec_binary(spec: ServerSpec) -> str:
+    """The full path of the binary an embedded or cluster spec runs: a named
+    build's own (checked to be its version), else `spec.binary` as on PATH."""
+    if spec.build is not None:
+        return build_binary(spec.build)
+    if spec.binary is None:
+        raise ServerSpecError(f"{spec!r} names no binary")
+    return find_binary(spec.binary)
 
 
 def _not_found_message(binary: str) -> str:
@@ -122,7 +138,9 @@ class EmbeddedServer(OneServer):
         self.host = LOOPBACK
         self.port = 0
         self.start_timeout = start_timeout
-        self.binary = find_binary(spec.binary)
+        self.binary = spec_binary(spec)
+        self.identity = identify(self.binary)
+        self.baseline = baseline_for(self.identity)
         self._owner = os.getpid()
         self._proc: subprocess.Popen[bytes] | None = None
         self._run_args = spec.args
@@ -252,14 +270,11 @@ class EmbeddedServer(OneServer):
             "--port", str(port),
             "--bind", LOOPBACK,
             "--dir", str(self.dir),
-            "--save", "",
-            "--appendonly", "no",
             "--daemonize", "no",
             "--logfile", str(self.log_path),
-            "--protected-mode", "yes",
         ]  # fmt: skip
-        # Last, so that a user's `--appendonly yes` wins.
-        return base + list(self._run_args)
+        # The spec's args last, so that a user's `--appendonly yes` wins.
+        return base + self.baseline.args() + list(self._run_args)
 
     def _launch(self, port: int) -> None:
         with open(self.dir / OUTPUT_NAME, "ab") as output:

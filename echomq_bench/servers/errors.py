@@ -2,6 +2,8 @@
 
     ServerError                     a server could not be described, started or controlled
     ├── ServerSpecError             a `--server SPEC` that is not an accepted form (also ValueError)
+    │   └── BuildError              a build's short name (redis6.2, ...) that this machine cannot honour:
+    │                               the build is not installed, or its binary is another version
     └── ServerStartError            an embedded server did not come up, or a URL server did not answer
         ├── ServerNotFoundError     the server binary is not installed or not on PATH
         └── ClusterNotReadyError    the nodes did not agree on a healthy cluster in time
@@ -11,7 +13,14 @@ from __future__ import annotations
 
 from echomq.errors import EchoMQError
 
-__all__ = ["ServerError", "ServerSpecError", "ServerStartError", "ServerNotFoundError", "ClusterNotReadyError"]
+__all__ = [
+    "ServerError",
+    "ServerSpecError",
+    "BuildError",
+    "ServerStartError",
+    "ServerNotFoundError",
+    "ClusterNotReadyError",
+]
 
 
 class ServerError(EchoMQError):
@@ -22,6 +31,10 @@ class ServerError(EchoMQError):
 
 class ServerSpecError(ServerError, ValueError):
     """A `--server SPEC` that is not one of the accepted forms."""
+
+
+class BuildError(ServerSpecError):
+    """A build's short name whose binary is not installed, or is another version."""
 
 
 class ServerStartError(ServerError):

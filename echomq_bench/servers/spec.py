@@ -3,6 +3,9 @@
 repr, message and file.
 
     redis | valkey                an embedded build found on PATH
+    redis6.2 | redis7.0 | valkey8.0 | valkey8.1
+                                  a named build, checked to be that version
+                                  (echomq_bench.servers.builds)
     NAME=BINARY [ARGS...]         an embedded build with extra settings,
                                   e.g. valkey-io2=valkey-server --io-threads 2
     [NAME=]redis://... rediss://  a server that already runs
@@ -11,9 +14,11 @@ repr, message and file.
     NAME=redis-cluster [--masters N] [--replicas N] [ARGS...]
     [NAME=]redis+cluster://...    a cluster that already runs
 
-Parsing starts nothing; `echomq_bench.servers.start` turns a spec into a server.
-This module builds on the errors and the cluster layout only, so every
-server kind can import it.
+Parsing starts nothing and looks nothing up: a named build's binary is
+found, and its version checked, when the server starts (or, on the command
+line, when the option is read). `echomq_bench.servers.start` turns a spec
+into a server. This module builds on the errors, the builds table and the
+cluster layout only, so every server kind can import it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import SplitResult, urlsplit
 
+from echomq_bench.servers.builds import BUILD_NAMES, build_named
 from echomq_bench.servers.errors import ServerSpecError
 from echomq_bench.servers.layout import split_cluster_args
 
@@ -53,6 +59,7 @@ DEFAULT_URL_PORT = 6379
 
 ACCEPTED_FORMS = (
     "redis | valkey (an embedded build found on PATH); "
+    "redis6.2 | redis7.0 | valkey8.0 | valkey8.1 (a named build of that version); "
     "NAME=BINARY [ARGS...] (an embedded build with extra settings, "
     "e.g. valkey-io2=valkey-server --io-threads 2); "
     "[NAME=]redis://[USER:PASSWORD@]HOST[:PORT][/DB] or rediss://... (a running server); "
@@ -140,13 +147,19 @@ def option_value(args: Iterable[str], option: str) -> str | None:
 
 @dataclass(frozen=True, repr=False)
 class ServerSpec:
-    """What to run or where to connect; build one with `parse_server_spec`."""
+    """What to run or where to connect; build one with `parse_server_spec`.
+
+    `build` is the short name of a named build (redis6.2, ...): the binary
+    is then that build's, found where the build lives and checked to be its
+    version when the server starts, not the file `binary` names on PATH.
+    """
 
     name: str
     kind: Kind
     binary: str | None = None
     args: tuple[str, ...] = ()
     url: str | None = None
+    build: str | None = None
 
     def __post_init__(self) -> None:
         # Callers building a spec by hand may pass a list.
@@ -159,6 +172,10 @@ class ServerSpec:
             raise ServerSpecError(f"url server spec {self.name!r} needs a url")
         if self.kind == "cluster" and bool(self.binary) == bool(self.url):
             raise ServerSpecError(f"cluster spec {self.name!r} needs a binary or a url, not both")
+        if self.build is not None and (self.kind != "embedded" or self.build not in BUILD_NAMES
+                                       or build_named(self.build).binary != self.binary):
+            raise ServerSpecError(f"server spec {self.name!r}: build {self.build!r} is not an embedded build of "
+                                  f"binary {self.binary!r}; builds: {', '.join(BUILD_NAMES)}")
 
     def describe(self) -> str:
         """SPEC text that parses back to this spec, with passwords hidden."""
@@ -172,9 +189,11 @@ class ServerSpec:
             if self.name == word and not self.args:
                 return word
             return f"{self.name}={shlex.join([word, *redacted_args(self.args)])}"
-        if BUILTIN_BINARIES.get(self.name) == self.binary and not self.args:
+        builtin = self.build is None and BUILTIN_BINARIES.get(self.name) == self.binary
+        if not self.args and (builtin or self.name == self.build):
             return self.name
-        return f"{self.name}={shlex.join([self.binary, *redacted_args(self.args)])}"
+        word = self.build or self.binary
+        return f"{self.name}={shlex.join([word, *redacted_args(self.args)])}"
 
     def __str__(self) -> str:
         return self.describe()
@@ -182,9 +201,10 @@ class ServerSpec:
     def __repr__(self) -> str:
         if self.url is not None:
             return f"ServerSpec(name={self.name!r}, kind={self.kind!r}, url={redacted_url(self.url)!r})"
+        build = f", build={self.build!r}" if self.build is not None else ""
         return (
             f"ServerSpec(name={self.name!r}, kind={self.kind!r}, binary={self.binary!r}, "
-            f"args={redacted_args(self.args)!r})"
+            f"args={redacted_args(self.args)!r}{build})"
         )
 
 
@@ -197,13 +217,15 @@ def parse_server_spec(text: str) -> ServerSpec:
         raise _spec_error(text, "it is empty")
     if spec in BUILTIN_BINARIES:
         return ServerSpec(name=spec, kind="embedded", binary=BUILTIN_BINARIES[spec])
+    if spec in BUILD_NAMES:
+        return _build_spec(spec, spec, ())
     if spec in CLUSTER_WORDS:
         return _cluster_spec(text, spec, spec, ())
     if SCHEME_PATTERN.match(spec):
         return _parse_url(text, None, spec)
     name, equals, rest = spec.partition("=")
     if not equals:
-        raise _spec_error(text, "it is neither redis, valkey, NAME=BINARY [ARGS...] nor a URL")
+        raise _spec_error(text, "it is neither redis, valkey, a named build, NAME=BINARY [ARGS...] nor a URL")
     return _parse_named(text, name.strip(), rest.strip())
 
 
@@ -224,8 +246,14 @@ def _parse_named(text: str, name: str, rest: str) -> ServerSpec:
     if binary in CLUSTER_WORDS:
         return _cluster_spec(text, name, binary, args)
     check_args(text, args)
+    if binary in BUILD_NAMES:
+        return _build_spec(name, binary, args)
     # `NAME=valkey --io-threads 2` reads naturally; map the word to its binary.
     return ServerSpec(name=name, kind="embedded", binary=BUILTIN_BINARIES.get(binary, binary), args=args)
+
+
+def _build_spec(name: str, build: str, args: tuple[str, ...]) -> ServerSpec:
+    return ServerSpec(name=name, kind="embedded", binary=build_named(build).binary, args=args, build=build)
 
 
 def check_args(text: str, args: tuple[str, ...]) -> None:

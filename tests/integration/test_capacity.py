@@ -4,6 +4,7 @@ is a job the server saw completed, and no job is lost."""
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -113,6 +114,13 @@ def test_result_files_carry_the_headline_keys(tmp_path: Path, capsys: pytest.Cap
     assert "Percentile" in text and "#[Max" in text
     meta = json.loads((out / "meta.json").read_text())
     assert meta["servers"][0]["version"].startswith("valkey")
+    # The table names the build: a column for the allocator, a line for the binary.
+    described = meta["servers"][0]
+    assert described["binary"] == shutil.which("valkey-server")
+    table = printed.splitlines()
+    assert table[0].split()[:4] == ["build", "version", "allocator", "cycles/s"]
+    assert table[1].split()[:4] == ["valkey", *described["version"].split(), described["allocator"]]
+    assert table[2] == f"valkey: {described['version']}, malloc {described['allocator']}, {described['binary']}"
     assert meta["settings"]["workload"]["duration_s"] == 0.4
     assert list(summary)[:2] == ["kind", "schema"] and summary["kind"] == "capacity"
     # The folder renders: the table, the headline rate and the timeline chart.

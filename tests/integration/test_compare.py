@@ -107,3 +107,21 @@ def test_compare_together_runs_every_build_at_once_on_fresh_servers() -> None:
     assert len(ports) == 4  # a fresh server for every build in every trial
     shares = result.summary()["builds"]["redis-2"]["cpu_share_per_trial"]
     assert len(shares) == 2 and all(0 < s <= 1 for s in shares)
+
+
+def test_a_trial_short_of_its_open_loop_rate_is_warned_in_the_compare_report(tmp_path: Path) -> None:
+    from echomq_bench.report import build_report
+
+    out = tmp_path / "cmp"
+    code = main(["compare", "--server", "redis", "--server", "valkey", "--trials", "2", "--interleave", "trial",
+                 "--duration", "300ms", "--warmup", "100ms", "--rate", "200000", "--connections", "2",
+                 "--pipeline", "32", "--no-ceiling", "--no-pin", "--out", str(out)])
+    assert code == 0
+    builds = json.loads((out / "summary.json").read_text())["builds"]
+    md, html, _ = build_report([out])
+    text = md.read_text()
+    for name in ("redis", "valkey"):
+        shortfalls = [w for w in builds[name]["warnings"] if "could not keep the schedule" in w]
+        assert len(shortfalls) == 2 and shortfalls[0].startswith("trial 1: achieved ")
+        for warning in builds[name]["warnings"]:
+            assert f"Warning ({name}): {warning}" in text

