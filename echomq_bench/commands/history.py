@@ -65,12 +65,16 @@ def run(args: argparse.Namespace) -> int:
                   "without --reindex to draw)", file=sys.stderr)
             return 2
         return _reindex(args)
-    from echomq_bench.records.history import history_path, read_history
+    from echomq_bench.records.history import HISTORY_ENV, history_path, read_history
     from echomq_bench.records.paths import RESULTS_DIR
     from echomq_bench.report.history import all_series, select, summary_text
     from echomq_bench.report.history_page import draw_metric, write_page
 
     where = args.db or history_path()
+    if where is None:
+        print(f"echomq-bench history: error: the history is off (${HISTORY_ENV}=off); name a file with --db",
+              file=sys.stderr)
+        return 2
     frame = select(read_history(where), args.kind or (), args.metric or (), args.build or (), where)
     series = all_series(frame, args.threshold)
     out = args.out or RESULTS_DIR / "history"

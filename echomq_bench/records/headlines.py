@@ -80,7 +80,7 @@ def _compare(r: Record) -> Iterator[Headline]:
 
 
 def _consumers(r: Record) -> Iterator[Headline]:
-    points: dict[tuple[str, Any, Any], list[float]] = {}
+    points: dict[tuple[Any, Any, Any], list[float]] = {}
     for row in r.tables.get("consumers", ()):
         if row.get("metric") == "cycles_per_s" and _number(row.get("value")) is not None:
             points.setdefault((row.get("build"), row.get("version"), row.get("consumers")), []).append(row["value"])

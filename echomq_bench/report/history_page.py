@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from echomq_bench.records.fingerprint import FIELDS  # noqa: E402
@@ -48,7 +49,7 @@ def _positions(series: Sequence[Series]) -> dict[str, int]:
     return {rev: i for i, rev in enumerate(sorted(firsts, key=lambda r: (firsts[r], r)))}
 
 
-def _panel(ax: plt.Axes, series: Sequence[Series], at: dict[str, int], machines: dict[str, str]) -> None:
+def _panel(ax: Axes, series: Sequence[Series], at: dict[str, int], machines: dict[str, str]) -> None:
     for n, s in enumerate(series):
         color = f"C{n % 10}"
         xs = [at[r] for r in s.points["revision"]]

@@ -31,7 +31,6 @@ from echomq_bench.commands.gate import (
 )
 from echomq_bench.microbench.baseline import fingerprint, fingerprint_id
 from echomq_bench.microbench.runner import CASES, QUICK, VERB_CASES, Env, run_batch
-from echomq_bench.records.record import SCHEMA
 from echomq.scripts import discover
 
 ALL_VERBS = [c.name for c in VERB_CASES]

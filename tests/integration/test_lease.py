@@ -14,7 +14,6 @@ from echomq_bench.records.record import SCHEMA
 from echomq_bench.measurement.workdist import parse_dist
 from echomq_bench.lease import SweepSettings, run_sweep
 from echomq_bench.lease.report import recommend_for, write_run
-from echomq_bench.records.record import SCHEMA
 
 
 # ---------------------------------------------------------------- one short real sweep

@@ -290,3 +290,12 @@ def test_the_history_notebook_runs_top_to_bottom_on_the_sample(tmp_path: Path,
     assert not errors
     printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert f"reading {db.resolve()}" in printed  # it read this history, not some other
+
+
+def test_cli_with_the_history_off_asks_for_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(HISTORY_ENV, "off")
+    assert main(["history", "--out", str(tmp_path / "page")]) == 2
+    assert capsys.readouterr().err == ("echomq-bench history: error: the history is off ($ECHOMQ_HISTORY=off); "
+                                       "name a file with --db\n")
+    assert not (tmp_path / "page").exists()
