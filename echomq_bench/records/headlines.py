@@ -134,6 +134,13 @@ def _gate(r: Record) -> Iterator[Headline]:
         yield from _each(b.get("build"), b.get("version"), figures)
 
 
+def _verbs(r: Record) -> Iterator[Headline]:
+    for b in r.summary.get("builds") or ():
+        yield from _each(b.get("build"), b.get("version"), [
+            (f"verbs.{case}.{name}", f.get(key), unit, LOWER) for case, f in (b.get("verbs") or {}).items()
+            for name, key, unit in (("server_us", "server_us", "us"), ("ratio", "server_ratio", "ratio"))])
+
+
 def _check(r: Record) -> Iterator[Headline]:
     failed: dict[tuple[Any, Any], int] = {}
     for row in r.tables.get("check", ()):
@@ -173,7 +180,7 @@ def _failover(r: Record) -> Iterator[Headline]:
 
 HEADLINE_KINDS: dict[str, Callable[[Record], Iterator[Headline]]] = {
     "check": _check, "capacity": _capacity, "compare": _compare, "consumers": _consumers, "reapcost": _reapcost,
-    "lease": _lease, "gate": _gate, "faults": _faults, "peers": _peers, "failover": _failover}
+    "lease": _lease, "gate": _gate, "verbs": _verbs, "faults": _faults, "peers": _peers, "failover": _failover}
 
 
 def headlines(record: Record) -> list[Headline]:

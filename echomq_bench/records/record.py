@@ -48,7 +48,7 @@ __all__ = ["SCHEMA", "KINDS", "Record", "ResultsError", "read_record", "write_js
 SCHEMA = 3
 # What `echomq-bench report` knows how to render; "run" is the main job's
 # folder that holds one folder per part.
-KINDS = ("run", "check", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate",
+KINDS = ("run", "check", "verbs", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate",
          "failover")
 _HEAD = ("kind", "schema")
 

@@ -9,11 +9,13 @@ from typing import Iterable
 from echomq_bench.records.files import ResultsError, Run, load_many
 from echomq_bench.report.agreement import agreement_groups, agreement_section
 from echomq_bench.report.doc import Doc, Heading, Notes, Para
+from echomq_bench.report.matrix import matrix_section
 from echomq_bench.report.sections import RENDERERS, headline_findings
 
 __all__ = ["build_report", "ORDER", "kind_of"]
 
-ORDER = ("check", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate", "failover")
+ORDER = ("check", "verbs", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate",
+         "failover")
 # The main job's folder holds one run per part; the report reads the parts.
 CONTAINER = "run"
 
@@ -67,6 +69,7 @@ def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> 
     doc.add(Notes([f"Built from: {', '.join(sorted(built_from))}.",
                    f"Machine: {machine.get('cpu_model', '?')} x {machine.get('cpu_count', '?')} cores; "
                    "server and load generator share it."]))
+    doc.add(*matrix_section(by_kind, out_dir))
     for kind in ORDER:
         if kind in by_kind:
             doc.add(*RENDERERS[kind](by_kind[kind], out_dir))

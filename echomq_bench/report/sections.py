@@ -14,6 +14,7 @@ from echomq_bench.report.capacity import capacity_finding, capacity_section
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
 from echomq_bench.report.failover import failover_finding, failover_section
+from echomq_bench.report.matrix import verbs_section
 from echomq_bench.report.reapcost import reapcost_finding, reapcost_section
 
 __all__ = ["RENDERERS", "headline_findings"]
@@ -220,6 +221,7 @@ RENDERERS: dict[str, Renderer] = {
     "check": check_section, "compare": compare_section, "consumers": consumers_section,
     "reapcost": reapcost_section, "lease": lease_section, "faults": faults_section,
     "peers": peers_section, "gate": gate_section, "capacity": capacity_section, "failover": failover_section,
+    "verbs": verbs_section,
 }
 
 
