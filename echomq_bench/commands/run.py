@@ -199,7 +199,7 @@ def _link_latest(run_dir: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from echomq_bench.report import build_report
+    from echomq_bench.report import build_report, matrix_text
 
     from echomq_bench.servers import running
 
@@ -247,6 +247,9 @@ def run(args: argparse.Namespace) -> int:
         "conformance_passed": checked, "findings": findings, "elapsed_s": round(phases.elapsed, 1),
         "report": html.name}))
     print(f"\nReport: {html}\n        {md}\n        ({latest} -> {run_dir.name}; {phases.elapsed:.0f} s)")
+    matrix = matrix_text([run_dir])
+    if matrix:
+        print(f"Build matrix (server µs; the ratio is the compare's verdict):\n{matrix}")
     print("Headline findings:")
     for f in findings:
         print(f"  - {f}")

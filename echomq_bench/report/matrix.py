@@ -20,7 +20,7 @@ from echomq_bench.records.files import Run
 from echomq_bench.report.context import commit, context_lines, machine
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
 
-__all__ = ["matrix_section", "verbs_section", "allocator_note", "REAP_CAP"]
+__all__ = ["matrix_frame", "matrix_section", "verbs_section", "allocator_note", "REAP_CAP"]
 
 REAP_CAP = 100   # the product's default cap: one call that moves 100 jobs
 
@@ -61,7 +61,7 @@ def _builds_in_order(runs: Mapping[str, Run]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _matrix(runs: Mapping[str, Run]) -> tuple[pd.DataFrame, str | None]:
+def matrix_frame(runs: Mapping[str, Run]) -> tuple[pd.DataFrame, str | None]:
     compare = runs["compare"].summary if "compare" in runs else {}
     base = compare.get("baseline")
     verbs = {str(b.get("build")): b.get("verbs") or {} for b in
@@ -109,7 +109,7 @@ def allocator_note(servers: Mapping[str, Mapping[str, Any]], names: list[str]) -
 
 def matrix_section(runs: Mapping[str, Run], out: Path) -> list[Block]:
     """Nothing unless the run measured two builds or more in verbs or compare."""
-    frame, base = _matrix(runs)
+    frame, base = matrix_frame(runs)
     if len(frame) < 2:
         return []
     compare = runs.get("compare")

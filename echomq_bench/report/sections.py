@@ -233,7 +233,9 @@ def _us_pair(summary: dict[str, Any], name: str, base: str | None) -> str:
 def _rate_text(summary: dict[str, Any], entry: dict[str, Any]) -> str:
     rate = (entry.get("cycles_per_s") or {}).get("median", float("nan"))
     if summary.get("interleave") == "together":
-        return f"{rate:,.0f} cycles/s as its share of one core shared with the other build"
+        others = len(summary.get("builds") or ()) - 1
+        return (f"{rate:,.0f} cycles/s as its share of one core shared with the other "
+                f"{'build' if others == 1 else f'{others} builds'}")
     return f"median {rate:,.0f} cycles/s"
 
 

@@ -131,7 +131,8 @@ def test_reindex_is_idempotent_and_knows_a_moved_folder(tmp_path: Path, monkeypa
     first = reindex([tmp_path / "runs"], db)
     assert (first.runs, first.rows) == (3, 18)
     assert first.skipped == [f"{(tmp_path / 'runs' / 'broken').resolve()}: summary.json declares no kind; known "
-                             "kinds: run, check, compare, consumers, capacity, reapcost, lease, faults, peers, gate, "
+                             "kinds: run, check, verbs, compare, consumers, capacity, reapcost, lease, faults, peers, "
+                             "gate, "
                              "failover"]
     before = rows(db)
     assert reindex([tmp_path / "runs"], db).rows == 18 and rows(db) == before
