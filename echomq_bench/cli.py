@@ -26,12 +26,13 @@ __all__ = ["main", "build_parser", "COMMANDS", "Command"]
 class Command:
     summary: str          # one whole sentence, shown in `echomq-bench --help`
     server: bool = True   # takes --server: it talks to a server
+    every_build: bool = False  # with no --server: every build installed here, not redis and valkey
 
 
 COMMANDS: dict[str, Command] = {
     "check": Command("Play the conformance stories (J1-J5, L1-L6) on each server and say which pass."),
-    "run": Command("The main job: check, capacity, compare, consumers, reap cost and a lease sweep, then the "
-                   "report."),
+    "run": Command("The main job on every installed build: check, verbs, compare, consumers, reap cost and a "
+                   "lease sweep, then the report with the build matrix.", every_build=True),
     "gate": Command("Fail when a verb got slower than the committed baseline, naming it."),
     "reapcost": Command("Measure what one reap or promote call costs the server against the set size and the "
                         "cap."),
@@ -44,6 +45,8 @@ COMMANDS: dict[str, Command] = {
     "compare": Command("Judge whether build B is faster than build A, over interleaved trials with confidence "
                        "intervals."),
     "failover": Command("Kill a cluster master under load and audit where every job went."),
+    "history": Command("Follow every recorded run's headline figures across commits, one line per machine "
+                       "fingerprint, and flag step changes.", server=False),
 }
 
 
@@ -81,7 +84,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         if argv is not None and name != wanted:
             continue
         if command.server:
-            add_server_option(cmd)
+            add_server_option(cmd, every_build=command.every_build)
         else:
             cmd.add_argument("--server", action=_NoServer, nargs="?", help=argparse.SUPPRESS)
         module = module_of(name)
@@ -96,9 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
     if COMMANDS[args.command].server and not args.server:
-        from echomq_bench.servers import DEFAULT_SPECS, parse_server_spec
+        from echomq_bench.servers import DEFAULT_SPECS, installed_builds, parse_server_spec
 
-        args.server = [parse_server_spec(s) for s in DEFAULT_SPECS]
+        every = [b.name for b in installed_builds()] if COMMANDS[args.command].every_build else []
+        args.server = [parse_server_spec(s) for s in (every if len(every) >= 2 else DEFAULT_SPECS)]
     try:
         return int(args._module.run(args))
     except KeyboardInterrupt:

@@ -185,12 +185,14 @@ def server_spec(text: str) -> object:
         raise argparse.ArgumentTypeError(f"{exc}{hint}") from None
 
 
-def add_server_option(parser: argparse.ArgumentParser) -> None:
+def add_server_option(parser: argparse.ArgumentParser, *, every_build: bool = False) -> None:
+    default = ("every build installed here of redis6.2, redis7.0, valkey8.0 and valkey8.1 (redis and valkey "
+               "when fewer than two are)" if every_build else "redis and valkey")
     parser.add_argument(
         "--server", action="append", type=server_spec, metavar="SPEC",
         help="redis | valkey | redis6.2 | redis7.0 | valkey8.0 | valkey8.1 | NAME=BINARY [ARGS...] | "
              "redis://... | rediss://... | redis-cluster | valkey-cluster | redis+cluster://... (repeatable, "
-             "once per server; default: redis and valkey, embedded)")
+             f"once per server; default: {default}, embedded)")
 
 
 def add_quick(parser: argparse.ArgumentParser, what: str) -> None:

@@ -46,7 +46,8 @@ def write_capacity(out: Path, results: Sequence[CapacityResult | ClusterCapacity
     A cluster's rows carry a `node` column (a master's address, or `all` for the totals)."""
     from echomq_bench.records import meta
     from echomq_bench.capacity.cluster import ClusterCapacityResult
-    from echomq_bench.records.record import Record, write_record
+    from echomq_bench.records.record import Record
+    from echomq_bench.records.writer import write_record
 
     out.mkdir(parents=True, exist_ok=True)
     settings = results[0].settings if results else CapacitySettings()

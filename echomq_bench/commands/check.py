@@ -56,7 +56,8 @@ def play(servers: Iterable[Any], say: Say, each_line: Callable[[Line], None] = l
 def keep(out: Path, servers: Sequence[Any], ok: bool, rows: list[Row], **settings: Any) -> Path:
     """The record of one check: kind "check", its verdict and the story table."""
     from echomq_bench.records import meta
-    from echomq_bench.records.record import Record, write_record
+    from echomq_bench.records.record import Record
+    from echomq_bench.records.writer import write_record
 
     info = meta.collect(servers, part="check", **settings)
     return write_record(out, Record(kind="check", summary={"passed": ok}, meta=info, tables={"check": tuple(rows)}))

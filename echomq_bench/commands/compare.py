@@ -75,7 +75,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def write_compare(out: Path, result: CompareResult, argv: list[str] | None = None) -> Path:
     """The run's files in `out`: meta.json, compare.csv (trial x build x metric), summary.json, merged .hgrm."""
     from echomq_bench.records import meta
-    from echomq_bench.records.record import Record, write_record
+    from echomq_bench.records.record import Record
+    from echomq_bench.records.writer import write_record
 
     out.mkdir(parents=True, exist_ok=True)
     info = meta.collect(servers=(), argv=argv, workload=asdict(result.settings), trials=len(result.of(

@@ -42,7 +42,8 @@ from echomq_bench.load.engine import (
     ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop, now, start_thread,
 )
 from echomq_bench.load.recorders import LedgerRecorder
-from echomq_bench.records.record import Record, write_record
+from echomq_bench.records.record import Record
+from echomq_bench.records.writer import write_record
 from echomq_bench.servers import EmbeddedCluster, format_placements, spread_queues
 from echomq_bench.servers import BUILTIN_BINARIES, ServerSpec, ServerSpecError
 

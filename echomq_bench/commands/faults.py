@@ -72,7 +72,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.records import meta
     from echomq_bench.records.files import ResultsError, new_run_dir
-    from echomq_bench.records.record import Record, write_record
+    from echomq_bench.records.record import Record
+    from echomq_bench.records.writer import write_record
 
     _preflight(args.server)  # a bad server fails here, before a results folder exists
     try:

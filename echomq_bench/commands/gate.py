@@ -19,7 +19,10 @@ allocator) is this machine's, and is advisory otherwise. `--update` writes
 the baseline into a subfolder named by the fingerprint, so one baseline
 folder serves several machines. A verb missing from the baseline fails.
 When any verb is flagged the whole case set is measured once more; only a
-verb flagged twice is a regression.
+verb flagged twice is a regression. `--baseline history` reads the baseline
+from the results history instead: the newest gate run of each build on this
+machine fingerprint that wrote a baseline or named no regression
+(docs/guide/history.md).
 
 Exit codes: 0 pass; 1 a regression (named); 2 bad input or no baseline;
 3 inconclusive: a check that counts had noise (3 standard errors) above its
@@ -37,6 +40,7 @@ from typing import Any, Iterable
 from echomq_bench.microbench.baseline import (BaselineError, baseline_path, load_baseline, slowed_copy,
                                               write_baseline)
 from echomq_bench.microbench.cases import CASES
+from echomq_bench.microbench.history_baseline import HISTORY, UPDATE_WITH_HISTORY, missing_from_history
 from echomq_bench.microbench.gate import (DEFAULT_AB_TOLERANCE, DEFAULT_TOLERANCE, GateOptions, GateResult, Verdict,
                                           format_result, gate_one)
 
@@ -70,12 +74,17 @@ def run_gate(servers: Iterable[Any], options: GateOptions = _DEFAULT_OPTIONS, *,
         "sizes": vars(settings.sizes), "lua_dir": [r.measurement.lua_dir for r in found]})
     rows = [row for r in found for row in r.measurement.tidy_rows()]
     results.write_record(run_dir, results.Record(
-        kind="gate", meta=info, tables={"microbench": rows},
+        kind="gate", meta=info, tables={"microbench": rows, "scripts": [row for r in found for row in r.script_rows()]},
         summary={"passed": not any(r.regressions for r in found), "builds": [r.summary() for r in found]}))
     return [replace(r, run_dir=run_dir) for r in found]
 
 
 # -- CLI -----------------------------------------------------------------------------------
+
+
+def _baseline_arg(text: str) -> Path | str:
+    """A path, or the word `history` for the results history (a folder of that name is `./history`)."""
+    return HISTORY if text == HISTORY else Path(text)
 
 
 def _fraction(text: str) -> float:
@@ -96,9 +105,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     from echomq_bench.options import add_list, add_out, add_quick, choice, number
 
     parser.description = __doc__.split("\n\n")[0]
-    parser.add_argument("--baseline", type=Path, default=None, metavar="PATH",
-                        help="a folder of gate-<build>.json (default: results/baselines) or one .json file "
-                             "used for every build")
+    parser.add_argument("--baseline", type=_baseline_arg, default=None, metavar="PATH",
+                        help="a folder of gate-<build>.json (default: results/baselines), one .json file used for "
+                             "every build, or `history`: the newest gate run of the build on this machine "
+                             "fingerprint in the results history that wrote a baseline or named no regression")
     parser.add_argument("--update", action="store_true", help="measure and write the baseline(s); exits 0")
     add_quick(parser, "8 rounds and fewer calls (CI); wider allowances")
     parser.add_argument("--tolerance", type=_fraction, default=DEFAULT_TOLERANCE,
@@ -113,6 +123,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_out(parser)
 
 
+def _history_problem(args: argparse.Namespace) -> str | None:
+    """What stops `--baseline history` before any server starts, or None."""
+    if args.update:
+        return UPDATE_WITH_HISTORY
+    return missing_from_history([spec.name for spec in args.server])
+
+
+def _file_problem(args: argparse.Namespace) -> str | None:
+    """A baseline file that is missing or unreadable, or None."""
+    if args.update:
+        return None
+    for spec in args.server:
+        path = baseline_path(args.baseline, spec.name)
+        if not path.is_file() and any(path.parent.glob(f"*/{path.name}")):
+            continue  # baselines per machine fingerprint: which one applies is known once the server runs
+        try:
+            load_baseline(path)
+        except BaselineError as exc:
+            return str(exc)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.microbench.runner import FULL, QUICK
     from echomq_bench.servers import running
@@ -120,20 +152,19 @@ def run(args: argparse.Namespace) -> int:
     settings = QUICK if args.quick else FULL
     if args.rounds:
         settings = replace(settings, rounds=args.rounds)
-    if not args.update:
-        for spec in args.server:  # fail before starting anything
-            path = baseline_path(args.baseline, spec.name)
-            if not path.is_file() and any(path.parent.glob(f"*/{path.name}")):
-                continue  # baselines per machine fingerprint: which one applies is known once the server runs
-            try:
-                load_baseline(path)
-            except BaselineError as exc:
-                print(f"echomq-bench gate: error: {exc}", file=sys.stderr)
-                return 2
-    with running(*args.server) as servers:
-        found = run_gate(servers, GateOptions(baseline=args.baseline, settings=settings, tolerance=args.tolerance,
-                                              ab_tolerance=args.ab_tolerance, update=args.update, cases=args.verbs,
-                                              confirm=not args.no_confirm), out_dir=args.out)
+    problem = _history_problem(args) if args.baseline == HISTORY else _file_problem(args)
+    if problem:  # before starting anything
+        print(f"echomq-bench gate: error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        with running(*args.server) as servers:
+            found = run_gate(servers, GateOptions(baseline=args.baseline, settings=settings,
+                                                  tolerance=args.tolerance, ab_tolerance=args.ab_tolerance,
+                                                  update=args.update, cases=args.verbs, confirm=not args.no_confirm),
+                             out_dir=args.out)
+    except BaselineError as exc:  # the history's baseline of a fingerprint, known once the server runs
+        print(f"echomq-bench gate: error: {exc}", file=sys.stderr)
+        return 2
     for r in found:
         print(format_result(r))
     run_dir = found[0].run_dir

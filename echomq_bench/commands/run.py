@@ -1,7 +1,9 @@
-"""`echomq-bench run`: the main job. On each build, in one go: the
-conformance check, capacity and an interleaved Redis/Valkey comparison,
-throughput against consumers, the reap cost curve against the cap, and a
-short lease-sizing sweep; then the report, and `results/latest` pointing at it.
+"""`echomq-bench run`: the main job. On every build installed here (or each
+--server), in one go: the conformance check, server µs per verb, capacity
+and an interleaved comparison of the builds against redis7.0, throughput
+against consumers, the reap cost curve against the cap, and a short
+lease-sizing sweep; then the report, opening with the build matrix, and
+`results/latest` pointing at it.
 
 Each part writes its own folder inside the run folder, exactly as its own
 command would, so `echomq-bench report` and the notebooks read them alike.
@@ -25,12 +27,15 @@ from echomq_bench.servers import ServerSpec
 if TYPE_CHECKING:
     from echomq_bench.conformance.stories import Line
 
-__all__ = ["configure", "run", "Plan", "PLANS"]
+__all__ = ["configure", "run", "Plan", "PLANS", "BASELINE_BUILD", "baseline_first"]
+
+BASELINE_BUILD = "redis7.0"
 
 
 @dataclass(frozen=True)
 class Plan:
-    """How long each part may take. Default fits 5 minutes here, quick 60 s."""
+    """How long each part may take. Default fits 5 minutes here, quick 60 s, with four builds."""
+    verb_rounds: int
     compare_s: float
     trials: int
     consumers: tuple[int, ...]
@@ -41,12 +46,14 @@ class Plan:
 
 
 PLANS = {
-    "default": Plan(compare_s=3.0, trials=10, consumers=(1, 2, 4, 8, 16, 32), consumers_s=2.0,
-                    reap=replace(QUICK, orphans=10_000), lease_s=12.0, ceiling_requests=100_000),
+    # Reap alone: promote's curve is the same shape (`echomq-bench reapcost` draws both).
+    "default": Plan(verb_rounds=8, compare_s=2.5, trials=10, consumers=(1, 4, 16), consumers_s=1.5,
+                    reap=replace(QUICK, sizes=(1_000, 1_000_000), orphans=10_000, verbs=("reap",)), lease_s=12.0,
+                    ceiling_requests=100_000),
     # The minute-long form: enough to see every chart, too short to trust a ratio.
-    "quick": Plan(compare_s=1.2, trials=2, consumers=(1, 8), consumers_s=0.8,
+    "quick": Plan(verb_rounds=3, compare_s=1.0, trials=2, consumers=(1, 8), consumers_s=0.6,
                   reap=CurveSettings(sizes=(1_000, 100_000), caps=(10, 100, 1_000), repeats=3, orphans=2_000,
-                                     drain_size=10_000, verbs=("reap",)),
+                                     drain_size=10_000, verbs=("reap",), forms=("bare",)),
                   lease_s=3.0, ceiling_requests=20_000),
 }
 
@@ -105,12 +112,36 @@ def _check(specs: list[ServerSpec], out: Path) -> bool:
     return ok
 
 
+def _verbs(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], None]) -> None:
+    from echomq_bench.microbench.verbs import MATRIX_CASES, VERB_LABELS, matrix_settings, measure_builds
+    from echomq_bench.servers import running
+
+    settings = matrix_settings(plan.verb_rounds)
+    with running(*specs) as servers:
+        builds, rows = measure_builds(servers, settings, say)
+        info = meta.collect(servers, part="verbs", rounds=settings.rounds, calls=settings.calls,
+                            heavy_calls=settings.heavy_calls, sizes=vars(settings.sizes))
+    results.write_record(out, results.Record(kind="verbs", summary={"cases": list(MATRIX_CASES), "labels": VERB_LABELS,
+                                                                           "builds": builds},
+                                             meta=info, tables={"microbench": rows}))
+
+
+def baseline_first(specs: list[ServerSpec]) -> list[ServerSpec]:
+    """The builds with the one every ratio is against first: redis7.0 when
+    it is among them (or plain `redis`, the same binary), else the first."""
+    for name in (BASELINE_BUILD, "redis"):
+        for spec in specs:
+            if spec.name == name:
+                return [spec] + [s for s in specs if s is not spec]
+    return list(specs)
+
+
 def _compare(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], None]) -> None:
     from echomq_bench.commands.capacity import CapacitySettings
     from echomq_bench.commands.compare import run_compare, write_compare
 
     settings = CapacitySettings(duration_s=plan.compare_s, ceiling_requests=plan.ceiling_requests)
-    result = run_compare(specs, settings, trials=plan.trials, progress=say)
+    result = run_compare(baseline_first(specs), settings, trials=plan.trials, progress=say)
     write_compare(out, result, argv=sys.argv)
 
 
@@ -168,19 +199,24 @@ def _link_latest(run_dir: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from echomq_bench.report import build_report
+    from echomq_bench.report import build_report, matrix_text
 
     from echomq_bench.servers import running
 
     plan = PLANS["quick" if args.quick else "default"]
     specs: list[ServerSpec] = list(args.server)
+    if len(specs) < 2:
+        print(f"echomq-bench run: error: the main job compares builds and got one ({specs[0].name}): give two or "
+              f"more --server, or the same one twice for an A/A run", file=sys.stderr)
+        return 2
     # Every server must answer before anything is written: a refused run
     # leaves no half-made results folder behind.
     with running(*specs) as servers:
         for server in servers:
             server.version()
     run_dir = results.new_run_dir("run", args.out)
-    phases = Phases(["conformance check", "capacity: Redis against Valkey, run together on one core",
+    phases = Phases(["conformance check", "server µs per verb, build by build",
+                     f"capacity: every build against {baseline_first(specs)[0].name}, run together on one core",
                      "throughput against consumers", "reap cost against the cap", "lease-sizing sweep", "report"])
     print(f"echomq-bench run -> {run_dir}  ({'quick' if args.quick else 'default'}: "
           f"{', '.join(s.name for s in specs)})", file=sys.stderr)
@@ -188,6 +224,9 @@ def run(args: argparse.Namespace) -> int:
                                                            servers_requested=[s.describe() for s in specs]))
     phases.next()
     checked = _check(specs, results.new_run_dir("check", run_dir / "check"))
+    phases.next()
+    _verbs(specs, plan, results.new_run_dir("verbs", run_dir / "verbs"), phases.say)
+    phases.end_line()
     phases.next()
     _compare(specs, plan, results.new_run_dir("compare", run_dir / "compare"), phases.say)
     phases.end_line()
@@ -208,6 +247,9 @@ def run(args: argparse.Namespace) -> int:
         "conformance_passed": checked, "findings": findings, "elapsed_s": round(phases.elapsed, 1),
         "report": html.name}))
     print(f"\nReport: {html}\n        {md}\n        ({latest} -> {run_dir.name}; {phases.elapsed:.0f} s)")
+    matrix = matrix_text([run_dir])
+    if matrix:
+        print(f"Build matrix (server µs; the ratio is the compare's verdict):\n{matrix}")
     print("Headline findings:")
     for f in findings:
         print(f"  - {f}")

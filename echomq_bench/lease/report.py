@@ -12,7 +12,8 @@ from echomq_bench.lease.analysis import LeaseResult, SweepResult
 from echomq_bench.lease.recommend import (Candidate, Recommendation, fmt_ms, fmt_pct, model_lease_for_budget, recommend,
                                           recommend_for)
 from echomq_bench.measurement.workdist import WORK_HISTOGRAM
-from echomq_bench.records.record import Record, write_record
+from echomq_bench.records.record import Record
+from echomq_bench.records.writer import write_record
 
 __all__ = ["Candidate", "Recommendation", "recommend", "fmt_ms", "fmt_pct", "table", "write_run",
            "model_lease_for_budget", "summary_dict", "verification_text", "recommend_for"]

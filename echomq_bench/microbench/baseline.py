@@ -4,15 +4,14 @@ scripts they keep, and a deliberately slowed copy of the scripts to test the gat
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import math
-import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from echomq.scripts import discover, lua_dir
+from echomq_bench.records.fingerprint import fingerprint, fingerprint_id
 
 if TYPE_CHECKING:
     from echomq_bench.microbench.figures import Measurement
@@ -37,30 +36,6 @@ def default_baseline_dir() -> Path:
     from echomq_bench.records.files import RESULTS_DIR
 
     return CHECKOUT_BASELINES if CHECKOUT_BASELINES.is_dir() else RESULTS_DIR / "baselines"
-
-
-def fingerprint(client: Any) -> dict[str, Any]:
-    """What a cross-run figure depends on beyond the code: the CPU (model and
-    flags), the cores, the server's version and its allocator."""
-    from echomq_bench.records.meta import cpu_model
-    from echomq_bench.servers import server_version
-
-    flags = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = " ".join(sorted(line.split(":", 1)[1].split()))
-                break
-    except OSError:
-        pass
-    return {"cpu_model": cpu_model(), "cpu_flags_sha256": hashlib.sha256(flags.encode()).hexdigest()[:16],
-            "cores": os.cpu_count(), "server_version": server_version(client),
-            "allocator": str(client.info("memory").get("mem_allocator", "?"))}
-
-
-def fingerprint_id(fp: dict[str, Any]) -> str:
-    """A short stable name for a fingerprint: the folder its baselines live in."""
-    return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def baseline_path(base: Path | str | None, build: str, machine: str | None = None, *, writing: bool = False) -> Path:

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from echomq_bench.measurement.serverstats import bound
 from echomq_bench.progress import Progress
-from echomq_bench.microbench.baseline import (UPDATE_PASSES, baseline_path, fingerprint, fingerprint_id,
-                                              load_baseline, pass_drift, script_texts, shown, write_baseline,
-                                              write_scripts)
+from echomq_bench.microbench.baseline import (UPDATE_PASSES, BaselineError, baseline_path, fingerprint,
+                                              fingerprint_id, load_baseline, pass_drift, script_texts, shown,
+                                              write_baseline, write_scripts)
+from echomq_bench.microbench.history_baseline import HISTORY, UPDATE_WITH_HISTORY, history_baseline
 from echomq_bench.microbench.cases import CASES, VERB_CASES
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ NOISY_PASSES = 2    # more passes a noisy verb may get: the sample grows, the al
 class GateOptions:
     """How one gate run judges a server: baseline, measurement settings, allowances."""
 
-    baseline: Path | str | None = None      # a folder of gate-<build>.json, or one .json for every build
+    baseline: Path | str | None = None      # a folder of gate-<build>.json, one .json for every build, or HISTORY
     settings: Settings | None = None        # microbench settings; None: microbench.runner.FULL
     tolerance: float = DEFAULT_TOLERANCE
     ab_tolerance: float = DEFAULT_AB_TOLERANCE
@@ -191,7 +192,13 @@ class GateResult:
                 "server_main_thread_busy": round(m.server_utilization, 3),
                 "client_busy": round(m.client_utilization, 3),
                 "bound": bound(m.server_utilization, m.client_utilization),
-                "verdicts": [v.to_dict() for v in self.verdicts]}
+                "verdicts": [v.to_dict() for v in self.verdicts],
+                # What a later gate needs to judge against this run (`--baseline history`).
+                "figures": {name: f.to_dict() for name, f in m.figures().items()}}
+
+    def script_rows(self) -> list[dict[str, Any]]:
+        """The scripts this run measured, one row per verb: the other half of what a later gate judges against."""
+        return [{"build": self.build, "verb": verb, **s} for verb, s in script_texts(self.measurement.lua_dir).items()]
 
 
 
@@ -227,10 +234,7 @@ def gate_one(server: Any, options: GateOptions = GateOptions()) -> GateResult:
     client = server.client()
     version = server.version()
     here = fingerprint(client)
-    path = baseline_path(o.baseline, server.name, fingerprint_id(here), writing=o.update)
-    base = None
-    if path.is_file() or not o.update:
-        base = load_baseline(path)
+    path, base = _baseline(o, server.name, here)
     same = base is not None and base.get("fingerprint") == here
     changed = _changed(script_texts(), base)
     names = list(o.cases) if o.cases else [c.name for c in VERB_CASES]
@@ -254,6 +258,17 @@ def gate_one(server: Any, options: GateOptions = GateOptions()) -> GateResult:
         result = replace(result, updated=True)
     client.close()
     return result
+
+
+def _baseline(o: GateOptions, build: str, here: dict[str, Any]) -> tuple[Path, dict[str, Any] | None]:
+    """Where the baseline is (or is to be written) and what it holds: None
+    when --update writes the first one."""
+    if o.baseline == HISTORY:
+        if o.update:
+            raise BaselineError(UPDATE_WITH_HISTORY)
+        return history_baseline(build, here)
+    path = baseline_path(o.baseline, build, fingerprint_id(here), writing=o.update)
+    return path, load_baseline(path) if path.is_file() or not o.update else None
 
 
 def _until_clear(client: Any, mo: Any, m: Measurement, base: dict[str, Any] | None, o: GateOptions,
@@ -302,6 +317,11 @@ def format_result(r: GateResult) -> str:
     lines.append(f"== {r.build}: {r.version}; scripts {shown(m.lua_dir)}")
     if r.updated:
         lines.append(f"   baseline written: {shown(r.baseline)}")
+    elif (r.baseline_info or {}).get("history_run"):
+        git = (r.baseline_info or {}).get("git") or {}
+        revision = git.get("label") or (git.get("commit") or "?")[:10]
+        lines.append(f"   baseline from the results history: the gate run in {shown(r.baseline)} (revision "
+                     f"{revision}; {bver}, {when})")
     else:
         lines.append(f"   baseline {shown(r.baseline)} ({bver}, {when})")
     if bver and bver != r.version:

@@ -9,7 +9,7 @@ A run is a folder `results/<run-id>/` holding
                    (build, trial, consumers, lease_ms, ...)
     *.png, *.hgrm  charts and histograms that belong to the run
 
-Runners write them once through `echomq_bench.records.record.write_record`;
+Runners write them once through `echomq_bench.records.writer.write_record`;
 `load(dir)` gives them back as a `Run` with pandas DataFrames, and
 `read_record(dir)` as the frozen `Record` that was written.
 """
@@ -17,7 +17,6 @@ Runners write them once through `echomq_bench.records.record.write_record`;
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,13 +24,13 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from echomq_bench.records.record import (KINDS, Record, ResultsError, read_json, read_record, write_json,
-                                         write_record, write_tidy)
+from echomq_bench.records.paths import RESULTS_DIR
+from echomq_bench.records.record import KINDS, Record, ResultsError, read_json, read_record, write_json, write_tidy
+from echomq_bench.records.writer import write_record
 
 __all__ = ["RESULTS_DIR", "new_run_dir", "write_json", "write_tidy", "Run", "load", "load_many", "ResultsError",
            "Record", "write_record", "read_record", "KINDS"]
 
-RESULTS_DIR = Path(os.environ.get("ECHOMQ_RESULTS_DIR", "results"))
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 

@@ -13,37 +13,37 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from echomq_bench.records.fingerprint import cpu_model, fingerprint
 from echomq_bench.servers import redacted_args, redacted_url, server_allocator, server_executable
 
 __all__ = ["collect", "cpu_model", "git_commit", "server_settings", "redacted_argv", "describe_server", "build_text",
-           "build_lines"]
+           "build_lines", "COMMIT_LABEL_ENV"]
 
 PACKAGES = ("echomq-bench", "redis", "hiredis", "locust", "numpy", "pandas", "hdrhistogram",
             "pytest-benchmark", "matplotlib")
+# Names the run's revision in the results history in place of its commit,
+# for a measurement script that stands in for commits it cannot make
+# (docs/measurements/scripts/history_step.py). The real commit is still
+# recorded beside it; the label is kept as a label, never as a commit.
+COMMIT_LABEL_ENV = "ECHOMQ_COMMIT_LABEL"
 SETTINGS = ("io-threads", "appendonly", "appendfsync", "save", "maxmemory", "maxmemory-policy",
             "lua-time-limit", "busy-reply-threshold", "hz")
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def git_commit() -> dict[str, Any]:
+    """The checkout's commit and whether its tracked files differ from it;
+    with ECHOMQ_COMMIT_LABEL set, also that label (see COMMIT_LABEL_ENV)."""
     root = Path(__file__).resolve().parent.parent
+    label = os.environ.get(COMMIT_LABEL_ENV) or None
+    extra = {"label": label} if label else {}
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=5).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=5).stdout.strip() != ""
     except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-    return {"commit": sha or None, "dirty": dirty if sha else None}
+        return {"commit": None, "dirty": None, **extra}
+    return {"commit": sha or None, "dirty": dirty if sha else None, **extra}
 
 
 def _versions() -> dict[str, str | None]:
@@ -83,6 +83,11 @@ def describe_server(server: Any) -> dict[str, Any]:
         # The path this process ran; a server it only reached says its own.
         info["binary"] = getattr(server, "binary", None) or server_executable(client)
         info["settings"] = server_settings(client)
+        try:
+            # What the run's figures can be compared across (the results history draws a line per fingerprint).
+            info["fingerprint"] = fingerprint(client)
+        except Exception as exc:  # a client that cannot say the version or allocator (a cluster's): named, not fatal
+            info["fingerprint_error"] = type(exc).__name__
     except Exception as exc:  # recorded, not fatal: meta is context, not the measurement
         info["error"] = type(exc).__name__
     baseline = getattr(server, "baseline", None)

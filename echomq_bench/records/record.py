@@ -1,8 +1,9 @@
-"""The one shape a run leaves behind, and the one writer and reader of it.
+"""The one shape a run leaves behind, and the one reader of it.
 
 A runner builds a frozen `Record` once, when the run is over, and hands it
-to `write_record`; reports and notebooks read it back with `read_record`
-(or `echomq_bench.records.files.load`, which gives pandas tables). Nothing
+to `echomq_bench.records.writer.write_record`; reports and notebooks read it
+back with `read_record` (or `echomq_bench.records.files.load`, which gives
+pandas tables). Nothing
 patches a record after it is built: `dataclasses.replace` makes a new one.
 
 On disk, in the run folder:
@@ -32,8 +33,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from echomq.errors import EchoMQError
 
-__all__ = ["SCHEMA", "KINDS", "Record", "ResultsError", "write_record", "read_record", "write_json", "write_tidy",
-           "read_json"]
+__all__ = ["SCHEMA", "KINDS", "Record", "ResultsError", "read_record", "write_json", "write_tidy", "read_json"]
 
 # What changed at each number; a reader keeps reading every older one.
 #   0  folders written before records declared a schema
@@ -41,10 +41,14 @@ __all__ = ["SCHEMA", "KINDS", "Record", "ResultsError", "write_record", "read_re
 #   2  reapcost: every row names its form ("bare", "rows"), and the summary
 #      holds a build entry per form, the forms side by side and the ratio
 #      target per form; a reapcost record before 2 is the bare form alone
-SCHEMA = 2
+#   3  gate: each build's summary entry holds its figures, and the scripts
+#      it measured are a table (build, verb, file, numkeys, text), so a gate
+#      run recorded in the results history can serve as a later gate's
+#      baseline; a gate record before 3 cannot
+SCHEMA = 3
 # What `echomq-bench report` knows how to render; "run" is the main job's
 # folder that holds one folder per part.
-KINDS = ("run", "check", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate",
+KINDS = ("run", "check", "verbs", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate",
          "failover")
 _HEAD = ("kind", "schema")
 
@@ -133,19 +137,6 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def write_record(run_dir: Path | str, record: Record) -> Path:
-    """The record's files in `run_dir` (made if missing); tables first and
-    summary.json last, so a folder with a summary is a finished run."""
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if record.meta:
-        write_json(run_dir / "meta.json", record.meta)
-    for name, rows in record.tables.items():
-        write_tidy(run_dir / f"{name}.csv", rows)
-    write_json(run_dir / "summary.json", record.summary_json())
-    return run_dir
-
-
 def _cell(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value  # numpy scalar -> Python
 
@@ -164,7 +155,7 @@ def _read_rows(path: Path) -> Rows:
 
 
 def read_record(run_dir: Path | str) -> Record:
-    """The record `write_record` wrote. A folder whose summary.json has no
+    """The record `writer.write_record` wrote. A folder whose summary.json has no
     kind is refused with the kinds this version writes, and one written by
     a newer schema than this version knows is refused by number."""
     run_dir = Path(run_dir)

@@ -9,11 +9,13 @@ from typing import Iterable
 from echomq_bench.records.files import ResultsError, Run, load_many
 from echomq_bench.report.agreement import agreement_groups, agreement_section
 from echomq_bench.report.doc import Doc, Heading, Notes, Para
+from echomq_bench.report.matrix import matrix_frame, matrix_section
 from echomq_bench.report.sections import RENDERERS, headline_findings
 
-__all__ = ["build_report", "ORDER", "kind_of"]
+__all__ = ["build_report", "matrix_text", "ORDER", "kind_of"]
 
-ORDER = ("check", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate", "failover")
+ORDER = ("check", "verbs", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate",
+         "failover")
 # The main job's folder holds one run per part; the report reads the parts.
 CONTAINER = "run"
 
@@ -67,6 +69,7 @@ def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> 
     doc.add(Notes([f"Built from: {', '.join(sorted(built_from))}.",
                    f"Machine: {machine.get('cpu_model', '?')} x {machine.get('cpu_count', '?')} cores; "
                    "server and load generator share it."]))
+    doc.add(*matrix_section(by_kind, out_dir))
     for kind in ORDER:
         if kind in by_kind:
             doc.add(*RENDERERS[kind](by_kind[kind], out_dir))
@@ -74,3 +77,12 @@ def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> 
             doc.add(*agreement_section(parts, out_dir))
     md, html = doc.write(out_dir)
     return md, html, findings
+
+
+def matrix_text(paths: Iterable[Path | str]) -> str:
+    """The build matrix as plain text for a terminal; empty with fewer than two builds."""
+    by_kind: dict[str, Run] = {}
+    for r in sorted(_parts(load_many([Path(p) for p in paths])), key=_default_mode_first):
+        by_kind.setdefault(kind_of(r), r)
+    frame, _ = matrix_frame(by_kind)
+    return frame.to_string(index=False) if len(frame) >= 2 else ""

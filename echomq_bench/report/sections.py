@@ -14,6 +14,7 @@ from echomq_bench.report.capacity import capacity_finding, capacity_section
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
 from echomq_bench.report.failover import failover_finding, failover_section
+from echomq_bench.report.matrix import verbs_section
 from echomq_bench.report.reapcost import reapcost_finding, reapcost_section
 
 __all__ = ["RENDERERS", "headline_findings"]
@@ -220,6 +221,7 @@ RENDERERS: dict[str, Renderer] = {
     "check": check_section, "compare": compare_section, "consumers": consumers_section,
     "reapcost": reapcost_section, "lease": lease_section, "faults": faults_section,
     "peers": peers_section, "gate": gate_section, "capacity": capacity_section, "failover": failover_section,
+    "verbs": verbs_section,
 }
 
 
@@ -231,7 +233,9 @@ def _us_pair(summary: dict[str, Any], name: str, base: str | None) -> str:
 def _rate_text(summary: dict[str, Any], entry: dict[str, Any]) -> str:
     rate = (entry.get("cycles_per_s") or {}).get("median", float("nan"))
     if summary.get("interleave") == "together":
-        return f"{rate:,.0f} cycles/s as its share of one core shared with the other build"
+        others = len(summary.get("builds") or ()) - 1
+        return (f"{rate:,.0f} cycles/s as its share of one core shared with the other "
+                f"{'build' if others == 1 else f'{others} builds'}")
     return f"median {rate:,.0f} cycles/s"
 
 

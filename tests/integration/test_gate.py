@@ -133,6 +133,10 @@ def test_cli_exit_codes_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[
     summary = json.loads((tmp_path / "r2" / "summary.json").read_text())
     assert summary["passed"] is False and summary["builds"][0]["regressions"] == ["claim"]
     assert summary["kind"] == "gate" and summary["schema"] == SCHEMA and "results: " + str(tmp_path / "r2") in out
+    # What a later gate needs to use this run as its baseline (--baseline history): figures and scripts.
+    assert set(summary["builds"][0]["figures"]) == {"noop_script", "ping", "read_100", "claim", "reap_0"}
+    scripts = results.load(tmp_path / "r2").table("scripts")
+    assert scripts.loc[scripts["verb"] == "claim", "text"].item() == discover(tmp_path / "slow")["claim"].text
 
 
 def test_a_baseline_from_another_machine_is_advisory_and_a_missing_verb_fails(server: object, tmp_path: Path) -> None:
@@ -148,7 +152,8 @@ def test_a_baseline_from_another_machine_is_advisory_and_a_missing_verb_fails(se
     got = gate_one(server, GateOptions(baseline=elsewhere, settings=SHORT, cases=["claim", "browse_5"], quiet=True))
     assert not got.same_machine
     claim = next(v for v in got.verdicts if v.case == "claim")
-    assert claim.advisory and claim.change is not None and claim.change > 5 and not claim.regressed
+    # 10x cheaper there: at least +200% here even with the cores shared, and still only advisory
+    assert claim.advisory and claim.change is not None and claim.change > 2 and not claim.regressed
     assert got.regressions == ["browse_5"], format_result(got)
     assert "advisory" in format_result(got)
 

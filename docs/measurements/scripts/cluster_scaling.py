@@ -40,7 +40,8 @@ from echomq_bench.servers import (EmbeddedCluster, format_placements, master_cli
 from echomq.keys import QueueKeys
 from echomq_bench.load.backlog import drop_queue
 from echomq_bench.records.files import new_run_dir
-from echomq_bench.records.record import Record, write_record
+from echomq_bench.records.record import Record
+from echomq_bench.records.writer import write_record
 from echomq_bench.measurement.serverstats import sample, usage
 
 WARMUP_S = 0.5

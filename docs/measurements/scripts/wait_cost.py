@@ -39,7 +39,8 @@ from echomq.ids import mint
 from echomq.keys import QueueKeys
 from echomq.queue import Queue
 from echomq_bench.records.files import new_run_dir
-from echomq_bench.records.record import Record, write_record
+from echomq_bench.records.record import Record
+from echomq_bench.records.writer import write_record
 from echomq_bench.measurement.serverstats import sample, usage
 
 MODES = ("plain", "wait", "wait-piped", "batch", "batch+wait")

@@ -1,0 +1,190 @@
+"""Each kind of record's headline figures, one per build and metric: what
+the results history keeps of a run, read from the frozen record alone.
+
+A metric is named `<kind>.<figure>` (with the verb, form, case or queue it
+is of in between, e.g. `gate.claim.server_us`), and says which way is
+better ("lower", "higher", or "" when neither is, such as a recommended
+lease). A key a record of an older schema lacks is skipped, not guessed.
+This module imports no pandas: it runs each time a record is written.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from echomq_bench.records.record import Record
+
+__all__ = ["Headline", "headlines", "HEADLINE_KINDS"]
+
+LOWER, HIGHER, NEITHER = "lower", "higher", ""
+
+
+@dataclass(frozen=True)
+class Headline:
+    build: str
+    version: str | None
+    metric: str
+    value: float
+    unit: str
+    better: str
+
+
+# (metric, value, unit, which way is better)
+Figures = Iterable[tuple[str, Any, str, str]]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return float(value)
+
+
+def _each(build: Any, version: Any, figures: Figures) -> Iterator[Headline]:
+    for metric, value, unit, better in figures:
+        number = _number(value)
+        if number is not None:
+            yield Headline(str(build), str(version) if version else None, metric, number, unit, better)
+
+
+def _median_of(entry: Mapping[str, Any], key: str) -> Any:
+    value = entry.get(key)
+    return value.get("median") if isinstance(value, Mapping) else value
+
+
+def _capacity(r: Record) -> Iterator[Headline]:
+    for build, h in (r.summary.get("builds") or {}).items():
+        yield from _each(build, h.get("version"), [
+            ("capacity.cycles_per_s", h.get("cycles_per_s"), "1/s", HIGHER),
+            ("capacity.server_us_per_cycle", h.get("server_us_per_cycle"), "us", LOWER),
+            ("capacity.script_us_per_cycle", h.get("script_us_per_cycle"), "us", LOWER)])
+
+
+def _compare(r: Record) -> Iterator[Headline]:
+    base = r.summary.get("baseline")
+    # Rates mean another thing in each interleave mode (a share of one core
+    # when the builds run together); the mode is part of their name unless it is the default.
+    mode = r.summary.get("interleave", "together")
+    at = "" if mode == "together" else f"[{mode}]"
+    for build, b in (r.summary.get("builds") or {}).items():
+        yield from _each(build, b.get("version"), [
+            (f"compare.cycles_per_s{at}", _median_of(b, "cycles_per_s"), "1/s", HIGHER),
+            (f"compare.server_us_per_cycle{at}", _median_of(b, "server_us_per_cycle"), "us", LOWER),
+            (f"compare.claim_p99_ms{at}", _median_of(b, "claim_p99_ms"), "ms", LOWER)])
+        if build != base:
+            yield from _each(build, b.get("version"), [
+                (f"compare.server_us_ratio_vs_{base}", b.get("server_us_ratio"), "ratio", LOWER),
+                (f"compare.throughput_ratio_vs_{base}", b.get("throughput_ratio"), "ratio", HIGHER)])
+
+
+def _consumers(r: Record) -> Iterator[Headline]:
+    points: dict[tuple[Any, Any, Any], list[float]] = {}
+    for row in r.tables.get("consumers", ()):
+        if row.get("metric") == "cycles_per_s" and _number(row.get("value")) is not None:
+            points.setdefault((row.get("build"), row.get("version"), row.get("consumers")), []).append(row["value"])
+    for (build, version, consumers), values in points.items():
+        yield from _each(build, version, [(f"consumers.cycles_per_s_at_{consumers}", statistics.median(values),
+                                           "1/s", HIGHER)])
+
+
+_POINT = re.compile(r"M=(\d+),cap=(\d+),k=(\d+)")
+DEFAULT_CAP = 100
+
+
+def _full_call_at_default_cap(table: Mapping[str, Any]) -> Any:
+    """One full call (k = cap) at the default cap and the largest M measured: the report's headline."""
+    full = [(int(m.group(1)), us) for key, us in table.items()
+            if (m := _POINT.fullmatch(key)) and int(m.group(2)) == int(m.group(3)) == DEFAULT_CAP]
+    return max(full)[1] if full else None
+
+
+def _reapcost(r: Record) -> Iterator[Headline]:
+    for b in r.summary.get("builds") or ():
+        form = b.get("form", "bare")  # records before the forms measured the bare form alone
+        for verb, v in (b.get("verbs") or {}).items():
+            fit = v.get("fit") or {}
+            yield from _each(b.get("build"), b.get("version"), [
+                (f"reapcost.{verb}.{form}.call_us_cap{DEFAULT_CAP}", _full_call_at_default_cap(
+                    v.get("median_server_us") or {}), "us", LOWER),
+                (f"reapcost.{verb}.{form}.us_per_job", fit.get("us_per_job"), "us", LOWER),
+                (f"reapcost.{verb}.{form}.base_us", fit.get("base_us"), "us", LOWER),
+                (f"reapcost.{verb}.{form}.ratio_largest_to_smallest_M", v.get("ratio_largest_to_smallest_M"),
+                 "ratio", LOWER)])
+
+
+def _lease(r: Record) -> Iterator[Headline]:
+    for s in r.summary.get("servers") or ():
+        rec = s.get("recommendation") or {}
+        yield from _each(s.get("server"), s.get("version"), [
+            ("lease.recommended_lease_ms", rec.get("lease_ms"), "ms", NEITHER),
+            ("lease.false_expiry_rate", rec.get("false_expiry_rate"), "fraction", LOWER),
+            ("lease.recovery_p99_ms", rec.get("recovery_p99_ms"), "ms", LOWER)])
+
+
+def _gate(r: Record) -> Iterator[Headline]:
+    for b in r.summary.get("builds") or ():
+        figures: list[tuple[str, Any, str, str]] = [
+            ("gate.regressions", len(b.get("regressions") or ()), "verbs", LOWER),
+            ("gate.inconclusive", len(b.get("inconclusive") or ()), "verbs", LOWER)]
+        for v in b.get("verdicts") or ():
+            figures += [(f"gate.{v['case']}.server_us", v.get("server_us"), "us", LOWER),
+                        (f"gate.{v['case']}.ratio", v.get("now_ratio"), "ratio", LOWER)]
+        yield from _each(b.get("build"), b.get("version"), figures)
+
+
+def _verbs(r: Record) -> Iterator[Headline]:
+    for b in r.summary.get("builds") or ():
+        yield from _each(b.get("build"), b.get("version"), [
+            (f"verbs.{case}.{name}", f.get(key), unit, LOWER) for case, f in (b.get("verbs") or {}).items()
+            for name, key, unit in (("server_us", "server_us", "us"), ("ratio", "server_ratio", "ratio"))])
+
+
+def _check(r: Record) -> Iterator[Headline]:
+    failed: dict[tuple[Any, Any], int] = {}
+    for row in r.tables.get("check", ()):
+        key = (row.get("server"), row.get("version"))
+        failed[key] = failed.get(key, 0) + (row.get("ok") is not True)
+    for (server, version), count in failed.items():
+        yield from _each(server, version, [("check.failed_stories", count, "stories", LOWER)])
+
+
+def _faults(r: Record) -> Iterator[Headline]:
+    for o in r.summary.get("scenarios") or ():
+        if o.get("skipped"):
+            continue
+        yield from _each(o.get("server"), o.get("build") or None, [
+            (f"faults.{o.get('scenario')}.lost", o.get("lost"), "jobs", LOWER),
+            (f"faults.{o.get('scenario')}.double_accepted", o.get("double_accepted"), "jobs", LOWER)])
+
+
+def _peers(r: Record) -> Iterator[Headline]:
+    for q in r.summary.get("queues") or ():
+        name = q.get("queue")
+        yield from _each(q.get("server"), q.get("server_version"), [
+            (f"peers.{name}.jobs_per_s", q.get("jobs_per_s"), "1/s", HIGHER),
+            (f"peers.{name}.server_us_per_job", q.get("server_us_per_job"), "us", LOWER),
+            (f"peers.{name}.commands_per_job", q.get("commands_per_job"), "commands", LOWER)])
+
+
+FAILOVER_FIGURES = ("kill_to_promoted", "kill_to_ready", "kill_to_resumed", "failed_calls", "lost", "in_two_places")
+
+
+def _failover(r: Record) -> Iterator[Headline]:
+    for row in r.tables.get("failover", ()):
+        if row.get("metric") in FAILOVER_FIGURES:
+            yield from _each(row.get("server"), row.get("version"),
+                             [(f"failover.{row['metric']}", row.get("value"), str(row.get("unit", "")), LOWER)])
+
+
+HEADLINE_KINDS: dict[str, Callable[[Record], Iterator[Headline]]] = {
+    "check": _check, "capacity": _capacity, "compare": _compare, "consumers": _consumers, "reapcost": _reapcost,
+    "lease": _lease, "gate": _gate, "verbs": _verbs, "faults": _faults, "peers": _peers, "failover": _failover}
+
+
+def headlines(record: Record) -> list[Headline]:
+    """The record's headline figures; none for a kind that has none (the main
+    job's folder, whose parts are records of their own)."""
+    reader = HEADLINE_KINDS.get(record.kind)
+    return list(reader(record)) if reader else []

@@ -1,0 +1,159 @@
+"""The build matrix the main job's report opens with: one row per build,
+read from three parts of the run (verbs, compare, reapcost), with the
+allocator under it. It reads records; it never measures.
+
+Each column keeps its part's method: server µs per cycle is the median over
+the compare trials, every build loaded at once on one core; the verbs are
+`typical` server µs, build after build; reap(100) is the median of its
+repeats at the largest M the run measured. Only the ratio column is a
+verdict; it is the compare's, quoted, with its n, method and interval.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from echomq_bench.records.files import Run
+from echomq_bench.report.context import commit, context_lines, machine
+from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
+
+__all__ = ["matrix_frame", "matrix_section", "verbs_section", "allocator_note", "REAP_CAP"]
+
+REAP_CAP = 100   # the product's default cap: one call that moves 100 jobs
+
+
+def _servers(runs: Mapping[str, Run]) -> dict[str, dict[str, Any]]:
+    """Each build's version, allocator and binary, as any part recorded them."""
+    out: dict[str, dict[str, Any]] = {}
+    for run in runs.values():
+        for s in run.meta.get("servers") or ():
+            if s.get("name"):
+                out.setdefault(str(s["name"]), s)
+    return out
+
+
+def _reap_at_largest_m(run: Run) -> tuple[dict[tuple[str, str], float], int | None]:
+    """(build, form) -> median server µs of one reap moving REAP_CAP jobs, at the largest M."""
+    t = run.table("reapcost")
+    if "form" not in t.columns:
+        t = t.assign(form="bare")
+    t = t[(t["metric"] == "server_us") & (t["verb"] == "reap") & (t["cap"] == REAP_CAP) & (t["k"] == REAP_CAP)]
+    if not len(t):
+        return {}, None
+    largest = int(t["M"].max())
+    medians = t[t["M"] == largest].groupby(["build", "form"])["value"].median()
+    return {(str(b), str(f)): float(v) for (b, f), v in medians.items()}, largest
+
+
+def _m_text(m: int) -> str:
+    return f"{m // 1_000_000}M" if m % 1_000_000 == 0 else f"{m:,}"
+
+
+def _builds_in_order(runs: Mapping[str, Run]) -> list[str]:
+    names: list[str] = []
+    if "compare" in runs:
+        names += list(runs["compare"].summary.get("builds") or {})
+    if "verbs" in runs:
+        names += [str(b.get("build")) for b in runs["verbs"].summary.get("builds") or ()]
+    return list(dict.fromkeys(names))
+
+
+def matrix_frame(runs: Mapping[str, Run]) -> tuple[pd.DataFrame, str | None]:
+    compare = runs["compare"].summary if "compare" in runs else {}
+    base = compare.get("baseline")
+    verbs = {str(b.get("build")): b.get("verbs") or {} for b in
+             (runs["verbs"].summary.get("builds") or () if "verbs" in runs else ())}
+    labels: dict[str, str] = runs["verbs"].summary.get("labels") or {} if "verbs" in runs else {}
+    reap, largest = _reap_at_largest_m(runs["reapcost"]) if "reapcost" in runs else ({}, None)
+    servers = _servers(runs)
+    rows = []
+    for name in _builds_in_order(runs):
+        entry = (compare.get("builds") or {}).get(name) or {}
+        per_cycle = entry.get("server_us_per_cycle") or {}
+        row: dict[str, Any] = {
+            "build": name, "version": servers.get(name, {}).get("version", entry.get("version", "?")),
+            "malloc": servers.get(name, {}).get("allocator") or "?",
+            "server µs/cycle": (f"{per_cycle['median']:.1f} ({per_cycle['min']:.1f}..{per_cycle['max']:.1f})"
+                                if "median" in per_cycle else "-"),
+            f"ratio to {base}": ("1 (the baseline)" if name == base else entry.get("server_us_label") or "-")
+            if base else "-"}
+        for case, label in labels.items():
+            figure = verbs.get(name, {}).get(case)
+            row[f"{label} µs"] = f"{figure['server_us']:.1f}" if figure else "-"
+        if largest is not None:
+            m = _m_text(largest)
+            for form, label in (("bare", "bare"), ("rows", "with job rows")):
+                value = reap.get((name, form))
+                row[f"reap({REAP_CAP}) at M={m}, {label}, µs"] = f"{value:.0f}" if value is not None else "-"
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    # A column no build has a figure for (a form the run did not measure) is left out.
+    return frame[[c for c in frame.columns if (frame[c] != "-").any()]], base
+
+
+def allocator_note(servers: Mapping[str, Mapping[str, Any]], names: list[str]) -> str:
+    """Which builds share an allocator, and what that means for a ratio across them."""
+    by: dict[str, list[str]] = {}
+    for name in names:
+        by.setdefault(str(servers.get(name, {}).get("allocator") or "unknown"), []).append(name)
+    groups = "; ".join(f"{', '.join(members)}: {allocator}" for allocator, members in by.items())
+    if len(by) < 2:
+        return f"Allocator: {groups}. Every build uses the same allocator, so a ratio between them is the version's."
+    return (f"Allocator: {groups}. The allocator differs between these builds, so a ratio across two allocators "
+            "measures the version and the allocator together; read a version's effect from builds that share one "
+            "(the wheel builds use libc malloc, Debian's use jemalloc).")
+
+
+def matrix_section(runs: Mapping[str, Run], out: Path) -> list[Block]:
+    """Nothing unless the run measured two builds or more in verbs or compare."""
+    frame, base = matrix_frame(runs)
+    if len(frame) < 2:
+        return []
+    compare = runs.get("compare")
+    notes = [allocator_note(_servers(runs), list(frame["build"]))]
+    if compare is not None:
+        s = compare.summary
+        bounds = {name: ", ".join(f"{k} {v}" for k, v in (e.get("bound") or {}).items() if v)
+                  for name, e in (s.get("builds") or {}).items()}
+        notes.append(f"server µs/cycle: median (min..max) over {s.get('trials')} trials, each on fresh servers with "
+                     f"every build loaded at once, sharing one core; the ratio to {base} is its verdict: "
+                     f"{s.get('method', '?')}, {int(float(s.get('level', 0.95)) * 100)}% interval. Bottleneck per "
+                     f"build (trials bound so): " + "; ".join(f"{n} {b}" for n, b in bounds.items()) + ".")
+    if "verbs" in runs:
+        v = runs["verbs"]
+        notes.append(f"Verbs: server µs of one call on the server's own clock (commandstats), the faster half's "
+                     f"mean over {v.meta.get('settings', {}).get('rounds', '?')} rounds, build after build; "
+                     "promote(100) and reap(100) move 100 jobs.")
+    if "reapcost" in runs:
+        notes.append(f"reap({REAP_CAP}): one call that moves {REAP_CAP} expired leases, beside M live ones, median "
+                     "of its repeats; bare is the sorted sets alone, with job rows the keyspace of a real queue.")
+    first = compare or next(iter(runs.values()))
+    notes.append(f"Machine: {machine(first)}, server and load generator sharing it. Commit {commit(first)}.")
+    return [Heading("Build matrix", anchor="matrix"),
+            Para(f"One row per build; every ratio is against {base}." if base else "One row per build."),
+            Table(frame, "The builds side by side", id="build-matrix"), Notes(notes)]
+
+
+def verbs_section(run: Run, out: Path) -> list[Block]:
+    """Each verb's server µs and its ratio to the reference of its weight, per build."""
+    labels: dict[str, str] = run.summary.get("labels") or {}
+    rows = []
+    for b in run.summary.get("builds") or ():
+        for case, label in labels.items():
+            f = (b.get("verbs") or {}).get(case)
+            if f:
+                rows.append({"build": b.get("build"), "verb": label, "server µs": round(f["server_us"], 1),
+                             "calls": f["calls"], "ratio to reference": f"{f['server_ratio']:.3f} "
+                             f"± {f['server_ratio_se'] * 100:.1f}%", "reference": f["reference"]})
+    busy = "; ".join(f"{b.get('build')} server {b.get('server_utilization', 0):.0%}, client "
+                     f"{b.get('client_utilization', 0):.0%}" for b in run.summary.get("builds") or ())
+    return [Heading("Server time per verb", anchor="verbs"),
+            Para("Each verb from its prepared state, one call per round trip; server µs on the server's own clock "
+                 "(commandstats), the faster half's mean. The ratio is to the reference script of the verb's "
+                 "weight measured in the same batches (± its bootstrap standard error), which moves less than the "
+                 "µs when the machine is busier."),
+            Table(pd.DataFrame(rows), "Server µs per verb", id="verbs-table"),
+            Notes(context_lines(run, bottleneck=f"neither: one call in flight at a time (busy: {busy})"))]

@@ -1,0 +1,79 @@
+"""The main job end to end, in its quick form: with no --server it takes
+every build installed here, measures each verb on each, compares them all
+against redis7.0, and its report opens with the build matrix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from echomq_bench.cli import main
+from echomq_bench.commands.run import baseline_first
+from echomq_bench.microbench.verbs import MATRIX_CASES, VERB_LABELS
+from echomq_bench.records import files as results
+from echomq_bench.records.history import HISTORY_ENV, read_history
+from echomq_bench.servers import installed_builds, parse_server_spec
+
+FOUR = ["redis6.2", "redis7.0", "valkey8.0", "valkey8.1"]
+
+
+def test_quick_run_on_every_build_opens_with_the_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert [b.name for b in installed_builds()] == FOUR, "bash setup.sh installs all four builds"
+    monkeypatch.setenv(HISTORY_ENV, str(tmp_path / "history.sqlite"))
+    out = tmp_path / "run"
+    assert main(["run", "--quick", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+
+    requested = json.loads((out / "meta.json").read_text())["settings"]["servers_requested"]
+    assert requested == FOUR
+    verbs = results.load(out / "verbs").summary
+    assert [b["build"] for b in verbs["builds"]] == FOUR
+    for b in verbs["builds"]:
+        assert list(b["verbs"]) == list(MATRIX_CASES)
+        assert all(f["server_us"] > 0 and f["calls"] > 0 for f in b["verbs"].values()), b
+    compare = results.load(out / "compare").summary
+    assert compare["baseline"] == "redis7.0" and list(compare["builds"])[0] == "redis7.0"
+
+    report = (out / "report.md").read_text()
+    assert report.index("## Build matrix") < report.index("## Conformance")
+    matrix = report[report.index("## Build matrix"):report.index("## Conformance")]
+    header = next(line for line in matrix.splitlines() if line.startswith("| build |"))
+    for column in ["malloc", "server µs/cycle", "ratio to redis7.0", *(f"{v} µs" for v in VERB_LABELS.values()),
+                   "reap(100) at M=100,000, bare, µs"]:
+        assert f"| {column} |" in header
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in matrix.splitlines()
+            if line.startswith("| ") and not line.startswith(("| build", "|---"))}
+    assert list(rows) == ["redis7.0", "redis6.2", "valkey8.0", "valkey8.1"]   # the baseline first
+    assert "| 1 (the baseline) |" in rows["redis7.0"]
+    for build in ("redis6.2", "valkey8.0", "valkey8.1"):
+        assert "t on log ratios" in rows[build], rows[build]   # the compare's verdict, with its method
+    assert "| libc |" in rows["redis6.2"] and "| libc |" in rows["valkey8.1"]
+    assert "| jemalloc" in rows["redis7.0"] and "| jemalloc" in rows["valkey8.0"]
+    assert "Allocator: redis7.0, valkey8.0: jemalloc" in matrix and "redis6.2, valkey8.1: libc" in matrix
+    assert "Build matrix (server µs; the ratio is the compare's verdict):" in printed
+    assert "## Server time per verb" in report
+
+    # Each part's figures reached the history, the verbs' among them.
+    history = read_history(tmp_path / "history.sqlite")
+    assert set(history.loc[history["kind"] == "verbs", "build"]) == set(FOUR)
+    assert {f"verbs.{case}.server_us" for case in MATRIX_CASES} <= set(history["metric"])
+
+
+def test_one_server_is_refused_before_anything_is_written(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--quick", "--server", "redis", "--out", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err == ("echomq-bench run: error: the main job compares builds and got one (redis): "
+                                       "give two or more --server, or the same one twice for an A/A run\n")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("given", "first"), [
+    (["valkey8.0", "redis6.2", "redis7.0"], ["redis7.0", "valkey8.0", "redis6.2"]),
+    (["valkey", "redis"], ["redis", "valkey"]),
+    (["valkey8.1", "valkey8.0"], ["valkey8.1", "valkey8.0"]),
+])
+def test_the_baseline_goes_first(given: list[str], first: list[str]) -> None:
+    assert [s.name for s in baseline_first([parse_server_spec(g) for g in given])] == first
