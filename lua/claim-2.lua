@@ -4,7 +4,7 @@
   Input:
     KEYS[1] pending set       emq:{q}:pending
     KEYS[2] active set        emq:{q}:active (score = lease deadline, server ms)
-    ARGV[1] job key prefix    emq:{q}:job:, exactly KEYS[1]'s base + 'job:'
+    ARGV[1] job key prefix    emq:{q}:job:, the pending set's base + 'job:'
     ARGV[2] lease_ms          integer, 1 to 2^31-1
 
   Reply:
@@ -12,7 +12,7 @@
     {}                    pending is empty
 
   Errors:
-    EMQARG  the job key prefix is not the rows of KEYS[1]'s queue, or
+    EMQARG  the job key prefix is not the pending set's base + 'job:', or
             lease_ms is not an integer in range; nothing is popped
 
   The job key is built from the prefix because the id is unknown until it is

@@ -5,14 +5,14 @@
   Input:
     KEYS[1] schedule set      emq:{q}:schedule (score = run-at, server ms)
     KEYS[2] pending set       emq:{q}:pending
-    ARGV[1] job key prefix    emq:{q}:job:, exactly KEYS[1]'s base + 'job:'
+    ARGV[1] job key prefix    emq:{q}:job:, the schedule set's base + 'job:'
     ARGV[2] limit             integer, 1 to 100000: at most this many move
 
   Reply:
     count moved (integer)
 
   Errors:
-    EMQARG  the job key prefix is not the rows of KEYS[1]'s queue, or
+    EMQARG  the job key prefix is not the schedule set's base + 'job:', or
             limit is not an integer in range; nothing moves
 
   Cost is O(log N + k) for k due entries (takeDue).

@@ -8,7 +8,7 @@
     KEYS[1] active set        emq:{q}:active (score = lease deadline, server ms)
     KEYS[2] pending set       emq:{q}:pending
     KEYS[3] dead set          emq:{q}:dead
-    ARGV[1] job key prefix    emq:{q}:job:, exactly KEYS[1]'s base + 'job:'
+    ARGV[1] job key prefix    emq:{q}:job:, the active set's base + 'job:'
     ARGV[2] limit             integer, 1 to 100000: the cap (product default 100)
     ARGV[3] max_attempts      integer, 1 to 2^31-1
 
@@ -16,7 +16,7 @@
     count reaped (integer), never more than limit
 
   Errors:
-    EMQARG  the job key prefix is not the rows of KEYS[1]'s queue, or
+    EMQARG  the job key prefix is not the active set's base + 'job:', or
             limit or max_attempts is not an integer in range; nothing moves
 
   Cost is O(log M + k) for an active set of M and k expired (takeDue).
