@@ -8,7 +8,7 @@
     KEYS[1] active set        emq:{q}:active (score = lease deadline, server ms)
     KEYS[2] pending set       emq:{q}:pending
     KEYS[3] dead set          emq:{q}:dead
-    ARGV[1] job key prefix    emq:{q}:job:
+    ARGV[1] job key prefix    emq:{q}:job:, the active set's base + 'job:'
     ARGV[2] limit             integer, 1 to 100000: the cap (product default 100)
     ARGV[3] max_attempts      integer, 1 to 2^31-1
 
@@ -16,13 +16,15 @@
     count reaped (integer), never more than limit
 
   Errors:
-    EMQARG  limit or max_attempts is not an integer in range
+    EMQARG  the job key prefix is not the active set's base + 'job:', or
+            limit or max_attempts is not an integer in range; nothing moves
 
   Cost is O(log M + k) for an active set of M and k expired (takeDue).
   Promote and reap share the take and the move back to pending; only the
   split by attempts is reap's own, so promote reads no attempts it would not
   use.
 ]]
+--- @include "checkJobPrefix"
 --- @include "intArg"
 --- @include "serverTimeMs"
 --- @include "takeDue"
@@ -35,7 +37,7 @@ local deadKey = KEYS[3]
 local jobPrefix = ARGV[1]
 local limit, limitErr = intArg(ARGV[2], 'limit', 1, 100000)
 local maxAttempts, maxErr = intArg(ARGV[3], 'max_attempts', 1, 2147483647)
-local err = limitErr or maxErr
+local err = checkJobPrefix(jobPrefix, activeKey, 'active') or limitErr or maxErr
 if err then return err end
 
 local expired = takeDue(activeKey, serverTimeMs(), limit)

@@ -4,6 +4,7 @@ whether the call comes through Queue or as a raw EVALSHA."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from functools import partial
 from typing import Callable
 
@@ -11,8 +12,9 @@ import pytest
 import redis
 
 from echomq import InvalidArgumentError, Queue, WrongKindError, mint, verbs
+from echomq.keys import QueueKeys
 from echomq.verbs import ScriptCall
-from tests.helpers import snapshot
+from tests.helpers import server_ms, snapshot
 
 BAD_IDS = ["", "JOB", "JOB0Nvmd8aV5i", "JOB0Nvmd8aV5iyy", "JOB0Nvmd8aV5i!", "JOB0Nvmd8aV5i{",
            "JOB0Nvmd8aV5i}", "JOB0Nvmd8aV5i:", "JOB0Nvmd8aV5i ", "JOB0Nvmd8aV5é", "job0Nvmd8aV5iy",
@@ -129,6 +131,53 @@ def test_bad_numbers_on_the_wire(busy_queue: Queue, client: redis.Redis, bad: st
     assert "max_attempts" in wire(client, lambda: retry(1, 0, bad), "EMQARG")
     if bad != "0":
         assert "delay_ms" in wire(client, lambda: retry(1, bad, 2), "EMQARG")
+
+
+def foreign_prefixes(k: QueueKeys) -> list[str]:
+    """Row prefixes that are not the queue's own: another queue's, tags one
+    byte shorter or longer, the own base with 'job:' misspelt or followed by
+    more, and prefixes outside emq:* altogether."""
+    tag = k.name
+    return [QueueKeys("elsewhere").job_prefix, f"emq:{{{tag[:-1]}}}:job:", f"emq:{{{tag}x}}:job:",
+            k.base + "job", k.base + "jobs:", k.base + "JOB:", k.job_prefix + "x", "x" + k.job_prefix,
+            k.job_prefix + k.job_prefix, k.job_prefix.upper(), "other:job:", "job:", ""]
+
+
+@pytest.fixture
+def due_queue(queue: Queue, client: redis.Redis) -> Queue:
+    """A queue where claim, promote and reap would each move a job right now:
+    pending jobs, a retry due and a lease expired."""
+    for _ in range(4):
+        queue.enqueue(mint(), b"payload")
+    job = queue.claim(lease_ms=60_000)
+    assert job is not None and queue.retry(job.id, job.token, "e", delay_ms=0) == "scheduled"
+    assert queue.claim(lease_ms=1) is not None
+    time.sleep(0.01)
+    k, now = queue.keys, server_ms(client)
+    assert (client.zcard(k.pending), client.zcount(k.schedule, "-inf", now), client.zcount(k.active, "-inf", now)) \
+        == (2, 1, 1)
+    return queue
+
+
+def test_foreign_job_prefix_on_the_wire_changes_nothing(due_queue: Queue, client: redis.Redis) -> None:
+    q, k = due_queue, due_queue.keys
+    calls = {"claim": (verbs.claim(k, 60_000), k.pending), "promote": (verbs.promote(k, 100), k.schedule),
+             "reap": (verbs.reap(k, 100, 2), k.active)}
+    for verb, (call, first_key) in calls.items():
+        for prefix in foreign_prefixes(k):
+            forged = replace(call, args=(prefix, *call.args[1:]))
+            message = wire(client, raw(client, q, forged), "EMQARG")
+            assert message == f"EMQARG job key prefix must be {k.job_prefix}, the rows of {first_key}", (verb, prefix)
+        # The prefix is ARGV[1]: its refusal comes before a bad integer's.
+        forged = replace(call, args=("other:job:", *("0" for _ in call.args[1:])))
+        assert wire(client, raw(client, q, forged), "EMQARG").startswith("EMQARG job key prefix must be ")
+        # KEYS[1] that is not this verb's set leaves the prefix no queue to belong to.
+        odd = replace(call, keys=(k.job_prefix, *call.keys[1:]), args=(k.job_prefix, *call.args[1:]))
+        assert wire(client, raw(client, q, odd), "EMQARG") == \
+            f"EMQARG job key prefix has no queue to belong to: {k.job_prefix} does not end in {first_key[len(k.base):]}"
+    # The queue's own prefix passes, and each verb moves the job it was refused.
+    assert (q.promote(limit=100), q.reap(limit=100)) == (1, 1)
+    assert q.claim(lease_ms=60_000) is not None and q.pending_size() == 3
 
 
 def test_limits_above_range_on_the_wire(busy_queue: Queue, client: redis.Redis) -> None:

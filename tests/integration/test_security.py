@@ -18,10 +18,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from echomq import EchoMQError, Queue, mint, verbs
+from echomq.keys import QueueKeys
 from echomq_bench.cli import main
 from echomq.scripts import discover
 from echomq_bench.servers import DEFAULT_SPECS, EmbeddedServer, Server, UrlServer, free_port, start
-from tests.helpers import ROOT
+from tests.helpers import ROOT, snapshot
 from tests.integration.conftest import TlsServer
 
 LOOPBACK_V4 = "0100007F"        # 127.0.0.1 as /proc/net/tcp writes it
@@ -122,29 +123,30 @@ def script_commands() -> set[str]:
 CLIENT_COMMANDS = {"evalsha", "script|load", "zrange", "zcard"}
 
 
-def acl_rule(commands: set[str]) -> list[str]:
-    return ["on", ">emq-pw", "~emq:*", "resetchannels", "-@all", *sorted(f"+{c}" for c in commands)]
+def acl_rule(commands: set[str], keys: str = "~emq:*") -> list[str]:
+    return ["on", ">emq-pw", keys, "resetchannels", "-@all", *sorted(f"+{c}" for c in commands)]
 
 
 @pytest.fixture
-def acl_user(server: EmbeddedServer, client: redis.Redis) -> Iterator[Callable[[set[str]], redis.Redis]]:
-    """A user on the plain server allowed exactly the given commands, on emq:* keys only."""
-    def user(commands: set[str]) -> redis.Redis:
-        client.execute_command("ACL", "SETUSER", "emq", "reset", *acl_rule(commands))
+def acl_user(server: EmbeddedServer, client: redis.Redis) -> Iterator[Callable[..., redis.Redis]]:
+    """A user on the plain server allowed exactly the given commands, on emq:* keys
+    only, or on the keys of the given ACL key pattern."""
+    def user(commands: set[str], keys: str = "~emq:*") -> redis.Redis:
+        client.execute_command("ACL", "SETUSER", "emq", "reset", *acl_rule(commands, keys))
         return server.client(username="emq", password="emq-pw")
 
     yield user
     client.execute_command("ACL", "DELUSER", "emq")
 
 
-def test_acl_user_restricted_to_queue_keys_runs_every_verb(acl_user: Callable[[set[str]], redis.Redis],
+def test_acl_user_restricted_to_queue_keys_runs_every_verb(acl_user: Callable[..., redis.Redis],
                                                            client: redis.Redis) -> None:
     needed = CLIENT_COMMANDS | script_commands()
     emq = acl_user(needed)
     every_verb(Queue(emq, "acl"), flush=client.script_flush)  # the reload after NOSCRIPT works too
 
 
-def test_acl_command_set_is_minimal(acl_user: Callable[[set[str]], redis.Redis]) -> None:
+def test_acl_command_set_is_minimal(acl_user: Callable[..., redis.Redis]) -> None:
     needed = CLIENT_COMMANDS | script_commands()
     for missing in sorted(needed):
         emq = acl_user(needed - {missing})
@@ -152,7 +154,7 @@ def test_acl_command_set_is_minimal(acl_user: Callable[[set[str]], redis.Redis])
             every_verb(Queue(emq, f"acl-no-{missing.replace('|', '-')}"))
 
 
-def test_acl_user_cannot_touch_other_keys(acl_user: Callable[[set[str]], redis.Redis], client: redis.Redis) -> None:
+def test_acl_user_cannot_touch_other_keys(acl_user: Callable[..., redis.Redis], client: redis.Redis) -> None:
     emq = acl_user(CLIENT_COMMANDS | script_commands())
     q = Queue(emq, "acl")
     client.set("secret", "mine")
@@ -170,13 +172,62 @@ def test_acl_user_cannot_touch_other_keys(acl_user: Callable[[set[str]], redis.R
     outside = replace(call, keys=tuple(key.replace(k.base, "other:") for key in call.keys))
     with pytest.raises(redis.exceptions.NoPermissionError):
         emq.execute_command(*outside.evalsha(s.sha("enqueue")))
-    # A forged row prefix reaches other keys only from inside the script: refused there.
-    q.enqueue(mint(), b"x")
+    # A forged row prefix would reach other keys only from inside the script:
+    # the script refuses it before it pops anything.
+    waiting = mint()
+    q.enqueue(waiting, b"x")
     call = verbs.claim(k, 1000)
     forged = replace(call, args=tuple("other:job:" if arg == k.job_prefix else arg for arg in call.args))
-    with pytest.raises(redis.ResponseError, match="(?i)no permissions|can't access"):
+    with pytest.raises(redis.ResponseError) as info:
         emq.execute_command(*forged.evalsha(s.sha("claim")))
+    assert str(info.value) == f"EMQARG job key prefix must be {k.job_prefix}, the rows of {k.pending}"
+    assert client.zrange(k.pending, 0, -1) == [waiting.encode()]
     assert {k: client.dump(k) for k in client.keys("*") if not k.startswith(b"emq:")} == before
+
+
+def queue_with_due_work(q: Queue) -> tuple[str, str, str]:
+    """Three jobs, one where each of claim, promote and reap would take it now:
+    (scheduled and due, lease expired, pending)."""
+    a, b, c = mint(), mint(), mint()
+    for jid in (a, b, c):
+        q.enqueue(jid, b"p")
+    job = q.claim(60_000)
+    assert job is not None and q.retry(job.id, job.token, "e", 0) == "scheduled"
+    assert q.claim(1) is not None
+    time.sleep(0.01)
+    return a, b, c
+
+
+def test_foreign_job_prefix_is_refused_before_any_pop_under_a_one_queue_acl(
+        acl_user: Callable[..., redis.Redis], client: redis.Redis) -> None:
+    """A user held to one queue's keys hands claim, promote and reap another
+    queue's row prefix: EMQARG each time, nothing popped, nothing lost. The
+    same claim with the check cut out shows what the check prevents: the ACL
+    refuses the row write after ZPOPMIN ran, and the job is gone."""
+    emq = acl_user(CLIENT_COMMANDS | script_commands(), keys="~emq:{mine}:*")
+    q = Queue(emq, "mine", max_attempts=3)
+    k, s = q.keys, q.scripts
+    a, b, c = queue_with_due_work(q)
+    before = snapshot(client)
+    foreign = QueueKeys("theirs").job_prefix
+    for call, first_key in ((verbs.claim(k, 60_000), k.pending), (verbs.promote(k, 100), k.schedule),
+                            (verbs.reap(k, 100, 3), k.active)):
+        forged = replace(call, args=(foreign, *call.args[1:]))
+        with pytest.raises(redis.ResponseError) as info:
+            emq.execute_command(*forged.evalsha(s.sha(call.verb)))
+        assert str(info.value) == f"EMQARG job key prefix must be {k.job_prefix}, the rows of {first_key}"
+    assert snapshot(client) == before
+    assert [client.zrange(key, 0, -1) for key in (k.schedule, k.active, k.pending)] == [[a.encode()], [b.encode()],
+                                                                                         [c.encode()]]
+    # The same user with the queue's own prefix moves every job: none was lost.
+    assert (q.promote(100), q.reap(100), q.pending_size()) == (1, 1, 3)
+    unchecked = s.sources["claim"].text.replace("checkJobPrefix(jobPrefix, pendingKey, 'pending') or ", "")
+    assert unchecked != s.sources["claim"].text
+    call = replace(verbs.claim(k, 60_000), args=(foreign, 60_000))
+    with pytest.raises(redis.ResponseError, match="(?i)no permissions|can't access"):
+        emq.execute_command(*call.evalsha(client.script_load(unchecked)))
+    assert client.zrange(k.pending, 0, -1) == [b.encode(), c.encode()]  # a was popped, and is nowhere now
+    assert not any(client.zscore(key, a) is not None for key in (k.active, k.schedule, k.dead))
 
 
 # --------------------------------------------------------------------------
