@@ -20,10 +20,10 @@ import redis
 
 from .errors import EchoMQError, OutOfMemoryError, from_reply
 from .queue import Job, Queue, wire_errors
-from .scripts import evalsha
+from .scripts import Client, Scripts, evalsha
 from .verbs import ScriptCall
 
-__all__ = ["send", "as_error", "job_of"]
+__all__ = ["send", "send_calls", "as_error", "job_of"]
 
 
 def as_error(reply: Any) -> Any:
@@ -39,23 +39,28 @@ def send(queue: Queue, calls: Sequence[ScriptCall]) -> list[Any]:
     """One round trip: per call its reply, or the exception its error reply
     maps to. A connection lost mid-pipeline raises ServerUnavailableError
     for the whole of it: any of the calls may or may not have run."""
+    return send_calls(queue.client, queue.scripts, calls)
+
+
+def send_calls(client: Client, scripts: Scripts, calls: Sequence[ScriptCall]) -> list[Any]:
+    """`send` over a client and its loaded scripts, for callers that hold no Queue."""
     if not calls:
         return []
-    replies = _send(queue, calls)
+    replies = _send(client, scripts, calls)
     missing = [i for i, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
     if missing:
-        with wire_errors(queue.client):
-            queue.scripts.load(queue.client)
-        for i, reply in zip(missing, _send(queue, [calls[i] for i in missing])):
+        with wire_errors(client):
+            scripts.load(client)
+        for i, reply in zip(missing, _send(client, scripts, [calls[i] for i in missing])):
             replies[i] = reply
     return [as_error(r) for r in replies]
 
 
-def _send(queue: Queue, calls: Sequence[ScriptCall]) -> list[Any]:
-    pipe = queue.client.pipeline(transaction=False)
+def _send(client: Client, scripts: Scripts, calls: Sequence[ScriptCall]) -> list[Any]:
+    pipe = client.pipeline(transaction=False)
     for call in calls:
-        evalsha(pipe, queue.scripts.sha(call.verb), call.keys, call.args)
-    with wire_errors(queue.client):
+        evalsha(pipe, scripts.sha(call.verb), call.keys, call.args)
+    with wire_errors(client):
         return list(pipe.execute(raise_on_error=False))
 
 

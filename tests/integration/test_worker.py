@@ -62,6 +62,17 @@ def test_a_batch_drains_each_job_completed_once(queue: Queue, client: redis.Redi
     assert client.info("commandstats")["cmdstat_evalsha"]["calls"] == 6 * 5 + 23
 
 
+def test_scripts_flushed_before_a_drain_are_loaded_again(queue: Queue, client: redis.Redis) -> None:
+    ids = _enqueue(queue, 4)
+    client.script_flush()
+    settled: list[tuple[str, str]] = []
+    stats = Worker(queue, lambda job: None, _settings(batch=4, burst=True),
+                   on_settled=lambda job, outcome: settled.append((job.id, outcome))).run()
+    assert sorted(settled) == sorted((jid, "completed") for jid in ids)
+    assert (stats.completed, stats.errors, stats.unsettled) == (4, 0, 0)
+    assert _queue_keys(client, queue) == []
+
+
 def test_a_failing_handler_retries_then_goes_dead(client: redis.Redis) -> None:
     queue = Queue(client, f"t-{secrets.token_hex(3)}", max_attempts=2)
     always, once, fine = _enqueue(queue, 3)
