@@ -147,6 +147,7 @@ class Worker:
         self.stats = WorkerStats()
         self._stop = threading.Event()
         self._running = threading.Lock()
+        self._errors = threading.Lock()  # the rounds and the pump thread both count errors
 
     def stop(self) -> None:
         """Take no new claims; the round in hand is run and settled, then run() returns.
@@ -258,7 +259,8 @@ class Worker:
         return text[:cap].decode("utf-8", "ignore").encode("utf-8")
 
     def _error(self, verb: str, exc: BaseException, count: int) -> None:
-        self.stats.errors += count
+        with self._errors:
+            self.stats.errors += count
         log.warning("%s: %s", verb, exc)
 
     # -- what runs beside the rounds ------------------------------------------
@@ -315,4 +317,5 @@ class Worker:
             yield
         finally:
             for sig, handler in before.items():
-                signal.signal(sig, handler)
+                # None: a handler set outside Python, which cannot be put back; the default stands in.
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
