@@ -12,10 +12,14 @@ from .errors import (
 )
 from .ids import mint, parse_id
 from .queue import Job, Queue
+from .worker import Worker, WorkerSettings, WorkerStats
 
 __all__ = [
     "Queue",
     "Job",
+    "Worker",
+    "WorkerSettings",
+    "WorkerStats",
     "mint",
     "parse_id",
     "EchoMQError",

@@ -30,9 +30,10 @@ from typing import Any, Protocol, Sequence
 
 import redis
 
-from echomq.errors import EchoMQError, InvalidArgumentError, OutOfMemoryError, from_reply
+from echomq.errors import EchoMQError, InvalidArgumentError
+from echomq.pipeline import as_error, send_calls
 from echomq.queue import wire_errors
-from echomq.scripts import Client, Scripts, evalsha
+from echomq.scripts import Client, Scripts
 from echomq.verbs import ScriptCall
 
 __all__ = ["Calls", "RedisCalls", "as_error", "is_error"]
@@ -44,15 +45,6 @@ class Calls(Protocol):
     def pipeline(self, calls: Sequence[ScriptCall]) -> list[Any]: ...
 
     def command(self, *args: Any) -> Any: ...
-
-
-def as_error(reply: Any) -> Any:
-    """A pipelined reply with redis-py's error objects turned into the echomq tree."""
-    if isinstance(reply, redis.exceptions.OutOfMemoryError):
-        return OutOfMemoryError(f"OOM server is out of memory: {reply}")
-    if isinstance(reply, redis.exceptions.ResponseError):
-        return from_reply(str(reply)) or reply
-    return reply
 
 
 class RedisCalls:
@@ -71,30 +63,15 @@ class RedisCalls:
             return self.scripts[call.verb](keys=call.keys, args=call.args, client=self.client)
 
     def pipeline(self, calls: Sequence[ScriptCall]) -> list[Any]:
-        replies = self._send(calls)
-        # After a restart without persistence the scripts are gone; a NOSCRIPT
-        # reply means that call ran nothing, so it alone is sent again.
-        missing = [i for i, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
-        if missing:
-            with wire_errors(self.client):
-                self.scripts.load(self.client)
-            for i, reply in zip(missing, self._send([calls[i] for i in missing])):
-                replies[i] = reply
-        return [as_error(r) for r in replies]
+        # The client's own pipelined sender: after a restart without persistence
+        # the scripts are gone, and a call answered NOSCRIPT, which ran nothing,
+        # is sent again once they are loaded.
+        return send_calls(self.client, self.scripts, calls)
 
     def command(self, *args: Any) -> Any:
         with wire_errors(self.client):
             # redis-py leaves execute_command unannotated.
             return self.client.execute_command(*args)  # type: ignore[no-untyped-call]
-
-    def _send(self, calls: Sequence[ScriptCall]) -> list[Any]:
-        pipe = self.client.pipeline(transaction=False)
-        for c in calls:
-            # Raw EVALSHA: a Script object on a pipeline would add a SCRIPT
-            # EXISTS round trip to every execute.
-            evalsha(pipe, self.scripts.sha(c.verb), c.keys, c.args)
-        with wire_errors(self.client):
-            return list(pipe.execute(raise_on_error=False))
 
 
 def is_error(reply: Any) -> bool:

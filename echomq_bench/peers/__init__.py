@@ -1,4 +1,4 @@
-"""echomq beside BullMQ, RQ and arq: the same no-op jobs, the same server.
+"""echomq (through its Worker) beside BullMQ, RQ and arq: the same no-op jobs, the same server.
 
 One adapter module per queue library; `runner` is the `peers` command, and
 `python -m echomq_bench.peers` is the child process that runs one producer or one
@@ -17,7 +17,7 @@ __all__ = ["PEERS", "get", "Peer", "Leftovers", "PeerMissingError", "PAYLOAD", "
 # queue name -> (module, class); the order is the report's order.
 PEERS: dict[str, tuple[str, str]] = {
     "echomq": ("echomq_bench.peers.echomq", "EchoMQ"),
-    "echomq-pipe": ("echomq_bench.peers.echomq", "EchoMQPipelined"),
+    "echomq-raw": ("echomq_bench.peers.echomq", "EchoMQRaw"),
     "bullmq": ("echomq_bench.peers.bullmq", "BullMQ"),
     "rq": ("echomq_bench.peers.rq", "RQ"),
     "arq": ("echomq_bench.peers.arq", "Arq"),

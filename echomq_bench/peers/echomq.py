@@ -1,70 +1,91 @@
-"""echomq as a peer: the six scripts of this repository, two ways of draining,
-both on the load engine (echomq_bench.load.engine).
+"""echomq as a peer: through its own Worker, and a raw reference loop.
 
-`echomq` drains one job at a time per consumer: the claim script, then the
-complete script, one call each (the calls `Queue.claim` and `Queue.complete`
-send): what a plain worker loop does. `echomq-pipe` sends the same two
-scripts as raw EVALSHA in pipelines of `batch` claims then as many
-completes, the way a worker that wants throughput would (BullMQ and arq keep
-several jobs in flight per process too). Both enqueue with the enqueue
-script as raw EVALSHA, pipelined in batches, after every script is loaded.
+`echomq` is what a user of the client runs: `echomq.Worker` with its
+default settings (one job per round trip: one claim, then one complete),
+burst mode so it stops once the queue is empty, enqueued through the
+client's pipelined sender (`echomq.pipeline`), 1000 enqueues per round
+trip. A high-throughput mode is the same adapter with another
+`worker_settings` (a larger `batch`).
+
+`echomq-raw` is not the client: the load engine (echomq_bench.load.engine)
+sends the claim script as raw EVALSHA, 100 per pipeline, then one complete
+per job claimed in a second pipeline. It shows what the server spends when
+a hand-written loop strips the per-request overhead; it is a reference,
+never the headline (compare the Worker's row against the other queues).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import redis
 
+from echomq import Job, Queue, Worker, WorkerSettings, mint, pipeline, verbs
 from echomq.keys import QueueKeys
 from echomq_bench.load.calls import RedisCalls
 from echomq_bench.load.engine import Consumer, ConsumerPolicy, Producer, ProducerPolicy
 from echomq_bench.peers import jobs
 from echomq_bench.peers.base import PAYLOAD, Gate, Leftovers, count_keys
 
-__all__ = ["EchoMQ", "EchoMQPipelined"]
+__all__ = ["EchoMQ", "EchoMQRaw", "worker_mode"]
 
 LEASE_MS = 30_000
 ENQUEUE_BATCH = 1000
-CLAIM_BATCH = 100
+RAW_CLAIM_BATCH = 100
 
 
 def _client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, decode_responses=False)
 
 
+def _run_job(job: Job) -> None:
+    jobs.run_job(job.payload)
+
+
+def worker_mode(s: WorkerSettings) -> str:
+    """The drain line the report prints for a Worker with these settings."""
+    return (f"echomq.Worker(concurrency={s.concurrency}, batch={s.claim_batch}, burst={s.burst}): per round "
+            f"{s.claim_batch} claim(s) in one round trip, then their completes in one")
+
+
 class EchoMQ:
     name = "echomq"
     distribution = "echomq-bench"
-    enqueue_mode = f"enqueue script, raw EVALSHA pipelined {ENQUEUE_BATCH} per round trip"
-    drain_mode = "claim script then complete script (as Queue sends them), one job at a time per consumer"
-    claim_batch = 1
+    # Burst: every job was enqueued before the drain, so a round that claims nothing means done.
+    worker_settings = WorkerSettings(burst=True, handle_signals=False)
+    drain_mode = worker_mode(worker_settings)
+    enqueue_mode = f"enqueue verb through echomq.pipeline, {ENQUEUE_BATCH} per round trip"
 
     def check(self) -> None:
         """echomq is this package: always there."""
 
     def settings(self, consumers: int) -> dict[str, Any]:
-        return {"lease_ms": LEASE_MS, "enqueue_batch": ENQUEUE_BATCH, "client": "redis-py, hiredis parser",
-                "consumers": consumers, "in_flight_per_consumer": 1}
+        worker = dataclasses.asdict(self.worker_settings)
+        worker.update(batch=self.worker_settings.claim_batch)
+        return {"worker": worker, "enqueue_batch": ENQUEUE_BATCH, "client": "redis-py, hiredis parser",
+                "consumers": consumers, "in_flight_per_consumer": self.worker_settings.claim_batch}
 
     def produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
         client = _client(url)
-        policy = ProducerPolicy(batch=ENQUEUE_BATCH, total=n, payload=PAYLOAD.encode("ascii"))
-        producer = Producer(RedisCalls(client), [QueueKeys(queue)], policy, strict=True)
+        q = Queue(client, queue)
+        payload = PAYLOAD.encode("ascii")
         gate.ready()
-        producer.run(on_step=lambda _: progress(producer.sent))
+        accepted = sent = 0
+        while sent < n:
+            calls = [verbs.enqueue(q.keys, mint(), payload) for _ in range(min(ENQUEUE_BATCH, n - sent))]
+            accepted += sum(1 for reply in pipeline.send(q, calls) if reply == b"enqueued")
+            sent += len(calls)
+            progress(sent)
         gate.done()
         client.close()
-        return producer.tally["enqueue", "enqueued"]
+        return accepted
 
     def consume(self, url: str, queue: str, gate: Gate) -> None:
         client = _client(url)
-        # Every job was enqueued before the drain: a round that finds the queue empty means done.
-        policy = ConsumerPolicy(lease_ms=LEASE_MS, handle=jobs.run_job, claim_batch=self.claim_batch,
-                                until_empty=True)
-        consumer = Consumer(RedisCalls(client), [QueueKeys(queue)], policy, strict=True)
+        worker = Worker(Queue(client, queue), _run_job, self.worker_settings)
         gate.ready()
-        consumer.run()
+        worker.run()
         gate.done()
         client.close()
 
@@ -81,13 +102,36 @@ class EchoMQ:
         return Leftovers(pending=sum(detail.values()), kept=0, rows=rows, detail={**detail, "job_rows": rows})
 
 
-class EchoMQPipelined(EchoMQ):
-    name = "echomq-pipe"
-    claim_batch = CLAIM_BATCH
-    drain_mode = (f"claim script x{CLAIM_BATCH} in one pipeline, then one complete per job claimed in a "
-                  "second pipeline (raw EVALSHA)")
+class EchoMQRaw(EchoMQ):
+    """The raw reference loop on the load engine; not the client's Worker."""
+
+    name = "echomq-raw"
+    enqueue_mode = f"RAW: enqueue script as raw EVALSHA on the load engine, {ENQUEUE_BATCH} per pipeline"
+    drain_mode = (f"RAW, not the client's Worker (a reference, never the headline): claim script "
+                  f"x{RAW_CLAIM_BATCH} as raw EVALSHA in one pipeline, then one complete per job claimed "
+                  "in a second")
 
     def settings(self, consumers: int) -> dict[str, Any]:
-        out = super().settings(consumers)
-        out.update(claim_batch=CLAIM_BATCH, in_flight_per_consumer=CLAIM_BATCH)
-        return out
+        return {"raw": True, "lease_ms": LEASE_MS, "claim_batch": RAW_CLAIM_BATCH, "enqueue_batch": ENQUEUE_BATCH,
+                "client": "redis-py, hiredis parser", "consumers": consumers,
+                "in_flight_per_consumer": RAW_CLAIM_BATCH}
+
+    def produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
+        client = _client(url)
+        policy = ProducerPolicy(batch=ENQUEUE_BATCH, total=n, payload=PAYLOAD.encode("ascii"))
+        producer = Producer(RedisCalls(client), [QueueKeys(queue)], policy, strict=True)
+        gate.ready()
+        producer.run(on_step=lambda _: progress(producer.sent))
+        gate.done()
+        client.close()
+        return producer.tally["enqueue", "enqueued"]
+
+    def consume(self, url: str, queue: str, gate: Gate) -> None:
+        client = _client(url)
+        policy = ConsumerPolicy(lease_ms=LEASE_MS, handle=jobs.run_job, claim_batch=RAW_CLAIM_BATCH,
+                                until_empty=True)
+        consumer = Consumer(RedisCalls(client), [QueueKeys(queue)], policy, strict=True)
+        gate.ready()
+        consumer.run()
+        gate.done()
+        client.close()

@@ -57,7 +57,7 @@ def _arq_left(c: Any) -> dict[str, int]:
 # The test's own reading of each peer's keys, independent of the adapters'.
 SERVER_LEFT: dict[str, Callable[[Any], dict[str, int]]] = {
     "echomq": _echomq_left,
-    "echomq-pipe": _echomq_left,
+    "echomq-raw": _echomq_left,
     "bullmq": _bullmq_left,
     "rq": _rq_left,
     "arq": _arq_left,

@@ -1,4 +1,4 @@
-"""The client's public surface: eight verbs, nothing else."""
+"""The client's public surface: a Queue of eight verbs, nothing else, and the Worker over it."""
 
 from __future__ import annotations
 
@@ -14,4 +14,5 @@ def test_public_surface_is_exactly_the_eight_verbs() -> None:
     assert set(echomq.__all__) == {
         "Queue", "Job", "mint", "parse_id", "EchoMQError", "StaleTokenError",
         "WrongKindError", "InvalidArgumentError", "ServerUnavailableError",
+        "Worker", "WorkerSettings", "WorkerStats",
     }

@@ -1,0 +1,321 @@
+"""Worker: the loop every echomq user would otherwise write by hand.
+
+    worker = Worker(queue, handle, WorkerSettings(concurrency=4))
+    worker.run()            # until stop(), SIGINT or SIGTERM; or burst=True: until the queue is empty
+
+One round claims up to `batch` jobs in one pipelined round trip, runs the
+handler on each (`concurrency` at a time), then sends every complete and
+retry of the round in a second round trip. A handler that returns
+completes its job; one that raises retries it, after a full-jitter
+exponential backoff, and the retry script moves it to the dead set at the
+queue's max_attempts. A separate thread runs the pumps, reap then promote
+in one round trip, every `pump_interval_ms`.
+
+Every call is a verb built by `echomq.verbs` and sent by `echomq.pipeline`:
+the Worker has no script call of its own. The complete and retry verbs are
+fenced by the claim's token, so a worker whose lease was reaped cannot
+finish the job: that reply (EMQSTALE) is counted as `lost`, never as done.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import random
+import signal
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Iterator, Sequence
+
+import redis
+
+from . import pipeline, verbs
+from .errors import EchoMQError, InvalidArgumentError, ServerUnavailableError, StaleTokenError
+from .queue import INT31, MAX_LIMIT, Job, Queue, check_int
+
+__all__ = ["Worker", "WorkerSettings", "WorkerStats", "Handler", "OnSettled", "OUTCOMES"]
+
+log = logging.getLogger("echomq.worker")
+
+Handler = Callable[[Job], object]
+# Called once per claimed job after its round is settled, with one of OUTCOMES.
+OnSettled = Callable[[Job, str], None]
+
+# completed: the complete was accepted. retried: scheduled for another attempt.
+# dead: the retry moved it to the dead set. lost: the lease was lost (EMQSTALE):
+# another worker may hold the job; this attempt's result is discarded.
+# unsettled: the server did not answer the complete or retry; the lease will
+# expire and reap will hand the job out again.
+OUTCOMES = ("completed", "retried", "dead", "lost", "unsettled")
+
+MAX_CONCURRENCY = 1024
+MAX_BATCH = 10_000
+MAX_ERROR_BYTES = 2048
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """How a Worker claims, runs and settles; checked when made."""
+
+    concurrency: int = 1               # handler calls running at once (threads when over 1)
+    batch: int | None = None           # claims per round trip; None: the same as concurrency
+    lease_ms: int = 30_000             # each claim's lease: the crash detector
+    pumps: bool = True                 # run reap and promote on a cadence in this worker
+    pump_interval_ms: int | None = None  # None: lease_ms // 2
+    reap_limit: int = 100
+    promote_limit: int = 100
+    retry_base_ms: int = 50            # retry delay: uniform over 0 .. min(cap, base * 2^(attempt-1))
+    retry_cap_ms: int = 2_000
+    poll_ms: int = 250                 # wait after a round that claimed nothing, or a failed call
+    burst: bool = False                # stop at the first round that claims nothing
+    handle_signals: bool = True        # SIGINT and SIGTERM call stop() (main thread only)
+
+    def __post_init__(self) -> None:
+        ranges = {"concurrency": (1, MAX_CONCURRENCY), "batch": (1, MAX_BATCH), "lease_ms": (1, INT31),
+                  "pump_interval_ms": (1, INT31), "reap_limit": (1, MAX_LIMIT),
+                  "promote_limit": (1, MAX_LIMIT), "retry_base_ms": (0, INT31), "retry_cap_ms": (0, INT31),
+                  "poll_ms": (1, INT31)}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ranges:
+                if value is not None or f.name not in ("batch", "pump_interval_ms"):
+                    check_int(f.name, value, *ranges[f.name])
+            elif not isinstance(value, bool):
+                raise InvalidArgumentError(f"{f.name} must be True or False, got {value!r}")
+
+    @property
+    def claim_batch(self) -> int:
+        return self.batch if self.batch is not None else self.concurrency
+
+    @property
+    def pump_interval_s(self) -> float:
+        ms = self.pump_interval_ms if self.pump_interval_ms is not None else max(1, self.lease_ms // 2)
+        return ms / 1000.0
+
+    def retry_delay_ms(self, attempt: int, rng: random.Random) -> int:
+        """Full jitter after attempt number `attempt` (the claim's token)."""
+        ceiling = min(self.retry_cap_ms, self.retry_base_ms * 2.0 ** min(attempt - 1, 62))
+        return int(rng.uniform(0.0, ceiling))
+
+
+@dataclass
+class WorkerStats:
+    """What one Worker did; jobs counted once each, by their round's outcome."""
+
+    rounds: int = 0
+    claimed: int = 0
+    completed: int = 0
+    retried: int = 0
+    dead: int = 0
+    lost: int = 0
+    unsettled: int = 0
+    errors: int = 0        # claim and pump calls the server refused or did not answer
+    reaped: int = 0
+    promoted: int = 0
+
+
+def _is_error(reply: Any) -> bool:
+    return isinstance(reply, (EchoMQError, redis.exceptions.RedisError))
+
+
+class Worker:
+    """Claims jobs from one queue and runs a handler on each.
+
+    The handler is a plain (sync) callable taking the Job; its return value
+    is discarded, since a completed echomq job leaves nothing behind. Async
+    handlers are refused: wrap one in a sync function that runs it.
+    """
+
+    def __init__(self, queue: Queue, handler: Handler, settings: WorkerSettings | None = None, *,
+                 on_settled: OnSettled | None = None, rng: random.Random | None = None) -> None:
+        if not isinstance(queue, Queue):
+            raise InvalidArgumentError(f"Worker needs an echomq Queue, got {type(queue).__name__}")
+        if not callable(handler):
+            raise InvalidArgumentError(f"handler must be callable, got {type(handler).__name__}")
+        if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(type(handler).__call__):
+            raise InvalidArgumentError("handler is async; Worker runs sync handlers: wrap it, e.g. "
+                                       "lambda job: asyncio.run(handler(job))")
+        if settings is not None and not isinstance(settings, WorkerSettings):
+            raise InvalidArgumentError(f"settings must be a WorkerSettings, got {type(settings).__name__}")
+        self.queue = queue
+        self.handler = handler
+        self.settings = settings or WorkerSettings()
+        self.on_settled = on_settled
+        self.rng = rng or random.Random()
+        self.stats = WorkerStats()
+        self._stop = threading.Event()
+        self._running = threading.Lock()
+        self._errors = threading.Lock()  # the rounds and the pump thread both count errors
+
+    def stop(self) -> None:
+        """Take no new claims; the round in hand is run and settled, then run() returns.
+        Safe from any thread and from a signal handler."""
+        self._stop.set()
+
+    def run(self) -> WorkerStats:
+        """Rounds until stop() (or, with burst, a round that claims nothing); the stats."""
+        if not self._running.acquire(blocking=False):
+            raise RuntimeError("this Worker is already running")
+        try:
+            with self._signals(), self._pump_thread(), self._pool() as pool:
+                while not self._stop.is_set():
+                    claimed = self._round(pool)
+                    if claimed is None:
+                        self._stop.wait(self.settings.poll_ms / 1000.0)
+                    elif claimed == 0:
+                        if self.settings.burst:
+                            break
+                        self._stop.wait(self.settings.poll_ms / 1000.0)
+            return self.stats
+        finally:
+            self._running.release()
+
+    # -- one round ---------------------------------------------------------
+
+    def _round(self, pool: ThreadPoolExecutor | None) -> int | None:
+        """Claim, handle, settle: how many jobs were claimed, or None when the claim failed."""
+        jobs = self._claim()
+        if jobs is None:
+            return None
+        self.stats.rounds += 1
+        if jobs:
+            self._settle(jobs, self._handle(jobs, pool))
+        return len(jobs)
+
+    def _claim(self) -> list[Job] | None:
+        s = self.settings
+        calls = [verbs.claim(self.queue.keys, s.lease_ms)] * s.claim_batch
+        try:
+            replies = pipeline.send(self.queue, calls)
+        except ServerUnavailableError as exc:
+            self._error("claim", exc, len(calls))
+            return None
+        jobs = [job for r in replies if not _is_error(r) and (job := pipeline.job_of(r)) is not None]
+        refused = [r for r in replies if _is_error(r)]
+        self.stats.claimed += len(jobs)
+        if refused:
+            self._error("claim", refused[0], len(refused))
+            if not jobs:
+                return None
+        return jobs
+
+    def _handle(self, jobs: list[Job], pool: ThreadPoolExecutor | None) -> list[BaseException | None]:
+        if pool is None:
+            return [self._call(job) for job in jobs]
+        return list(pool.map(self._call, jobs))
+
+    def _call(self, job: Job) -> BaseException | None:
+        try:
+            self.handler(job)
+        except Exception as exc:  # the job failed, not the worker: retry it
+            log.info("job %s attempt %d failed: %s: %s", job.id, job.token, type(exc).__name__, exc)
+            return exc
+        return None
+
+    def _settle(self, jobs: list[Job], failures: Sequence[BaseException | None]) -> None:
+        keys, max_attempts = self.queue.keys, self.queue.max_attempts
+        calls = [verbs.complete(keys, job.id, job.token) if exc is None else
+                 verbs.retry(keys, job.id, job.token, self._error_text(exc),
+                             self.settings.retry_delay_ms(job.token, self.rng), max_attempts)
+                 for job, exc in zip(jobs, failures)]
+        try:
+            replies: list[Any] = pipeline.send(self.queue, calls)
+        except ServerUnavailableError as exc:
+            # Any of them may have landed; resending could turn a success into EMQSTALE.
+            log.warning("settling %d jobs got no answer (%s); their leases will expire and reap "
+                        "hands them out again", len(calls), exc)
+            replies = [exc] * len(calls)
+        for job, call, reply in zip(jobs, calls, replies):
+            self._count(job, self._outcome(job, call.verb, reply))
+
+    def _outcome(self, job: Job, verb: str, reply: Any) -> str:
+        if isinstance(reply, StaleTokenError):
+            log.warning("job %s: lease lost before its %s (token %d is stale); this attempt's result "
+                        "is discarded", job.id, verb, job.token)
+            return "lost"
+        if _is_error(reply):
+            if not isinstance(reply, ServerUnavailableError):
+                log.error("job %s: %s refused: %s", job.id, verb, reply)
+            return "unsettled"
+        if verb == "complete":
+            return "completed"
+        text = reply.decode("ascii") if isinstance(reply, bytes) else str(reply)
+        return "dead" if text == "dead" else "retried"
+
+    def _count(self, job: Job, outcome: str) -> None:
+        setattr(self.stats, outcome, getattr(self.stats, outcome) + 1)
+        if self.on_settled is not None:
+            try:
+                self.on_settled(job, outcome)
+            except Exception:  # an observer's bug must not stop the jobs
+                log.exception("on_settled raised for job %s (%s)", job.id, outcome)
+
+    def _error_text(self, exc: BaseException) -> bytes:
+        cap = min(MAX_ERROR_BYTES, self.queue.max_payload_bytes)
+        text = f"{type(exc).__name__}: {exc}".encode("utf-8")
+        # Cut on a character boundary so that last_error stays valid UTF-8.
+        return text[:cap].decode("utf-8", "ignore").encode("utf-8")
+
+    def _error(self, verb: str, exc: BaseException, count: int) -> None:
+        with self._errors:
+            self.stats.errors += count
+        log.warning("%s: %s", verb, exc)
+
+    # -- what runs beside the rounds ------------------------------------------
+
+    def _pump(self, done: threading.Event) -> None:
+        s, q = self.settings, self.queue
+        calls = [verbs.reap(q.keys, s.reap_limit, q.max_attempts), verbs.promote(q.keys, s.promote_limit)]
+        while not done.wait(s.pump_interval_s):
+            try:
+                reaped, promoted = pipeline.send(q, calls)
+            except ServerUnavailableError as exc:
+                self._error("pump", exc, len(calls))
+                continue
+            for verb, name, reply in (("reap", "reaped", reaped), ("promote", "promoted", promoted)):
+                if _is_error(reply):
+                    self._error(verb, reply, 1)
+                else:
+                    setattr(self.stats, name, getattr(self.stats, name) + int(reply))
+
+    @contextmanager
+    def _pump_thread(self) -> Iterator[None]:
+        if not self.settings.pumps:
+            yield
+            return
+        done = threading.Event()
+        thread = threading.Thread(target=self._pump, args=(done,), name="echomq-pumps", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+
+    @contextmanager
+    def _pool(self) -> Iterator[ThreadPoolExecutor | None]:
+        if self.settings.concurrency == 1:
+            yield None
+            return
+        with ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="echomq-handler") as pool:
+            yield pool
+
+    @contextmanager
+    def _signals(self) -> Iterator[None]:
+        if not self.settings.handle_signals or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def on_signal(signum: int, frame: object) -> None:
+            log.info("%s: finishing the round in hand, then stopping", signal.Signals(signum).name)
+            self.stop()
+
+        before = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in before.items():
+                # None: a handler set outside Python, which cannot be put back; the default stands in.
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
