@@ -85,7 +85,7 @@ def draw_metric(metric: str, series: Sequence[Series], frame: pd.DataFrame, out_
     better = series[0].better
     fig.suptitle(f"{metric}{f' ({better} is better)' if better else ''}", fontsize=10)
     # Below the tick labels, so the PNG carries its method when it travels alone.
-    axes[-1, 0].set_xlabel("\n".join(textwrap.wrap(METHOD, 150)), fontsize=6.5, color="#555", loc="left")
+    axes[-1, 0].set_xlabel("\n".join(textwrap.wrap(METHOD, 130)), fontsize=6.5, color="#555", loc="left")
     path = out_dir / f"history-{_UNSAFE.sub('-', metric)}.png"
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
