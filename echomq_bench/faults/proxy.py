@@ -115,6 +115,10 @@ class FaultProxy:
             self._abort(link, rst=False)
         if self._flowing is not None:
             self._flowing.set()
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
 
     # ----------------------------------------------------------------------
     # Faults, from any thread
