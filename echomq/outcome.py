@@ -29,9 +29,11 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal
 
 import redis
+
+from .verbs import ScriptCall
 
 __all__ = ["ReplyLost", "send_once", "Row", "Verdict", "judge_complete", "judge_retry", "Leases",
            "LEASE_SAFETY", "REAP_ERROR"]
@@ -48,7 +50,7 @@ class ReplyLost(Exception):
     """The connection failed after the command may have left: it may have run."""
 
 
-def send_once(client: Any, sha: str, keys: Sequence[Any], args: Sequence[Any], load: Callable[[], None]) -> Any:
+def send_once(client: Any, sha: str, call: ScriptCall, load: Callable[[], None]) -> Any:
     """EVALSHA once, never resent after it may have reached the server.
 
     A failure to get a connection sent nothing and raises redis-py's own
@@ -56,8 +58,8 @@ def send_once(client: Any, sha: str, keys: Sequence[Any], args: Sequence[Any], l
     nothing: the scripts are loaded (`load`) and the call sent again."""
     target = client
     if isinstance(client, redis.RedisCluster):
-        target = client.get_redis_connection(client.get_node_from_key(keys[0]))  # type: ignore[no-untyped-call]
-    command = ("EVALSHA", sha, len(keys), *keys, *args)
+        target = client.get_redis_connection(client.get_node_from_key(call.keys[0]))  # type: ignore[no-untyped-call]
+    command = call.evalsha(sha)
     try:
         try:
             return _send(target, command)

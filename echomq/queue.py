@@ -136,8 +136,7 @@ class Queue:
 
     def _send_once(self, call: ScriptCall) -> Any:
         with wire_errors(self.client):
-            return send_once(self.client, self.scripts.sha(call.verb), call.keys, call.args,
-                             lambda: self.scripts.load(self.client))
+            return send_once(self.client, self.scripts.sha(call.verb), call, lambda: self.scripts.load(self.client))
 
     def _settle(self, call: ScriptCall, job_id: str, token: int,
                 judge: Callable[[Row | None, bool], Verdict]) -> str:

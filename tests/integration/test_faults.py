@@ -37,6 +37,10 @@ def test_quick_faults_pass_on_both_builds(tmp_path: Path) -> None:
         assert e["double_accepted"] == 0 and e["jobs"] > 0
         assert (e["lost"] > 0) == (scenario == "restart-nopersist"), e
         assert e["faults"] > 0
+        if scenario.startswith("net-"):  # every lost reply classified from the server's state
+            assert e["ambiguous_resolved"] == e["ambiguous"], (build, scenario, e["audit"]["ambiguous"])
+            assert e["audit"]["ambiguous"]["claim_gaps_unmatched"] == 0
+            assert (e["ambiguous"] > 0) == (scenario != "net-latency"), (build, scenario, e["audit"]["ambiguous"])
     assert (out / "meta.json").is_file() and (out / "faults.csv").is_file()
     assert "restart-nopersist" in done.stdout and "loss detected" in done.stdout
 

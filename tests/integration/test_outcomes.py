@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from echomq import Job, OutcomeUnknownError, Queue, StaleTokenError, mint
+from echomq import Job, OutcomeUnknownError, Queue, StaleTokenError, mint, verbs
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.servers import EmbeddedServer
 
@@ -49,7 +49,8 @@ def test_a_resend_under_the_defaults_would_report_a_landed_complete_stale(proxy:
     job = _claimed(q)
     proxy.drop_next_reply()
     with pytest.raises(redis.exceptions.ResponseError, match="^EMQSTALE"):
-        q.scripts["complete"](keys=[q.keys.active, q.keys.job(job.id)], args=[job.id, job.token], client=q.client)
+        call = verbs.complete(q.keys, job.id, job.token)
+        q.scripts["complete"](keys=call.keys, args=call.args, client=q.client)
     assert client.exists(q.keys.job(job.id)) == 0  # it had landed
 
 
