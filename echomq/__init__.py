@@ -6,6 +6,7 @@ from __future__ import annotations
 from .errors import (
     EchoMQError,
     InvalidArgumentError,
+    OutcomeUnknownError,
     ServerUnavailableError,
     StaleTokenError,
     WrongKindError,
@@ -27,5 +28,6 @@ __all__ = [
     "WrongKindError",
     "InvalidArgumentError",
     "ServerUnavailableError",
+    "OutcomeUnknownError",
 ]
 __version__ = "0.1.0"

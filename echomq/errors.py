@@ -5,6 +5,8 @@
     ├── WrongKindError              EMQKIND: an id of another kind (also ValueError)
     ├── InvalidArgumentError        EMQID, EMQARG: a malformed id or argument (also ValueError)
     ├── ServerUnavailableError      the server could not be reached in time
+    ├── OutcomeUnknownError         claim, complete or retry lost its reply and the
+    │                               server's state cannot tell whether it landed
     └── OutOfMemoryError            OOM: maxmemory reached under noeviction; the
                                     refused script wrote nothing
 
@@ -21,6 +23,7 @@ __all__ = [
     "WrongKindError",
     "InvalidArgumentError",
     "ServerUnavailableError",
+    "OutcomeUnknownError",
     "OutOfMemoryError",
     "WIRE_CODES",
     "from_reply",
@@ -50,6 +53,15 @@ class InvalidArgumentError(EchoMQError, ValueError):
 
 class ServerUnavailableError(EchoMQError):
     code = "EMQCONN"
+
+
+class OutcomeUnknownError(EchoMQError):
+    """A call that changes the queue may or may not have run: its reply was
+    lost and the server's state cannot tell (never a wire code; the client
+    raises it instead of a guess). Its worker should neither count the job
+    done nor lost: the lease, when it expires, settles the job."""
+
+    code = "EMQUNKNOWN"
 
 
 class OutOfMemoryError(EchoMQError):

@@ -5,13 +5,16 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Literal
+import time
+from typing import Any, Callable, Iterator, Literal
 
 import redis
 
-from .errors import InvalidArgumentError, OutOfMemoryError, ServerUnavailableError, from_reply
+from .errors import (InvalidArgumentError, OutcomeUnknownError, OutOfMemoryError, ServerUnavailableError,
+                     StaleTokenError, from_reply)
 from .ids import check_job_id
 from .keys import QueueKeys
+from .outcome import Leases, ReplyLost, Row, Verdict, judge_complete, judge_retry, send_once
 from .scripts import Client, Scripts
 from . import verbs
 from .verbs import ScriptCall
@@ -23,6 +26,7 @@ DEFAULT_REAP_LIMIT = 100
 INT31 = 2**31 - 1
 INT53 = 2**53
 MAX_LIMIT = 100_000
+MAX_SENDS = 3  # a complete or retry shown not to have landed is sent again, this many times in all
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,18 @@ def describe(client: Any) -> str:
 
 class Queue:
     """One queue's verbs. Scripts load when the queue is made, so the first
-    timed call never pays for a NOSCRIPT round trip."""
+    timed call never pays for a NOSCRIPT round trip.
+
+    claim, complete and retry are never resent blindly, whatever the
+    client's retry settings: each is sent once, and when its reply is lost
+    (a reset, a timeout) the server's state decides what to report
+    (`echomq.outcome`, docs/design/outcomes.md). A complete that landed is
+    reported completed, never stale; one that did not land because the lease
+    was lost is reported stale; when the state cannot tell, the call raises
+    `OutcomeUnknownError`. A claim whose reply was lost raises
+    `OutcomeUnknownError`: the job it may have leased returns to pending
+    when that lease expires. The other verbs keep the client's retries:
+    enqueue, promote and reap are safe to run twice."""
 
     def __init__(
         self,
@@ -112,11 +127,61 @@ class Queue:
         self.client = client
         with wire_errors(client):
             self.scripts = Scripts(client, lua_dir)
+        self._leases = Leases()
 
     def _run(self, call: ScriptCall) -> Any:
         # A script's reply has the shape its header promises, not a type redis-py knows.
         with wire_errors(self.client):
             return self.scripts[call.verb](keys=call.keys, args=call.args, client=self.client)
+
+    def _send_once(self, call: ScriptCall) -> Any:
+        with wire_errors(self.client):
+            return send_once(self.client, self.scripts.sha(call.verb), call, lambda: self.scripts.load(self.client))
+
+    def _settle(self, call: ScriptCall, job_id: str, token: int,
+                judge: Callable[[Row | None, bool], Verdict]) -> str:
+        """Send a fenced call; when its reply is lost, let the row decide (see the class docstring)."""
+        lost: ReplyLost | None = None
+        for _ in range(MAX_SENDS):
+            try:
+                reply = _text(self._send_once(call))
+                self._leases.drop(job_id, token)
+                return reply
+            except ReplyLost as exc:
+                lost = exc
+            except StaleTokenError:
+                if lost is None:  # sent once and refused: the lease is gone
+                    self._leases.drop(job_id, token)
+                    raise
+            except ServerUnavailableError as exc:
+                if lost is None:  # nothing was sent
+                    raise
+                raise OutcomeUnknownError(f"{call.verb} {job_id} token {token}: a reply was lost ({lost}) and "
+                                          f"the server is out of reach: {exc}") from exc
+            verdict = judge(self._row(call, job_id, lost), self._leases.live(job_id, token))
+            if verdict.kind == "not_landed":
+                continue
+            self._leases.drop(job_id, token)
+            if verdict.kind == "landed":
+                return verdict.reply
+            if verdict.kind == "stale":
+                raise StaleTokenError(f"EMQSTALE token {token} does not hold the lease on {job_id} (a reply was "
+                                      f"lost; {verdict.why})", code="EMQSTALE")
+            raise OutcomeUnknownError(f"{call.verb} {job_id} token {token}: a reply was lost ({lost}) and the "
+                                      f"server cannot tell whether it landed: {verdict.why}")
+        raise OutcomeUnknownError(f"{call.verb} {job_id} token {token}: sent {MAX_SENDS} times, no reply ({lost})")
+
+    def _row(self, call: ScriptCall, job_id: str, lost: ReplyLost | None) -> Row | None:
+        """The job's row as the judges read it, asked with the client's own retries."""
+        try:
+            state, attempts, last_error = self.client.hmget(self.keys.job(job_id), "state", "attempts",
+                                                            "last_error")
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise OutcomeUnknownError(f"{call.verb} {job_id}: a reply was lost ({lost}) and the server could "
+                                      f"not be asked what happened: {exc}") from exc
+        if state is None:
+            return None
+        return Row(_text(state), int(attempts or 0), last_error if isinstance(last_error, bytes) else None)
 
     def enqueue(self, job_id: str, payload: bytes | str) -> str:
         check_job_id(job_id)
@@ -138,23 +203,34 @@ class Queue:
 
     def claim(self, lease_ms: int) -> Job | None:
         check_int("lease_ms", lease_ms, 1, INT31)
-        reply = self._run(verbs.claim(self.keys, lease_ms))
+        sent = time.monotonic()
+        try:
+            reply = self._send_once(verbs.claim(self.keys, lease_ms))
+        except ReplyLost as lost:
+            raise OutcomeUnknownError(
+                f"claim on {self.name}: the reply was lost ({lost}); a job it may have leased returns to "
+                f"pending once its lease of {lease_ms} ms expires and reap runs") from lost.__cause__
         if not reply:
             return None
         job_id, payload, token = reply
-        return Job(_text(job_id), payload if payload is not None else b"", int(token))
+        job = Job(_text(job_id), payload if payload is not None else b"", int(token))
+        self._leases.add(job.id, job.token, sent, lease_ms)
+        return job
 
     def complete(self, job_id: str, token: int) -> str:
         check_job_id(job_id)
         check_int("token", token, 1, INT53)
-        return _text(self._run(verbs.complete(self.keys, job_id, token)))
+        call = verbs.complete(self.keys, job_id, token)
+        return self._settle(call, job_id, token, lambda row, live: judge_complete(row, token, live))
 
     def retry(self, job_id: str, token: int, error: str | bytes, delay_ms: int = 0) -> str:
         check_job_id(job_id)
         check_int("token", token, 1, INT53)
         text = check_bytes("error", error, self.max_payload_bytes)
         check_int("delay_ms", delay_ms, 0, INT31)
-        return _text(self._run(verbs.retry(self.keys, job_id, token, text, delay_ms, self.max_attempts)))
+        call = verbs.retry(self.keys, job_id, token, text, delay_ms, self.max_attempts)
+        return self._settle(call, job_id, token,
+                            lambda row, live: judge_retry(row, token, text, self.max_attempts, live))
 
     def promote(self, limit: int = 100) -> int:
         check_int("limit", limit, 1, MAX_LIMIT)

@@ -1,4 +1,4 @@
-"""The queue under fire: seven faults, each under a steady load with an audit of every job.
+"""The queue under fire: ten faults, each under a steady load with an audit of every job.
 
 Each scenario starts its own server (an embedded one, from the --server
 spec plus the scenario's settings), forks producers, consumers and a pump
@@ -17,6 +17,10 @@ every id minted against the server's sets (echomq_bench.load.audit):
     script-flush       SCRIPT FLUSH mid-run: transparent reload
     oom                maxmemory under noeviction: enqueue refused with a clear error, no
                        half-written row, the queue recovers when memory frees
+    net-latency        through a fault proxy: latency, jitter and a bandwidth cap
+    net-reset          through a fault proxy: connections reset, replies of calls that ran lost
+    net-partition      through a fault proxy: a partition longer than the lease, then
+                       half-open connections; every lost reply classified landed or not
 
 A scenario passes when its own checks and the audit hold; for
 restart-nopersist, detecting the loss exactly is the pass.

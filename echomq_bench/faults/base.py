@@ -15,12 +15,13 @@ import redis
 
 from echomq.keys import QueueKeys
 from echomq_bench.faults.load import Evidence, Fleet, Worker, last_event
+from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.load.audit import AuditReport, Ledger
 from echomq_bench.load.bulk import member_ids
 from echomq_bench.servers import Server
 
 __all__ = ["Plan", "QUICK", "FULL", "Ctx", "Injection", "Lease", "Check", "Scenario", "members", "active_tokens",
-           "hold_lease", "freeze", "errorstat", "since", "stopped"]
+           "hold_lease", "freeze", "errorstat", "since", "stopped", "held_attempts"]
 
 
 @dataclass(frozen=True)
@@ -35,12 +36,15 @@ class Plan:
     pause_s: float
     oom_headroom: int     # bytes of maxmemory above the memory in use
     oom_refusals: int     # refused enqueues to see before memory is freed
+    net_fault_s: float    # how long latency and the bandwidth cap stay on
+    resets: int           # rounds of connection resets
+    partition_s: float    # how long the blackhole lasts (longer than the 1 s lease)
 
 
 QUICK = Plan(warmup_s=0.8, after_s=1.0, drain_s=5.0, kills=2, zombies=2, flushes=3, flush_gap_s=0.3,
-             pause_s=2.0, oom_headroom=1 << 20, oom_refusals=20)
+             pause_s=2.0, oom_headroom=1 << 20, oom_refusals=20, net_fault_s=1.5, resets=6, partition_s=2.0)
 FULL = Plan(warmup_s=3.0, after_s=5.0, drain_s=15.0, kills=4, zombies=4, flushes=10, flush_gap_s=0.5,
-            pause_s=2.0, oom_headroom=4 << 20, oom_refusals=200)
+            pause_s=2.0, oom_headroom=4 << 20, oom_refusals=200, net_fault_s=5.0, resets=20, partition_s=3.0)
 
 
 @dataclass
@@ -51,6 +55,7 @@ class Ctx:
     fleet: Fleet
     plan: Plan
     rng: random.Random
+    proxy: FaultProxy | None = None   # between the load and the server, for the network scenarios
 
 
 @dataclass
@@ -88,6 +93,7 @@ class Scenario:
     load: dict[str, Any] = field(default_factory=dict)
     embedded_only: bool = False
     expects_loss: bool = False
+    proxied: bool = False   # the load goes through a FaultProxy; every lost reply must be resolved
 
 
 # --------------------------------------------------------------------------
@@ -139,6 +145,15 @@ def members(client: redis.Redis, keys: QueueKeys) -> set[str]:
     for key in (keys.pending, keys.active, keys.schedule, keys.dead):
         out.update(member_ids(client, key))
     return out
+
+
+def held_attempts(client: redis.Redis, keys: QueueKeys, ids: set[str]) -> dict[str, int]:
+    """The attempts of each held job's row."""
+    order = sorted(ids)
+    pipe = client.pipeline(transaction=False)
+    for jid in order:
+        pipe.hget(keys.job(jid), "attempts")
+    return {jid: int(a) for jid, a in zip(order, pipe.execute()) if a is not None}
 
 
 def errorstat(client: redis.Redis, code: str) -> int:

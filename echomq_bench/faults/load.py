@@ -7,19 +7,8 @@ one line per event to its own file, with one `os.write` per line: the kernel
 keeps what was written whatever happens to the process. `read_logs` turns the
 files into `Evidence`, and `Evidence.ledger` into the audit's Ledger.
 
-The event words (first field), then id, token, time (monotonic, system-wide):
-
-    E id t          enqueue answered enqueued
-    U id t          enqueue sent, no answer (timeout, connection lost)
-    O id t          enqueue refused: the server is out of memory
-    C id tok fail t claimed; fail=1: this attempt will end in retry
-    S id tok t      about to send complete or retry (a kill after C and
-                    before S leaves the lease unanswered, nothing in flight)
-    A / R / Q       complete accepted / refused (EMQSTALE) / unanswered
-    Y / N / W       retry accepted / refused (EMQSTALE) / unanswered
-    T t             claim or pump call unanswered
-    P t reaped promoted
-    X t message     anything else: an error the load did not expect
+The event words are listed in `echomq_bench.faults.evidence`, which reads
+the files back.
 
 Clients here never retry on their own (redis-py retries a timed-out command
 by default): a complete that timed out may have landed, and resending it
@@ -35,10 +24,9 @@ import os
 import random
 import signal
 import time
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, Protocol
 
 import redis
 from redis.backoff import NoBackoff
@@ -46,15 +34,14 @@ from redis.retry import Retry
 
 from echomq.errors import ServerUnavailableError
 from echomq.keys import QueueKeys
-from echomq_bench.load.audit import Ledger
+from echomq_bench.faults.evidence import Answer, Evidence, last_event, read_logs
 from echomq_bench.load.calls import RedisCalls
 from echomq_bench.load.engine import (
     ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop,
 )
 from echomq_bench.measurement.workdist import parse_dist
-from echomq_bench.servers import Server
 
-__all__ = ["LoadSettings", "FaultLog", "Worker", "Fleet", "Answer", "Evidence", "read_logs", "last_event"]
+__all__ = ["Reachable", "LoadSettings", "FaultLog", "Worker", "Fleet", "Answer", "Evidence", "read_logs", "last_event"]
 
 PR_SET_PDEATHSIG = 1
 BACKOFF_S = 0.05
@@ -77,7 +64,14 @@ class LoadSettings:
     socket_timeout_s: float = 0.5
 
 
-def worker_client(server: Server, settings: LoadSettings) -> redis.Redis:
+class Reachable(Protocol):
+    """What the workers need of a server: a client to it (a `Server`, or the
+    server seen through a fault proxy)."""
+
+    def client(self, **kwargs: Any) -> Any: ...
+
+
+def worker_client(server: Reachable, settings: LoadSettings) -> redis.Redis:
     # Faults run on single servers, whose client is a plain redis.Redis.
     client: redis.Redis = server.client(socket_timeout=settings.socket_timeout_s,
                                         socket_connect_timeout=settings.socket_timeout_s, retry=Retry(NoBackoff(), 0))
@@ -105,7 +99,7 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _connect(server: Server, settings: LoadSettings, stop: Stop, log: _Log) -> RedisCalls | None:
+def _connect(server: Reachable, settings: LoadSettings, stop: Stop, log: _Log) -> RedisCalls | None:
     while not stop.is_set():
         try:
             return RedisCalls(worker_client(server, settings))
@@ -141,7 +135,7 @@ class FaultLog:
         elif e.verb == "work":
             self.log("S", e.job_id, e.token, f"{e.t0:.6f}")
         elif e.outcome == "unanswered":
-            self.log("T", f"{e.t1:.6f}")
+            self.log("K" if e.verb == "claim" else "T", f"{e.t1:.6f}")
         elif e.outcome == "ok" and e.count:
             moved = (e.count, 0) if e.verb == "reap" else (0, e.count)
             self.log("P", f"{e.t1:.6f}", *moved)
@@ -168,7 +162,7 @@ def _role(kind: str, calls: RedisCalls, settings: LoadSettings, name: str, log: 
     return Pump(calls, keys, pump, hear, rng)
 
 
-def _main(role: str, server: Server, settings: LoadSettings, name: str, path: Path, stop: Any,
+def _main(role: str, server: Reachable, settings: LoadSettings, name: str, path: Path, stop: Any,
           parent: int, seed: int) -> None:
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -199,7 +193,7 @@ class Fleet:
     """The worker processes of one scenario, forked so they start in
     milliseconds; each dies with the parent (PR_SET_PDEATHSIG)."""
 
-    def __init__(self, server: Server, queue_name: str, settings: LoadSettings, log_dir: Path, seed: int) -> None:
+    def __init__(self, server: Reachable, queue_name: str, settings: LoadSettings, log_dir: Path, seed: int) -> None:
         self.server, self.queue_name, self.settings = server, queue_name, settings
         self.log_dir = log_dir
         self.ctx = mp.get_context("fork")
@@ -259,124 +253,3 @@ class Fleet:
 
     def paths(self) -> list[Path]:
         return [w.path for w in self.workers]
-
-
-def last_event(path: Path) -> list[str]:
-    """The fields of the last line a worker wrote, or [] before its first."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 512))
-            tail = fh.read().decode(errors="replace")
-    except OSError:
-        return []
-    lines = [line for line in tail.split("\n")[:-1] if line]
-    return lines[-1].split(" ") if lines else []
-
-
-class Answer(NamedTuple):
-    """A complete or retry the server answered: when it was sent and answered, by which worker."""
-    jid: str
-    token: int
-    t: float
-    worker: str
-    sent: float
-
-
-@dataclass
-class Evidence:
-    """What the workers saw, from their logs."""
-
-    enqueued: dict[str, float] = field(default_factory=dict)        # id -> time
-    enqueue_unknown: set[str] = field(default_factory=set)
-    oom_refused: list[tuple[str, float]] = field(default_factory=list)
-    claimed: dict[str, int] = field(default_factory=dict)          # id -> highest token claimed
-    accepted: list[Answer] = field(default_factory=list)
-    refused: list[Answer] = field(default_factory=list)
-    complete_unknown: list[tuple[str, int, str]] = field(default_factory=list)
-    retried: list[Answer] = field(default_factory=list)
-    retry_refused: list[Answer] = field(default_factory=list)
-    unanswered: int = 0
-    reaped: int = 0
-    promoted: int = 0
-    errors: list[str] = field(default_factory=list)
-    events: Counter[str] = field(default_factory=Counter)
-
-    def ledger(self, places: set[str], zombies: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset()
-               ) -> Ledger:
-        """The audit's Ledger, with each unanswered call resolved by the evidence.
-
-        `places`: every id the server holds now (or held at a snapshot taken
-        before a fault). An unanswered enqueue landed if its id was claimed
-        or is held; an unanswered complete landed if its job is held nowhere
-        and no other complete of it was accepted: a landed complete deletes
-        the row, so no later claim and no second complete could follow.
-        """
-        ledger = Ledger()
-        for jid in self.enqueued:
-            ledger.record_enqueue(jid, "enqueued")
-        for jid in self.enqueue_unknown:
-            if jid in self.claimed or jid in places:
-                ledger.record_enqueue(jid, "enqueued")
-        for a in self.accepted:
-            ledger.record_complete(a.jid, a.token, accepted=True, zombie=(a.jid, a.token) in zombies)
-        for a in self.refused:
-            ledger.record_complete(a.jid, a.token, accepted=False, zombie=(a.jid, a.token) in zombies)
-        for jid, token, _ in self.complete_unknown:
-            if jid not in places and ledger.accepted[jid] == 0:
-                ledger.record_complete(jid, token, accepted=True, zombie=(jid, token) in zombies)
-        return ledger
-
-    def first_after(self, kind: str, t: float) -> float | None:
-        """When the first complete (A) or enqueue (E) answered at or after t was answered."""
-        times = {"A": [a.t for a in self.accepted], "E": list(self.enqueued.values())}[kind]
-        later = [x for x in times if x >= t]
-        return min(later) if later else None
-
-    def first_sent_after(self, t: float) -> float | None:
-        """When the first complete sent at or after t was accepted: a reply read
-        late from before t does not count."""
-        later = [a.t for a in self.accepted if a.sent >= t]
-        return min(later) if later else None
-
-
-def read_logs(paths: Iterable[Path]) -> Evidence:
-    ev = Evidence()
-    for path in paths:
-        worker = path.stem
-        try:
-            text = path.read_text(errors="replace")
-        except FileNotFoundError:
-            continue
-        sent = 0.0
-        for line in text.split("\n"):
-            f = line.split(" ")
-            if not line or not f:
-                continue
-            word = f[0]
-            ev.events[word] += 1
-            if word in ("E", "D"):
-                ev.enqueued[f[1]] = float(f[2])
-            elif word == "U":
-                ev.enqueue_unknown.add(f[1])
-            elif word == "O":
-                ev.oom_refused.append((f[1], float(f[2])))
-            elif word == "C":
-                ev.claimed[f[1]] = max(ev.claimed.get(f[1], 0), int(f[2]))
-            elif word == "S":
-                sent = float(f[3])
-            elif word in ("A", "R", "Y", "N"):
-                row = Answer(f[1], int(f[2]), float(f[3]), worker, sent)
-                {"A": ev.accepted, "R": ev.refused, "Y": ev.retried, "N": ev.retry_refused}[word].append(row)
-            elif word == "Q":
-                ev.complete_unknown.append((f[1], int(f[2]), worker))
-            elif word == "P":
-                ev.reaped += int(f[2])
-                ev.promoted += int(f[3])
-            elif word == "X":
-                ev.errors.append(f"{worker}: {' '.join(f[2:])}")
-            if word in ("U", "Q", "W", "T"):
-                ev.unanswered += 1
-    ev.enqueue_unknown -= set(ev.enqueued)
-    return ev

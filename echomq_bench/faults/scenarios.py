@@ -1,4 +1,5 @@
-"""The seven faults of `echomq-bench faults`: for each, how it is injected
+"""The faults of `echomq-bench faults`: seven process faults here and the
+network ones of `echomq_bench.faults.netscenarios`; for each, how it is injected
 into a running load and what must then hold.
 
 A scenario is a pair of functions: `inject(ctx) -> Injection` acts on the
@@ -20,6 +21,7 @@ import redis
 from echomq_bench.faults.base import (FULL, QUICK, Check, Ctx, Injection, Lease, Plan, Scenario, active_tokens,
                                       errorstat, freeze, hold_lease, members, since)
 from echomq_bench.faults.load import Evidence, Worker, read_logs
+from echomq_bench.faults.netscenarios import NET_SCENARIOS
 from echomq_bench.load.audit import AuditReport, Ledger
 from echomq_bench.servers import EmbeddedServer
 
@@ -315,4 +317,5 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              script_flush, check_flush),
     Scenario("oom", "maxmemory with noeviction", "consumers resumed to the first enqueue accepted",
              oom, check_oom, load={"payload_bytes": 4096, "lease_ms": 30_000}),
+    *NET_SCENARIOS.values(),
 )}

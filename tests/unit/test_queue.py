@@ -14,5 +14,5 @@ def test_public_surface_is_exactly_the_eight_verbs() -> None:
     assert set(echomq.__all__) == {
         "Queue", "Job", "mint", "parse_id", "EchoMQError", "StaleTokenError",
         "WrongKindError", "InvalidArgumentError", "ServerUnavailableError",
-        "Worker", "WorkerSettings", "WorkerStats",
+        "Worker", "WorkerSettings", "WorkerStats", "OutcomeUnknownError",
     }

@@ -1,0 +1,171 @@
+"""Calls that must not be resent blindly, and what a call whose reply was lost did.
+
+claim, complete and retry change the queue each time they run. redis-py
+resends a command whose connection dropped or timed out (its default Retry),
+and a resend of a complete that had already landed is answered EMQSTALE: the
+worker would hear "lost" for a job that is done. So `Queue` sends these
+three itself, once per attempt, on a connection from the client's own pool
+(`send_once`), and when the reply is lost it asks the server what happened
+instead of guessing (docs/design/outcomes.md):
+
+- claim: the job it may have leased cannot be named, so the call raises
+  `OutcomeUnknownError`; such a job returns to pending when its lease
+  expires and reap runs.
+- complete and retry: the job's row is read (HMGET, an idempotent read that
+  keeps the client's retries) and judged by `judge_complete` /
+  `judge_retry`: landed (the reply it would have had), not landed and still
+  ours (sent again), stale (the lease is gone and the call did not land) or
+  unknown (`OutcomeUnknownError`).
+
+A complete deletes its row, so an absent row alone does not say whose
+complete deleted it. `Leases` remembers when this Queue sent each claim:
+while the lease that claim took cannot have expired, no other worker can
+have held the job, so an absent row means our own call landed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+import redis
+
+from .verbs import ScriptCall
+
+__all__ = ["ReplyLost", "send_once", "Row", "Verdict", "judge_complete", "judge_retry", "Leases",
+           "LEASE_SAFETY", "REAP_ERROR"]
+
+# A lease is trusted for this share of its length, less LEASE_SLACK_S: the
+# server times leases with its own clock, this side with its monotonic one.
+LEASE_SAFETY = 0.9
+LEASE_SLACK_S = 0.01
+MAX_LEASES = 100_000
+REAP_ERROR = b"lease expired"  # what reap writes as last_error when it buries a job
+
+
+class ReplyLost(Exception):
+    """The connection failed after the command may have left: it may have run."""
+
+
+def send_once(client: Any, sha: str, call: ScriptCall, load: Callable[[], None]) -> Any:
+    """EVALSHA once, never resent after it may have reached the server.
+
+    A failure to get a connection sent nothing and raises redis-py's own
+    error; a failure after sending began raises ReplyLost. NOSCRIPT ran
+    nothing: the scripts are loaded (`load`) and the call sent again."""
+    target = client
+    if isinstance(client, redis.RedisCluster):
+        target = client.get_redis_connection(client.get_node_from_key(call.keys[0]))  # type: ignore[no-untyped-call]
+    command = call.evalsha(sha)
+    try:
+        try:
+            return _send(target, command)
+        except redis.exceptions.NoScriptError:
+            load()
+            return _send(target, command)
+    except (redis.exceptions.MovedError, redis.exceptions.AskError):
+        # Nothing ran: the slot is elsewhere. The cluster client follows the
+        # redirect and refreshes its slot map (with its usual resends).
+        return client.execute_command(*command)
+
+
+def _send(target: redis.Redis, command: tuple[Any, ...]) -> Any:
+    own = target.connection  # a single-connection client's one connection
+    lock = getattr(target, "single_connection_lock", None) if own is not None else None
+    if lock is not None:
+        lock.acquire()
+    conn = own if own is not None else target.connection_pool.get_connection()
+    try:
+        conn.send_command(*command)  # type: ignore[no-untyped-call]
+        return target.parse_response(conn, "EVALSHA")  # type: ignore[no-untyped-call]
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        conn.disconnect()  # type: ignore[no-untyped-call]
+        raise ReplyLost(str(exc)) from exc
+    finally:
+        if own is None:
+            target.connection_pool.release(conn)
+        elif lock is not None:
+            lock.release()
+
+
+@dataclass(frozen=True)
+class Row:
+    """The fields of a job's row the judges read; None when the row is gone."""
+
+    state: str
+    attempts: int
+    last_error: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: Literal["landed", "not_landed", "stale", "unknown"]
+    reply: str = ""   # for landed: the reply the call would have had
+    why: str = ""     # what the server showed, for messages
+
+
+def judge_complete(row: Row | None, token: int, lease_live: bool) -> Verdict:
+    """A complete whose reply was lost. It deletes the row when it lands, and
+    only the holder of the current token can delete it."""
+    if row is None:
+        if lease_live:
+            return Verdict("landed", "ok", "the row is gone while our lease was still running")
+        return Verdict("unknown", why="the row is gone, and our lease may have expired and passed to another worker")
+    if row.state == "active" and row.attempts == token:
+        return Verdict("not_landed", why="the job is still active under our token")
+    return Verdict("stale", why=f"the row stands, state {row.state}, attempts {row.attempts}: "
+                                "a complete of ours would have deleted it")
+
+
+def judge_retry(row: Row | None, token: int, error: bytes, max_attempts: int, lease_live: bool) -> Verdict:
+    """A retry whose reply was lost. When it lands the job goes to the schedule
+    (token below max_attempts) or the dead set with our error; without it,
+    the lease expires and reap returns the job to pending, or buries it
+    with last_error "lease expired"."""
+    landed = "scheduled" if token < max_attempts else "dead"
+    if row is not None and row.attempts == token:
+        if row.state == "active":
+            return Verdict("not_landed", why="the job is still active under our token")
+        if row.state == "scheduled":
+            return Verdict("landed", "scheduled", "the job waits in the schedule under our token")
+        if row.state == "dead" and error != REAP_ERROR:
+            ours = row.last_error == error
+            return Verdict("landed" if ours else "stale", "dead" if ours else "",
+                           f"the job is dead with last_error {row.last_error!r}")
+    if row is not None and row.attempts < token:
+        return Verdict("unknown", why=f"the row shows attempts {row.attempts}, below our token {token}")
+    if lease_live:
+        # No reap can have touched the job: it moved on through our retry.
+        return Verdict("landed", landed, "the job moved on while our lease was still running")
+    state = "gone" if row is None else f"{row.state}, attempts {row.attempts}"
+    return Verdict("unknown", why=f"the row is {state}, and our lease may have expired and been reaped")
+
+
+class Leases:
+    """When this Queue sent each claim it got a job from: (id, token) -> the
+    monotonic time until which that lease surely holds. Bounded: the oldest
+    entries go first; a forgotten lease only means less can be proved."""
+
+    def __init__(self, limit: int = MAX_LEASES) -> None:
+        self._until: OrderedDict[tuple[str, int], float] = OrderedDict()
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def add(self, job_id: str, token: int, sent: float, lease_ms: int) -> None:
+        until = sent + lease_ms / 1000 * LEASE_SAFETY - LEASE_SLACK_S
+        with self._lock:
+            self._until[(job_id, token)] = until
+            while len(self._until) > self._limit:
+                self._until.popitem(last=False)
+
+    def live(self, job_id: str, token: int) -> bool:
+        with self._lock:
+            until = self._until.get((job_id, token))
+        return until is not None and time.monotonic() < until
+
+    def drop(self, job_id: str, token: int) -> None:
+        with self._lock:
+            self._until.pop((job_id, token), None)
