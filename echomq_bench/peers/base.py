@@ -46,7 +46,7 @@ PAYLOAD_BYTES = 64
 PAYLOAD = ("0123456789abcdef" * 4)[:PAYLOAD_BYTES]
 EXTRA_HINT = "pip install -e '.[peers]'"
 # arq cannot share the extra with bullmq (see pyproject.toml): it goes in after it, without its pin.
-ARQ_HINT = "pip install -e '.[peers]' && pip install --no-deps 'arq>=0.28,<0.29'"
+ARQ_HINT = "pip install -e '.[peers]' && pip install --no-deps 'arq==0.28.0'"
 
 
 DEFAULT, THROUGHPUT = "default", "throughput"

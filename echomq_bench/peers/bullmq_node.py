@@ -1,4 +1,5 @@
-"""`bullmq-node`: BullMQ on Node, the BullMQ teams deploy, with ioredis.
+"""`bullmq-node`: BullMQ on Node, the BullMQ teams deploy, with ioredis 5
+(ioredis 6 needs Node 20, newer than Debian 12's).
 
 The children are `node node/bullmq_peer.js`, which speaks the runner's line
 protocol itself, so its CPU is node's own. setup.sh installs the npm

@@ -110,4 +110,5 @@ class Celery:
         results = count_keys(client, "celery-task-meta-*")
         detail = {"queued": waiting, "unacked": unacked, "results": results,
                   "unacked_index": int(client.zcard("unacked_index"))}
-        return Leftovers(pending=waiting + unacked, kept=results, rows=unacked, detail=detail)
+        # The message is the job's record: there is no row apart from it.
+        return Leftovers(pending=waiting + unacked, kept=results, rows=waiting + unacked, detail=detail)

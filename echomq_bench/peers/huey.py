@@ -79,6 +79,6 @@ class Huey:
         detail = {"queued": int(client.llen(f"huey.redis.{queue}")),
                   "scheduled": int(client.zcard(f"huey.schedule.{queue}")),
                   "results": int(client.hlen(f"huey.results.{queue}"))}
-        # A message lives in the queue's list only: no row outlives it.
-        return Leftovers(pending=detail["queued"] + detail["scheduled"], kept=detail["results"], rows=0,
-                         detail=detail)
+        # The message in the queue's list is the job's record: there is no row apart from it.
+        pending = detail["queued"] + detail["scheduled"]
+        return Leftovers(pending=pending, kept=detail["results"], rows=pending, detail=detail)
