@@ -50,9 +50,9 @@ ARQ_HINT = "pip install -e '.[peers]' && pip install --no-deps 'arq==0.28.0'"
 
 
 DEFAULT, THROUGHPUT = "default", "throughput"
-MODES = (DEFAULT, THROUGHPUT)
+MODES: tuple[str, ...] = (DEFAULT, THROUGHPUT)
 # The child process most adapters run in: this package's own entry point.
-PYTHON_CHILD = (sys.executable, "-m", "echomq_bench.peers")
+PYTHON_CHILD: tuple[str, ...] = (sys.executable, "-m", "echomq_bench.peers")
 # Where setup.sh installs the npm packages (BullMQ on Node): .peers/node in the checkout,
 # or the folder ECHOMQ_PEERS_NODE names.
 NODE_DIR = Path(os.environ.get("ECHOMQ_PEERS_NODE") or Path(__file__).resolve().parents[2] / ".peers" / "node")
@@ -153,9 +153,9 @@ class Peer(Protocol):
 class OneMode:
     """An adapter written before modes (a class built with no argument): it runs in DEFAULT only."""
 
-    modes = (DEFAULT,)
+    modes: tuple[str, ...] = (DEFAULT,)
     mode = DEFAULT
-    child = PYTHON_CHILD
+    child: tuple[str, ...] = PYTHON_CHILD
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner

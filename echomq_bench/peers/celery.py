@@ -25,7 +25,7 @@ import threading
 from typing import Any, Callable
 
 from echomq_bench.peers import jobs
-from echomq_bench.peers.base import MODES, PAYLOAD, PYTHON_CHILD, THROUGHPUT, Gate, Leftovers, count_keys, require
+from echomq_bench.peers.base import MODES, PAYLOAD, PYTHON_CHILD, Gate, Leftovers, count_keys, require
 
 __all__ = ["Celery"]
 

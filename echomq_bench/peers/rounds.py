@@ -15,7 +15,7 @@ from echomq_bench.peers import PEERS, get, modes_of
 from echomq_bench.peers.base import PeerMissingError
 from echomq_bench.peers.children import RunnerError
 from echomq_bench.peers.result import PeerRun
-from echomq_bench.peers.runner import measure
+from echomq_bench.peers.runner import Watch, measure
 from echomq_bench.progress import Progress
 from echomq_bench.records import meta as meta_mod
 from echomq_bench.servers import EmbeddedServer, Server, ServerSpec, start
@@ -72,9 +72,10 @@ def _one_round(settings: PeersSettings, spec: ServerSpec, queue: tuple[str, str]
     try:
         with _fresh(spec) as server:
             outcome.described.setdefault(spec.name, meta_mod.describe_server(server))
+            watch = Watch(settings.timeout_s,
+                          lambda phase, done: progress.show(f"{label}: {phase} {done:,}/{settings.jobs:,}"))
             pr = measure(server, name, settings.jobs, settings.consumers, mode=mode, trial=trial, log_dir=log_dir,
-                         timeout_s=settings.timeout_s,
-                         tick=lambda phase, done: progress.show(f"{label}: {phase} {done:,}/{settings.jobs:,}"))
+                         watch=watch)
     except PeerMissingError as exc:
         progress.end(f"{label}: skipped: {exc}")
         outcome.skipped[name] = str(exc)

@@ -41,7 +41,8 @@ class RQ:
         require("rq", "rq")
 
     def settings(self, consumers: int) -> dict[str, Any]:
-        return {"worker": "SimpleWorker", "throughput_setting": "none in RQ", "burst": True, "result_ttl": 0, "enqueue_batch": ENQUEUE_BATCH,
+        return {"worker": "SimpleWorker", "throughput_setting": "none in RQ",
+                "burst": True, "result_ttl": 0, "enqueue_batch": ENQUEUE_BATCH,
                 "serializer": "pickle (default)", "logging_level": "WARNING",
                 "consumers": consumers, "in_flight_per_consumer": 1}
 

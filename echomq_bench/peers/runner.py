@@ -23,7 +23,7 @@ from echomq_bench.peers.children import SETUP_TIMEOUT_S, Child, pump
 from echomq_bench.peers.result import PeerRun, Phase
 from echomq_bench.servers import Server, UrlServer
 
-__all__ = ["measure", "child_url", "QUEUE_NAME", "MAX_JOBS", "MAX_CONSUMERS", "OWN_READS"]
+__all__ = ["measure", "Watch", "child_url", "QUEUE_NAME", "MAX_JOBS", "MAX_CONSUMERS", "OWN_READS"]
 
 QUEUE_NAME = "peers"
 MAX_JOBS = 10_000_000
@@ -145,8 +145,16 @@ def _drain(t: _Trial, admin: Any, children: list[Child]) -> tuple[Phase, list[di
     return drain, done
 
 
+@dataclass(frozen=True)
+class Watch:
+    """How the runner waits on a trial: how long a phase may take, and what it shows meanwhile."""
+
+    timeout_s: float = 600.0
+    tick: Tick = lambda phase, done: None
+
+
 def measure(server: Server, peer_name: str, n: int, consumers: int, *, mode: str = DEFAULT, trial: int = 0,
-            log_dir: Path, timeout_s: float = 600.0, tick: Tick = lambda phase, done: None) -> PeerRun:
+            log_dir: Path, watch: Watch = Watch()) -> PeerRun:
     """Enqueue n jobs with one producer, drain them with `consumers` consumers, on this server."""
     peer = get(peer_name, mode)
     admin = server.client()
@@ -154,7 +162,7 @@ def measure(server: Server, peer_name: str, n: int, consumers: int, *, mode: str
         admin.config_resetstat()
     except Exception:  # a managed server may refuse CONFIG; deltas still hold
         pass
-    t = _Trial(server, peer_name, mode, peer.child, n, consumers, trial, log_dir, timeout_s, tick,
+    t = _Trial(server, peer_name, mode, peer.child, n, consumers, trial, log_dir, watch.timeout_s, watch.tick,
                child_url(server))
     children: list[Child] = []
     try:

@@ -27,6 +27,9 @@ __all__ = ["Saq"]
 ENQUEUE_IN_FLIGHT = 50
 CONCURRENCY = {"default": 10, "throughput": 100}
 TTL_DISABLED = -1
+# On stop, SAQ cancels its tasks after this grace; with none, a job that has run but not yet
+# been finished (its MULTI/EXEC) is cancelled and stays active. Its blocked dequeues wait it out.
+SHUTDOWN_GRACE_S = 1
 
 
 class Saq:
@@ -45,7 +48,8 @@ class Saq:
         require("saq", "saq")
 
     def settings(self, consumers: int) -> dict[str, Any]:
-        return {"concurrency": self.concurrency, "ttl": TTL_DISABLED, "enqueue_in_flight": ENQUEUE_IN_FLIGHT,
+        return {"concurrency": self.concurrency, "ttl": TTL_DISABLED,
+                "shutdown_grace_period_s": SHUTDOWN_GRACE_S, "enqueue_in_flight": ENQUEUE_IN_FLIGHT,
                 "serializer": "json (default)", "consumers": consumers, "in_flight_per_consumer": self.concurrency}
 
     def produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
@@ -75,7 +79,8 @@ class Saq:
     async def _consume(self, url: str, queue: str, gate: Gate) -> None:
         saq = require("saq", "saq")
         q = saq.Queue.from_url(url, name=queue)
-        worker = saq.Worker(q, functions=[("noop", jobs.saq_job)], concurrency=self.concurrency)
+        worker = saq.Worker(q, functions=[("noop", jobs.saq_job)], concurrency=self.concurrency,
+                            shutdown_grace_period_s=SHUTDOWN_GRACE_S)
         await q.connect()
         gate.ready()
         run = asyncio.ensure_future(worker.start())
