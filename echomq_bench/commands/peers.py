@@ -1,7 +1,7 @@
-"""Run the same no-op jobs through echomq, BullMQ, RQ and arq on the same server.
+"""Run the same no-op jobs through echomq and the peer queues on the same server, in each mode.
 
-The runner is `echomq_bench.peers.runner` (how a run goes); the summary and
-table are `echomq_bench.peers.summary`.
+One trial is `echomq_bench.peers.runner`, the interleaved rounds
+`echomq_bench.peers.rounds`; the summary and tables are `echomq_bench.peers.summary`.
 """
 
 from __future__ import annotations
@@ -14,36 +14,46 @@ from pathlib import Path
 
 from echomq_bench.records import meta as meta_mod
 from echomq_bench.records import files as results
-from echomq_bench.peers import PEERS, get
+from echomq_bench.measurement.verdicts import MIN_TRIALS
+from echomq_bench.peers import MODES, PEERS, get
 from echomq_bench.peers.base import PAYLOAD_BYTES, PeerMissingError, version_of
 from echomq_bench.peers.children import RunnerError
 from echomq_bench.peers.result import PeerRun, Phase
-from echomq_bench.peers.runner import (MAX_CONSUMERS, MAX_JOBS, QUEUE_NAME, PeersSettings, check_empty, choose_queues,
-                                       measure, remove_tree, run_rounds)
-from echomq_bench.peers.summary import build_summary, command_rows, format_table, tidy_rows
+from echomq_bench.peers.rounds import PeersSettings, check_empty, choose_queues, remove_tree, run_rounds
+from echomq_bench.peers.runner import MAX_CONSUMERS, MAX_JOBS, QUEUE_NAME, measure
+from echomq_bench.peers.summary import build_summary, command_rows, ratio_rows, tidy_rows
+from echomq_bench.peers.table import format_table
 
 __all__ = ["configure", "run", "measure", "choose_queues", "PeerRun", "Phase", "RunnerError", "QUEUE_NAME"]
 
-DEFAULT_JOBS = 30_000
-QUICK_JOBS = 3_000
+DEFAULT_JOBS = 5_000
+QUICK_JOBS = 1_000
+# The verdict method's minimum: fewer trials give every ratio "inconclusive".
+DEFAULT_TRIALS = MIN_TRIALS
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Enqueue N no-op jobs (64-byte payload) with one producer, then drain them with C consumer "
-        "processes, through echomq, BullMQ, RQ and arq in turn on a fresh server each; report jobs/s, "
-        "server CPU µs per job, server commands per job and memory per pending job.")
+        "processes, through echomq, BullMQ (Node and Python), RQ, arq, Celery, Dramatiq, Huey and SAQ, each "
+        "with its defaults and with its high-throughput settings, in turn on a fresh server each; report "
+        "server CPU µs, script µs, commands and round trips per job, memory per pending job, jobs/s and "
+        "client CPU µs per job, with confidence intervals and ratios to bullmq-node.")
     from echomq_bench.options import add_list, add_out, add_quick, choice, duration_s
 
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help=f"jobs per queue and trial (default {DEFAULT_JOBS}; {QUICK_JOBS} with --quick)")
     parser.add_argument("--consumers", type=int, default=2, metavar="N",
                         help="consumer processes draining each queue (default 2)")
-    parser.add_argument("--trials", type=int, default=1, metavar="N",
-                        help="rounds; each round runs every queue once, interleaved (default 1)")
+    parser.add_argument("--trials", type=int, default=DEFAULT_TRIALS, metavar="N",
+                        help="rounds; each round runs every queue in every mode once, interleaved, each on a fresh "
+                             f"server (default {DEFAULT_TRIALS}, the fewest the ratio verdicts judge)")
     add_list(parser, "--queue", choice(list(PEERS)), metavar="NAME",
              help=f"only these queues (default all: {', '.join(PEERS)}); a queue asked for by name whose package "
                   "is missing is an error, not a skip")
+    add_list(parser, "--mode", choice(list(MODES)), metavar="MODE",
+             help=f"only these modes (default all: {', '.join(MODES)}): the library's defaults, or its documented "
+                  "high-throughput settings")
     parser.add_argument("--timeout", type=duration_s, default=600.0, metavar="DURATION",
                         help="give up on a phase after this long, e.g. 90s, 10m (default 10m)")
     add_quick(parser, f"{QUICK_JOBS} jobs per queue and trial")
@@ -84,15 +94,16 @@ def run(args: argparse.Namespace) -> int:
     load_start = os.getloadavg()
     out = results.new_run_dir("peers", args.out)
     log_dir = Path(tempfile.mkdtemp(prefix="echomq-peers-logs-"))
+    modes = tuple(dict.fromkeys(args.mode or MODES))
     settings = PeersSettings(jobs=args.jobs, consumers=args.consumers, trials=args.trials,
-                             timeout_s=args.timeout, servers=tuple(args.server))
+                             timeout_s=args.timeout, servers=tuple(args.server), modes=modes)
     outcome = run_rounds(settings, names, log_dir)
     runs, failures, described = outcome.runs, outcome.failures, outcome.described
     skipped.update(outcome.skipped)
 
     summary = build_summary(runs, names, skipped, failures, settings)
     meta = meta_mod.collect(argv=sys.argv, kind="peers", jobs=args.jobs, consumers=args.consumers,
-                            trials=args.trials, payload_bytes=PAYLOAD_BYTES, queues=names,
+                            trials=args.trials, payload_bytes=PAYLOAD_BYTES, queues=names, modes=list(modes),
                             peer_packages={n: version_of(get(n).distribution) for n in PEERS})
     meta["servers"] = list(described.values())
     # Shared machines: what else was running says how far to trust the walls.
@@ -100,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     meta["machine"]["loadavg_1_5_15_at_end"] = list(os.getloadavg())
     results.write_record(out, results.Record(
         kind="peers", summary={k: v for k, v in summary.items() if k != "kind"}, meta=meta,
-        tables={"peers": tidy_rows(runs), "peers_commands": command_rows(runs)}))
+        tables={"peers": tidy_rows(runs), "peers_commands": command_rows(runs), "peers_ratios": ratio_rows(summary)}))
     print(format_table(summary))
     print(f"\nresults: {out}")
     if failures or any(not r.clean for r in runs):

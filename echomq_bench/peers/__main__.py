@@ -1,7 +1,8 @@
 """One child process of the peers runner: one producer or one consumer.
 
-Protocol. stdin: one JSON line with role, peer, url, queue, n; later the
-line `go`. stdout (the original fd; anything a library prints goes to
+Protocol. stdin: one JSON line with role, peer, mode, url, queue, n; later
+the line `go`, and for a consumer the line `stop` once the runner has seen
+all n jobs run (a worker with no burst mode stops on it). stdout (the original fd; anything a library prints goes to
 stderr instead): `ready`, `progress N`, `done T` (perf_counter when this
 process finished its share, before teardown), `result {json}`, or
 `missing MESSAGE` / `error MESSAGE`. The URL travels on stdin so that a
@@ -23,7 +24,15 @@ from typing import Any, TextIO
 from echomq_bench.peers import get, jobs
 from echomq_bench.peers.base import PeerMissingError
 
-PROGRESS_S = 0.25
+# Often enough that the runner's `stop` follows the last job within a few
+# ms; each report is one write to a pipe only when the count has changed.
+PROGRESS_S = 0.005
+
+
+def cpu_s() -> float:
+    """This process's CPU and that of its children it has waited for (RQ's work horses)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 class StdioGate:
@@ -32,6 +41,7 @@ class StdioGate:
         self.lock = threading.Lock()
         self.t_go = self.t_done = 0.0
         self.cpu_go = self.cpu_done = 0.0
+        self.stop = threading.Event()
 
     def send(self, word: str, text: str = "") -> None:
         with self.lock:
@@ -43,10 +53,17 @@ class StdioGate:
         line = self.inp.readline().strip()
         if line != "go":
             raise SystemExit(f"expected 'go' from the runner, got {line!r}")
-        self.cpu_go, self.t_go = time.process_time(), time.perf_counter()
+        self.cpu_go, self.t_go = cpu_s(), time.perf_counter()
+        threading.Thread(target=self._await_stop, daemon=True).start()
 
-    def done(self) -> None:
-        self.t_done, self.cpu_done = time.perf_counter(), time.process_time()
+    def _await_stop(self) -> None:
+        for line in self.inp:
+            if line.strip() == "stop":
+                self.stop.set()
+                return
+
+    def done(self, at: float | None = None) -> None:
+        self.t_done, self.cpu_done = (time.perf_counter() if at is None else at), cpu_s()
         self.send("done", repr(self.t_done))
 
 
@@ -69,7 +86,7 @@ def main() -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         config: dict[str, Any] = json.loads(sys.stdin.readline())
-        peer = get(config["peer"])
+        peer = get(config["peer"], config.get("mode", "default"))
         peer.check()
         result: dict[str, Any] = {}
         if config["role"] == "produce":

@@ -4,10 +4,10 @@ arq has no bulk enqueue; its way to add many jobs is many `enqueue_job`
 calls in flight at once (each a WATCH / EXISTS / MULTI / PSETEX / ZADD /
 EXEC transaction on its own pooled connection). The worker keeps
 `max_jobs` jobs in flight and polls the queue sorted set; keep_result=0 so
-no result key is written. arq polls every poll_delay (0.5 s by default) and
-sleeps the rest of that interval after each poll; with no-op jobs that
-sleep, not the queue, would set the rate, so the poll delay is set lower
-and named in the report.
+no result key is written. `default` keeps arq's max_jobs=10 and poll_delay
+of 0.5 s: the worker sleeps the rest of that interval after each poll, so
+with no-op jobs the sleep, not the queue, sets the drain rate. `throughput`
+runs 100 jobs in flight and polls every 10 ms.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import asyncio
 from typing import Any, Callable
 
 from echomq_bench.peers import jobs
-from echomq_bench.peers.base import ARQ_HINT, PAYLOAD, Gate, Leftovers, count_keys, require
+from echomq_bench.peers.base import ARQ_HINT, MODES, PAYLOAD, PYTHON_CHILD, Gate, Leftovers, count_keys, require
 
 __all__ = ["Arq"]
 
 ENQUEUE_IN_FLIGHT = 50
-MAX_JOBS = 10
-POLL_DELAY_S = 0.01
+# (max_jobs, poll_delay in s) per mode: arq's defaults, then many jobs in flight and a short poll.
+WORKER = {"default": (10, 0.5), "throughput": (100, 0.01)}
 FUNCTION = "noop"
 
 
@@ -33,16 +33,22 @@ def _queue_key(queue: str) -> str:
 class Arq:
     name = "arq"
     distribution = "arq"
+    modes = MODES
+    child = PYTHON_CHILD
     enqueue_mode = f"ArqRedis.enqueue_job, {ENQUEUE_IN_FLIGHT} calls in flight (one transaction each)"
-    drain_mode = f"Worker(burst=True, max_jobs={MAX_JOBS}, poll_delay={POLL_DELAY_S} s) per consumer"
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.max_jobs, self.poll_delay_s = WORKER[mode]
+        self.drain_mode = f"Worker(burst=True, max_jobs={self.max_jobs}, poll_delay={self.poll_delay_s} s) per consumer"
 
     def check(self) -> None:
         require("arq", "arq", ARQ_HINT)
 
     def settings(self, consumers: int) -> dict[str, Any]:
-        return {"burst": True, "keep_result": 0, "max_jobs": MAX_JOBS, "poll_delay_s": POLL_DELAY_S,
-                "queue_read_limit": max(MAX_JOBS * 5, 100), "enqueue_in_flight": ENQUEUE_IN_FLIGHT,
-                "serializer": "pickle (default)", "consumers": consumers, "in_flight_per_consumer": MAX_JOBS}
+        return {"burst": True, "keep_result": 0, "max_jobs": self.max_jobs, "poll_delay_s": self.poll_delay_s,
+                "queue_read_limit": max(self.max_jobs * 5, 100), "enqueue_in_flight": ENQUEUE_IN_FLIGHT,
+                "serializer": "pickle (default)", "consumers": consumers, "in_flight_per_consumer": self.max_jobs}
 
     def produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
         return asyncio.run(self._produce(url, queue, n, gate, progress))
@@ -76,7 +82,7 @@ class Arq:
         worker = arq.Worker(
             functions=[arq.worker.func(jobs.arq_job, name=FUNCTION, keep_result=0)],
             queue_name=_queue_key(queue), redis_pool=pool, burst=True, keep_result=0,
-            max_jobs=MAX_JOBS, poll_delay=POLL_DELAY_S, handle_signals=False,
+            max_jobs=self.max_jobs, poll_delay=self.poll_delay_s, handle_signals=False,
         )
         await pool.ping()
         gate.ready()

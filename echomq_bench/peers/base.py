@@ -1,16 +1,24 @@
 """What every peer adapter provides, and the one job they all run.
 
 An adapter drives one queue library the way its own documentation says to:
-its producer API to enqueue, its own worker to drain. The runner never
-imports a peer library; it starts child processes (`python -m echomq_bench.peers`)
-that do, so a missing package is a note, and each side's CPU is its own.
+its producer API to enqueue, its own worker to drain, in one of two modes:
+`default` (the library's defaults) and `throughput` (its documented
+high-throughput settings). The runner never imports a peer library; it
+starts child processes (`python -m echomq_bench.peers`, or the command an
+adapter names, such as node) that do, so a missing package is a note, and
+each side's CPU is its own.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import sys
+import threading
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Callable, Protocol
 
 __all__ = [
@@ -19,6 +27,11 @@ __all__ = [
     "EXTRA_HINT",
     "ARQ_HINT",
     "PeerMissingError",
+    "DEFAULT",
+    "THROUGHPUT",
+    "MODES",
+    "PYTHON_CHILD",
+    "NODE_DIR",
     "Gate",
     "Peer",
     "Leftovers",
@@ -32,7 +45,16 @@ PAYLOAD_BYTES = 64
 PAYLOAD = ("0123456789abcdef" * 4)[:PAYLOAD_BYTES]
 EXTRA_HINT = "pip install -e '.[peers]'"
 # arq cannot share the extra with bullmq (see pyproject.toml): it goes in after it, without its pin.
-ARQ_HINT = "pip install -e '.[peers]' && pip install --no-deps 'arq>=0.28,<0.29'"
+ARQ_HINT = "pip install -e '.[peers]' && pip install --no-deps 'arq==0.28.0'"
+
+
+DEFAULT, THROUGHPUT = "default", "throughput"
+MODES: tuple[str, ...] = (DEFAULT, THROUGHPUT)
+# The child process most adapters run in: this package's own entry point.
+PYTHON_CHILD: tuple[str, ...] = (sys.executable, "-m", "echomq_bench.peers")
+# Where setup.sh installs the npm packages (BullMQ on Node): .peers/node in the checkout,
+# or the folder ECHOMQ_PEERS_NODE names.
+NODE_DIR = Path(os.environ.get("ECHOMQ_PEERS_NODE") or Path(__file__).resolve().parents[2] / ".peers" / "node")
 
 
 class PeerMissingError(RuntimeError):
@@ -50,6 +72,13 @@ def require(module: str, distribution: str, hint: str = EXTRA_HINT) -> Any:
 
 
 def version_of(distribution: str) -> str | None:
+    """A Python distribution's version, or an npm package's (`npm:NAME`) as installed in NODE_DIR."""
+    if distribution.startswith("npm:"):
+        manifest = NODE_DIR / "node_modules" / distribution.removeprefix("npm:") / "package.json"
+        try:
+            return str(json.loads(manifest.read_text())["version"])
+        except (OSError, ValueError, KeyError):
+            return None
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
@@ -61,12 +90,15 @@ class Gate(Protocol):
 
     `ready()` says setup is done (connections open, scripts loaded) and
     blocks until the runner starts the clock; `done()` stops this process's
-    clock the moment its share of the work is finished, before teardown.
+    clock the moment its share of the work is finished, before teardown
+    (`at`, a perf_counter time, when that moment has already passed).
     """
+
+    stop: threading.Event  # set when the runner has seen every job run: a worker with no burst mode stops
 
     def ready(self) -> None: ...
 
-    def done(self) -> None: ...
+    def done(self, at: float | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -91,10 +123,15 @@ class Leftovers:
 
 
 class Peer(Protocol):
+    """One queue library in one mode; `get(name, mode)` builds it as `Adapter(mode)`."""
+
     name: str
     distribution: str          # the package whose version the report names
-    drain_mode: str            # one line: how the consumers take jobs
+    modes: tuple[str, ...]     # the modes it runs in, DEFAULT first
+    mode: str
+    drain_mode: str            # one line: how the consumers take jobs, in this mode
     enqueue_mode: str          # one line: how the producer adds them
+    child: tuple[str, ...]     # the command of its child processes (PYTHON_CHILD for most)
 
     def check(self) -> None:
         """Raise PeerMissingError when the library cannot be imported."""

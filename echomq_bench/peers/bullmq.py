@@ -1,11 +1,12 @@
-"""BullMQ through its official Python package (`bullmq`), asyncio Queue and Worker.
+"""`bullmq-py`: BullMQ through its Python port (`bullmq`), asyncio Queue and Worker.
 
 Enqueue: `Queue.addBulk` in chunks (one MULTI/EXEC pipeline of addStandardJob
 scripts per chunk), every job with removeOnComplete=True so a finished job
 leaves nothing, as echomq's complete does. Drain: one `Worker` per consumer
-process with `concurrency` jobs in flight, BullMQ's own knob for I/O-bound
-work; every other option is the package default (lockDuration 30 s,
-stalledInterval 30 s, drainDelay 5 s, the events stream capped near 10,000).
+process; `default` keeps BullMQ's concurrency of 1, `throughput` runs 100
+jobs in flight, the knob BullMQ documents for I/O-bound work. Every other
+option is the package default (lockDuration 30 s, stalledInterval 30 s,
+drainDelay 5 s, the events stream capped near 10,000).
 
 BullMQ has no burst mode: a consumer stops when its worker has found the
 wait list empty (`worker.drained`) and holds no job, a local check that
@@ -18,12 +19,13 @@ import asyncio
 from typing import Any, Callable
 
 from echomq_bench.peers import jobs
-from echomq_bench.peers.base import PAYLOAD, Gate, Leftovers, count_keys, require
+from echomq_bench.peers.base import MODES, PAYLOAD, PYTHON_CHILD, THROUGHPUT, Gate, Leftovers, count_keys, require
 
-__all__ = ["BullMQ"]
+__all__ = ["BullMQ", "bullmq_leftovers", "CONCURRENCY"]
 
 ADD_BATCH = 1000
-CONCURRENCY = 100
+# Worker concurrency per mode: BullMQ's default, and its documented knob for many jobs in flight.
+CONCURRENCY = {"default": 1, "throughput": 100}
 PREFIX = "bull"
 WATCH_S = 0.002
 CLOSE_TIMEOUT_S = 3.0
@@ -47,18 +49,25 @@ async def _load_scripts(owner: Any) -> None:
 
 
 class BullMQ:
-    name = "bullmq"
+    name = "bullmq-py"
     distribution = "bullmq"
+    modes = MODES
+    child = PYTHON_CHILD
     enqueue_mode = f"Queue.addBulk, {ADD_BATCH} jobs per call (one MULTI/EXEC of addStandardJob scripts)"
-    drain_mode = f"Worker(concurrency={CONCURRENCY}) per consumer: moveToActive, then moveToFinished per job"
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.concurrency = CONCURRENCY[mode]
+        self.drain_mode = (f"Worker(concurrency={self.concurrency}) per consumer: moveToActive, then "
+                           "moveToFinished per job" + (" (the default)" if mode != THROUGHPUT else ""))
 
     def check(self) -> None:
         require("bullmq", "bullmq")
 
     def settings(self, consumers: int) -> dict[str, Any]:
-        return {"removeOnComplete": True, "concurrency": CONCURRENCY, "add_batch": ADD_BATCH,
+        return {"removeOnComplete": True, "concurrency": self.concurrency, "add_batch": ADD_BATCH,
                 "lockDuration_ms": 30_000, "stalledInterval_ms": 30_000, "drainDelay_s": 5,
-                "consumers": consumers, "in_flight_per_consumer": CONCURRENCY}
+                "consumers": consumers, "in_flight_per_consumer": self.concurrency}
 
     def produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
         return asyncio.run(self._produce(url, queue, n, gate, progress))
@@ -88,7 +97,7 @@ class BullMQ:
     async def _consume(self, url: str, queue: str, gate: Gate) -> None:
         bullmq = require("bullmq", "bullmq")
         worker = bullmq.Worker(queue, jobs.bullmq_job, {
-            "connection": url, "prefix": PREFIX, "concurrency": CONCURRENCY,
+            "connection": url, "prefix": PREFIX, "concurrency": self.concurrency,
             "autorun": False, "removeOnComplete": True,
         })
         await _load_scripts(worker)
@@ -108,13 +117,18 @@ class BullMQ:
         await asyncio.wait({asyncio.ensure_future(worker.close())}, timeout=CLOSE_TIMEOUT_S)
 
     def leftovers(self, client: Any, queue: str) -> Leftovers:
-        base = f"{PREFIX}:{queue}:"
-        detail = {name: int(client.llen(base + name)) for name in PENDING_LISTS}
-        detail.update({name: int(client.zcard(base + name)) for name in PENDING_ZSETS})
-        completed = int(client.zcard(base + "completed"))
-        # Job hashes are bull:<queue>:<numeric id>; locks and logs hang off them.
-        rows = sum(1 for key in client.scan_iter(match=base + "*", count=1000)
-                   if key.decode().removeprefix(base).isdigit())
-        detail.update(completed=completed, job_rows=rows, locks=count_keys(client, base + "*:lock"))
-        pending = sum(detail[n] for n in (*PENDING_LISTS, *PENDING_ZSETS))
-        return Leftovers(pending=pending, kept=completed, rows=rows, detail=detail)
+        return bullmq_leftovers(client, queue)
+
+
+def bullmq_leftovers(client: Any, queue: str) -> Leftovers:
+    """BullMQ's keys, the same from Node and from Python."""
+    base = f"{PREFIX}:{queue}:"
+    detail = {name: int(client.llen(base + name)) for name in PENDING_LISTS}
+    detail.update({name: int(client.zcard(base + name)) for name in PENDING_ZSETS})
+    completed = int(client.zcard(base + "completed"))
+    # Job hashes are bull:<queue>:<numeric id>; locks and logs hang off them.
+    rows = sum(1 for key in client.scan_iter(match=base + "*", count=1000)
+               if key.decode().removeprefix(base).isdigit())
+    detail.update(completed=completed, job_rows=rows, locks=count_keys(client, base + "*:lock"))
+    pending = sum(detail[n] for n in (*PENDING_LISTS, *PENDING_ZSETS))
+    return Leftovers(pending=pending, kept=completed, rows=rows, detail=detail)

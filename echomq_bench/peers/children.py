@@ -1,7 +1,8 @@
 """The child processes of a peers run and the line protocol they speak on stdout.
 
-Each child is one `python -m echomq_bench.peers` process (one producer or one
-consumer of one adapter); it answers `ready`, `progress N`, `done T`, `result {...}`,
+Each child is one producer or one consumer of one adapter, run as the
+adapter's command (`python -m echomq_bench.peers`, or node for BullMQ on
+Node); it answers `ready`, `progress N`, `done T`, `result {...}`,
 or `missing`/`error` when it cannot run.
 """
 
@@ -11,7 +12,6 @@ import json
 import os
 import selectors
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import IO, Any, Callable
@@ -29,16 +29,16 @@ class RunnerError(RuntimeError):
 
 
 class Child:
-    """One `python -m echomq_bench.peers` process; its stderr goes to a log file."""
+    """One child process running `command`; its stderr goes to a log file."""
 
-    def __init__(self, config: dict[str, Any], log_path: Path) -> None:
-        self.label = f"{config['peer']} {config['role']}"
+    def __init__(self, config: dict[str, Any], log_path: Path, command: tuple[str, ...]) -> None:
+        self.label = f"{config['peer']} ({config['mode']}) {config['role']}"
         self.log_path = log_path
         self._log = open(log_path, "wb")
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "echomq_bench.peers"],
+            list(command),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env,
             cwd=os.getcwd(),
         )
@@ -58,6 +58,15 @@ class Child:
         assert self.proc.stdin is not None
         self.proc.stdin.write(b"go\n")
         self.proc.stdin.flush()
+
+    def stop(self) -> None:
+        """Tell a consumer that every job has run; one that already exited needs no telling."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(b"stop\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass
 
     def feed(self) -> list[tuple[str, str]]:
         """Read what is there; return the complete protocol lines."""

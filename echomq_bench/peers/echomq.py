@@ -1,11 +1,14 @@
 """echomq as a peer: through its own Worker, and a raw reference loop.
 
-`echomq` is what a user of the client runs: `echomq.Worker` with its
-default settings (one job per round trip: one claim, then one complete),
-burst mode so it stops once the queue is empty, enqueued through the
-client's pipelined sender (`echomq.pipeline`), 1000 enqueues per round
-trip. A high-throughput mode is the same adapter with another
-`worker_settings` (a larger `batch`).
+`echomq` is what a user of the client runs: `echomq.Worker` in burst mode
+so it stops once the queue is empty, enqueued through the client's
+pipelined sender (`echomq.pipeline`), 1000 enqueues per round trip. In
+`default` the Worker keeps its defaults (one job per round: one claim,
+then one complete); in `throughput` it claims 100 per round trip and
+settles them in one, the 100 jobs in flight per process the other queues'
+throughput settings hold (BullMQ's concurrency 100, arq's max_jobs 100).
+The handler is a no-op, so it runs on the Worker's own thread
+(concurrency 1): threads would add client CPU and nothing else.
 
 `echomq-raw` is not the client: the load engine (echomq_bench.load.engine)
 sends the claim script as raw EVALSHA, 100 per pipeline, then one complete
@@ -26,7 +29,7 @@ from echomq.keys import QueueKeys
 from echomq_bench.load.calls import RedisCalls
 from echomq_bench.load.engine import Consumer, ConsumerPolicy, Producer, ProducerPolicy
 from echomq_bench.peers import jobs
-from echomq_bench.peers.base import PAYLOAD, Gate, Leftovers, count_keys
+from echomq_bench.peers.base import DEFAULT, MODES, PAYLOAD, PYTHON_CHILD, THROUGHPUT, Gate, Leftovers, count_keys
 
 __all__ = ["EchoMQ", "EchoMQRaw", "worker_mode"]
 
@@ -49,13 +52,22 @@ def worker_mode(s: WorkerSettings) -> str:
             f"{s.claim_batch} claim(s) in one round trip, then their completes in one")
 
 
+# Burst: every job was enqueued before the drain, so a round that claims nothing means done.
+WORKER = {DEFAULT: WorkerSettings(burst=True, handle_signals=False),
+          THROUGHPUT: WorkerSettings(batch=100, burst=True, handle_signals=False)}
+
+
 class EchoMQ:
     name = "echomq"
     distribution = "echomq-bench"
-    # Burst: every job was enqueued before the drain, so a round that claims nothing means done.
-    worker_settings = WorkerSettings(burst=True, handle_signals=False)
-    drain_mode = worker_mode(worker_settings)
+    modes = MODES
+    child = PYTHON_CHILD
     enqueue_mode = f"enqueue verb through echomq.pipeline, {ENQUEUE_BATCH} per round trip"
+
+    def __init__(self, mode: str = DEFAULT) -> None:
+        self.mode = mode
+        self.worker_settings = WORKER[mode]
+        self.drain_mode = worker_mode(self.worker_settings)
 
     def check(self) -> None:
         """echomq is this package: always there."""
@@ -103,9 +115,10 @@ class EchoMQ:
 
 
 class EchoMQRaw(EchoMQ):
-    """The raw reference loop on the load engine; not the client's Worker."""
+    """The raw reference loop on the load engine; not the client's Worker. One mode: it is a reference."""
 
     name = "echomq-raw"
+    modes = (DEFAULT,)
     enqueue_mode = f"RAW: enqueue script as raw EVALSHA on the load engine, {ENQUEUE_BATCH} per pipeline"
     drain_mode = (f"RAW, not the client's Worker (a reference, never the headline): claim script "
                   f"x{RAW_CLAIM_BATCH} as raw EVALSHA in one pipeline, then one complete per job claimed "

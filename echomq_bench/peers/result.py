@@ -27,6 +27,8 @@ class Phase:
     wall_s: float
     server: serverstats.Usage
     client_cpu_s: float
+    reads: int = 0  # the server's read events in the window, the runner's own taken out: round trips
+
 
     def _per_job(self, value: float) -> float:
         return value / self.jobs if self.jobs else float("nan")
@@ -59,9 +61,19 @@ class Phase:
         return self._per_job(sum(calls for name, (calls, _) in self.commands.items() if name in SCRIPT_COMMANDS))
 
     @property
+    def script_us_per_job(self) -> float:
+        """Time inside script calls per job, µs, as commandstats times them (their commands included)."""
+        return self._per_job(sum(usec for name, (_, usec) in self.commands.items() if name in SCRIPT_COMMANDS))
+
+    @property
     def transactions_per_job(self) -> float:
         """MULTI/EXEC blocks per job."""
         return self._per_job(self.commands.get("exec", (0, 0))[0])
+
+    @property
+    def round_trips_per_job(self) -> float:
+        """Requests the server read per job: a pipeline or a MULTI/EXEC sent at once is one."""
+        return self._per_job(self.reads)
 
     @property
     def client_us_per_job(self) -> float:
@@ -90,6 +102,8 @@ class Phase:
             "server_all_threads_us_per_job": self.server_all_threads_us_per_job,
             "commands_per_job": self.commands_per_job,
             "scripts_per_job": self.scripts_per_job,
+            "script_us_per_job": self.script_us_per_job,
+            "round_trips_per_job": self.round_trips_per_job,
             "transactions_per_job": self.transactions_per_job,
             "client_us_per_job": self.client_us_per_job,
             "server_utilization": self.server_utilization,
@@ -105,6 +119,7 @@ class PeerRun:
     server: str
     server_version: str
     queue: str
+    mode: str
     trial: int
     jobs: int
     consumers: int
@@ -141,6 +156,14 @@ class PeerRun:
     @property
     def scripts_per_job(self) -> float:
         return self.enqueue.scripts_per_job + self.drain.scripts_per_job
+
+    @property
+    def script_us_per_job(self) -> float:
+        return self.enqueue.script_us_per_job + self.drain.script_us_per_job
+
+    @property
+    def round_trips_per_job(self) -> float:
+        return self.enqueue.round_trips_per_job + self.drain.round_trips_per_job
 
     @property
     def transactions_per_job(self) -> float:

@@ -7,6 +7,10 @@ nothing once a job succeeds: the job hash is deleted and no result is
 written. The rest is RQ's default: pickle serializer, job timeout 180 s,
 worker TTL 420 s, heartbeats and registries as the worker keeps them. The
 worker logs at WARNING so that no log line per job is formatted.
+
+RQ has no high-throughput setting: a worker process runs one job at a time
+and dequeues one per round trip (RQ's WorkerPool adds processes, which the
+suite holds equal), so `throughput` runs exactly as `default` does.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from echomq_bench.peers import jobs
-from echomq_bench.peers.base import PAYLOAD, Gate, Leftovers, count_keys, require
+from echomq_bench.peers.base import MODES, PAYLOAD, PYTHON_CHILD, Gate, Leftovers, count_keys, require
 
 __all__ = ["RQ"]
 
@@ -25,14 +29,20 @@ REGISTRIES = ("wip", "failed", "deferred", "scheduled", "canceled")
 class RQ:
     name = "rq"
     distribution = "rq"
+    modes = MODES
+    child = PYTHON_CHILD
     enqueue_mode = f"Queue.enqueue_many, {ENQUEUE_BATCH} jobs per call (one MULTI/EXEC pipeline)"
     drain_mode = "SimpleWorker.work(burst=True) per consumer, one job at a time, no fork"
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
 
     def check(self) -> None:
         require("rq", "rq")
 
     def settings(self, consumers: int) -> dict[str, Any]:
-        return {"worker": "SimpleWorker", "burst": True, "result_ttl": 0, "enqueue_batch": ENQUEUE_BATCH,
+        return {"worker": "SimpleWorker", "throughput_setting": "none in RQ",
+                "burst": True, "result_ttl": 0, "enqueue_batch": ENQUEUE_BATCH,
                 "serializer": "pickle (default)", "logging_level": "WARNING",
                 "consumers": consumers, "in_flight_per_consumer": 1}
 

@@ -1,16 +1,17 @@
-"""The peers run's summary, tidy rows and table, all read from its PeerRun records."""
+"""The peers run's summary and tidy rows, all read from its PeerRun records."""
 
 from __future__ import annotations
 
 import statistics
 from typing import Any, Iterable
 
-from echomq_bench.peers import get
+from echomq_bench.peers import BASELINE, get
 from echomq_bench.peers.base import PAYLOAD_BYTES, version_of
+from echomq_bench.peers.intervals import FIGURES_WITH_CI, interval, ratio_verdict
 from echomq_bench.peers.result import PeerRun, Phase
-from echomq_bench.peers.runner import PeersSettings
+from echomq_bench.peers.rounds import PeersSettings, pairs
 
-__all__ = ["build_summary", "tidy_rows", "command_rows", "format_table"]
+__all__ = ["build_summary", "tidy_rows", "command_rows", "ratio_rows", "FIGURES"]
 
 
 def _median(values: Iterable[float]) -> float:
@@ -23,8 +24,8 @@ def _spread(values: list[float]) -> list[float]:
 
 def _phase_summary(phases: list[Phase]) -> dict[str, Any]:
     keys = ("jobs_per_s", "server_us_per_job", "server_all_threads_us_per_job", "commands_per_job",
-            "scripts_per_job", "transactions_per_job", "client_us_per_job", "server_utilization",
-            "client_utilization")
+            "scripts_per_job", "script_us_per_job", "round_trips_per_job", "transactions_per_job",
+            "client_us_per_job", "server_utilization", "client_utilization")
     out: dict[str, Any] = {k: _median(getattr(p, k) for p in phases) for k in keys}
     bounds = [p.bottleneck for p in phases]
     out["bottleneck"] = max(set(bounds), key=bounds.count)
@@ -36,15 +37,18 @@ def build_summary(runs: list[PeerRun], names: list[str], skipped: dict[str, str]
     entries = []
     servers = list(dict.fromkeys(r.server for r in runs)) or [s.name for s in settings.servers]
     for server in servers:
-        for name in names:
-            mine = [r for r in runs if r.server == server and r.queue == name]
+        for name, mode in pairs(names, settings.modes):
+            mine = [r for r in runs if r.server == server and r.queue == name and r.mode == mode]
             if mine:
-                entries.append(_entry(server, name, mine, settings))
+                base = [r for r in runs if r.server == server and r.queue == BASELINE and r.mode == mode]
+                entries.append(_entry(server, (name, mode), mine, base, settings))
     return {
         "kind": "peers",
         "jobs": settings.jobs,
         "consumers": settings.consumers,
         "trials": settings.trials,
+        "modes": list(settings.modes),
+        "baseline": BASELINE,
         "payload_bytes": PAYLOAD_BYTES,
         "figures": FIGURES,
         "queues": entries,
@@ -57,35 +61,36 @@ def build_summary(runs: list[PeerRun], names: list[str], skipped: dict[str, str]
 FIGURES = {
     "jobs_per_s": "N / (enqueue wall + drain wall): a job's whole life",
     "server_us_per_job": "server main-thread CPU (INFO cpu *_main_thread deltas) over both phases, per job",
+    "script_us_per_job": "commandstats usec of EVAL/EVALSHA/FCALL calls per job (the commands they run included)",
     "commands_per_job": "commandstats calls over both phases per job, commands inside scripts and "
                         "MULTI/EXEC included; the runner's own INFO calls excluded",
+    "round_trips_per_job": "INFO stats total_reads_processed per job, the runner's own reads excluded: one per "
+                           "request the clients sent, a pipeline or MULTI/EXEC sent at once counted once",
     "scripts_per_job": "EVAL/EVALSHA/FCALL calls per job; the commands they run count in commands_per_job",
     "bytes_per_pending_job": "INFO used_memory after enqueue minus before, over N",
+    "client_us_per_job": "CPU of the producer and consumer processes (and children they waited for) per job",
+    "ci": "geometric mean over trials with a t-interval on the logs (the compare verdicts' method)",
+    "vs_baseline": f"trial-paired ratio to {BASELINE} in the same mode on the same server, judged as compare "
+                   "judges (fewer trials than the method needs: inconclusive)",
     "bottleneck": "server when its main thread was >= 85% busy or busier than the client processes "
                   "(client CPU in cores), else client",
 }
 
 
-def _entry(server: str, name: str, mine: list[PeerRun], settings: PeersSettings) -> dict[str, Any]:
-    """One queue on one server, medians over its trials."""
-    peer = get(name)
+def _entry(server: str, queue: tuple[str, str], mine: list[PeerRun], base: list[PeerRun],
+           settings: PeersSettings) -> dict[str, Any]:
+    """One queue in one mode on one server: medians, intervals and the ratio to the baseline."""
+    name, mode = queue
+    peer = get(name, mode)
+    clean = [r for r in mine if r.clean] or mine
     entry: dict[str, Any] = {
-        "server": server,
-        "server_version": mine[0].server_version,
-        "queue": name,
-        "library": f"{peer.distribution} {version_of(peer.distribution)}",
-        "enqueue_mode": peer.enqueue_mode,
-        "drain_mode": peer.drain_mode,
+        "server": server, "server_version": mine[0].server_version, "queue": name, "mode": mode,
+        "library": f"{peer.distribution.removeprefix('npm:')} {version_of(peer.distribution)}",
+        "enqueue_mode": peer.enqueue_mode, "drain_mode": peer.drain_mode,
         "settings": peer.settings(settings.consumers),
-        "jobs": settings.jobs,
-        "consumers": settings.consumers,
-        "trials": len(mine),
-        "jobs_per_s": _median(r.jobs_per_s for r in mine),
-        "server_us_per_job": _median(r.server_us_per_job for r in mine),
-        "commands_per_job": _median(r.commands_per_job for r in mine),
+        "jobs": settings.jobs, "consumers": settings.consumers, "trials": len(mine),
         "scripts_per_job": _median(r.scripts_per_job for r in mine),
         "transactions_per_job": _median(r.transactions_per_job for r in mine),
-        "client_us_per_job": _median(r.client_us_per_job for r in mine),
         "enqueue": _phase_summary([r.enqueue for r in mine]),
         "drain": _phase_summary([r.drain for r in mine]),
         "memory": {
@@ -94,28 +99,38 @@ def _entry(server: str, name: str, mine: list[PeerRun], settings: PeersSettings)
             "keys_after_drain": _median(r.keys_after for r in mine),
             "key_sample_after_drain": mine[-1].key_sample,
         },
+        "ci": {k: interval([float(getattr(r, k)) for r in clean]) for k in FIGURES_WITH_CI},
+        "vs_baseline": {},
         "spread": {k: _spread([getattr(r, k) for r in mine])
                    for k in ("jobs_per_s", "server_us_per_job", "commands_per_job")},
         "drained_clean": all(r.clean for r in mine),
         "ran": [r.ran for r in mine],
         "leftovers": mine[-1].leftovers,
     }
+    for k in FIGURES_WITH_CI:
+        entry[k] = _median(getattr(r, k) for r in mine)
+    if name != BASELINE and base:
+        for k in ("server_us_per_job", "jobs_per_s", "commands_per_job", "round_trips_per_job"):
+            entry["vs_baseline"][k] = ratio_verdict(mine, base, k)
     entry["spread"]["drain_jobs_per_s"] = _spread([r.drain.jobs_per_s for r in mine])
     return entry
+
+
+TOTALS = ("jobs_per_s", "server_us_per_job", "script_us_per_job", "commands_per_job", "round_trips_per_job",
+          "scripts_per_job", "transactions_per_job", "client_us_per_job", "bytes_per_pending_job", "residual_bytes")
 
 
 def tidy_rows(runs: list[PeerRun]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for r in runs:
-        base = {"server": r.server, "server_version": r.server_version, "queue": r.queue, "trial": r.trial,
-                "jobs": r.jobs, "consumers": r.consumers}
+        base = {"server": r.server, "server_version": r.server_version, "queue": r.queue, "mode": r.mode,
+                "trial": r.trial, "jobs": r.jobs, "consumers": r.consumers}
         for phase_name, phase in (("enqueue", r.enqueue), ("drain", r.drain)):
             for metric, value in phase.figures().items():
                 if metric == "bottleneck":
                     continue
                 rows.append({**base, "phase": phase_name, "metric": metric, "value": value, "unit": _unit(metric)})
-        for metric in ("jobs_per_s", "server_us_per_job", "commands_per_job", "scripts_per_job",
-                       "transactions_per_job", "client_us_per_job", "bytes_per_pending_job", "residual_bytes"):
+        for metric in TOTALS:
             rows.append({**base, "phase": "total", "metric": metric, "value": getattr(r, metric),
                          "unit": _unit(metric)})
     return rows
@@ -126,10 +141,24 @@ def command_rows(runs: list[PeerRun]) -> list[dict[str, Any]]:
     for r in runs:
         for phase_name, phase in (("enqueue", r.enqueue), ("drain", r.drain)):
             for command, (calls, usec) in sorted(phase.commands.items()):
-                base = {"server": r.server, "queue": r.queue, "trial": r.trial, "phase": phase_name,
-                        "command": command}
+                base = {"server": r.server, "queue": r.queue, "mode": r.mode, "trial": r.trial,
+                        "phase": phase_name, "command": command}
                 rows.append({**base, "metric": "calls_per_job", "value": calls / r.jobs, "unit": "calls"})
                 rows.append({**base, "metric": "usec_per_job", "value": usec / r.jobs, "unit": "us"})
+    return rows
+
+
+def ratio_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per queue, mode, server and figure: the ratio to the baseline, its interval and verdict."""
+    rows = []
+    for e in summary["queues"]:
+        for metric, v in e["vs_baseline"].items():
+            if v is None:
+                continue
+            ci = v["ci"] or [None, None]
+            rows.append({"server": e["server"], "queue": e["queue"], "mode": e["mode"], "metric": metric,
+                         "baseline": summary["baseline"], "ratio": v["ratio"], "ci_low": ci[0], "ci_high": ci[1],
+                         "n": v["n"], "verdict": v["text"], "method": v["method"]})
     return rows
 
 
@@ -145,33 +174,3 @@ def _unit(metric: str) -> str:
     if "utilization" in metric:
         return "cores"
     return "count"
-
-
-def format_table(summary: dict[str, Any]) -> str:
-    head = (f"{'server':<14} {'queue':<12} {'enq/s':>8} {'drain/s':>8} {'jobs/s':>8} "
-            f"{'srv µs/job':>10} {'range':>13} {'enq+drain':>12} {'cmds/job':>8} {'B/pending':>9} "
-            f"{'cli µs/job':>10} {'drain bound':>11}  clean")
-    lines = [f"peers: {summary['jobs']:,} jobs, {summary['consumers']} consumers, "
-             f"{summary['trials']} trial(s), medians; µs are server main-thread CPU", head]
-    for e in summary["queues"]:
-        split = f"{e['enqueue']['server_us_per_job']:.1f}+{e['drain']['server_us_per_job']:.1f}"
-        lo, hi = e["spread"]["server_us_per_job"]
-        lines.append(
-            f"{e['server_version']:<14} {e['queue']:<12} {e['enqueue']['jobs_per_s']:>8,.0f} "
-            f"{e['drain']['jobs_per_s']:>8,.0f} {e['jobs_per_s']:>8,.0f} {e['server_us_per_job']:>10.1f} "
-            f"{f'{lo:.1f}..{hi:.1f}':>13} {split:>12} {e['commands_per_job']:>8.1f} "
-            f"{e['memory']['bytes_per_pending_job']:>9,.0f} "
-            f"{e['client_us_per_job']:>10.0f} {e['drain']['bottleneck']:>11}  "
-            f"{'yes' if e['drained_clean'] else 'NO'}")
-    lines.append("")
-    seen = set()
-    for e in summary["queues"]:
-        if e["queue"] in seen:
-            continue
-        seen.add(e["queue"])
-        lines.append(f"{e['queue']} ({e['library']}): enqueue {e['enqueue_mode']}; drain {e['drain_mode']}")
-    for name, why in summary["skipped"].items():
-        lines.append(f"skipped {name}: {why}")
-    for f in summary["failures"]:
-        lines.append(f"FAILED {f['server']} {f['queue']} trial {f['trial']}: {f['error'].splitlines()[0]}")
-    return "\n".join(lines)

@@ -75,7 +75,7 @@ CLI_CASES: list[tuple[list[str], str]] = [
     (["gate", "--verbs", "claim,nope"], "unknown verb"),
     (["gate", "--verbs", "claim", "--verbs", "nope"], "unknown verb"),
     (["faults", "--scenario", "crash,meteor"], "invalid choice: 'meteor'"),
-    (["peers", "--queue", "echomq,celery"], "argument --queue: invalid choice: 'celery'"),
+    (["peers", "--queue", "echomq,kafka"], "argument --queue: invalid choice: 'kafka'"),
     (["reapcost", "--caps", "10,0"], "argument --caps"),
     (["reapcost", "--verbs", ","], "empty list"),
     (["check", "--server", "redis,valkey"], "give --server once per server"),

@@ -1,9 +1,10 @@
-"""The peers command: every adapter really drains every job, on a real server.
+"""The peers command: every adapter, in every mode, really drains every job once, on a real server.
 
 "Really" is checked three ways, none of them an event count: the server
 held N jobs after the enqueue and none of them afterwards (the test reads
-each peer's keys itself, with plain commands); the job function ran N
-times in the consumer processes and saw the enqueued payload each time.
+each peer's keys itself, with plain commands); the job function ran
+exactly N times in the consumer processes and saw the enqueued payload
+each time, so no job was lost and none ran twice.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import pytest
 from echomq_bench.measurement.serverstats import bound
 
 from echomq_bench.cli import main
-from echomq_bench.peers import PEERS, PeerMissingError, get
+from echomq_bench.peers import PEERS, PeerMissingError, get, modes_of
 from echomq_bench.commands.peers import QUEUE_NAME, measure
 from echomq_bench.records.files import load
 from echomq_bench.servers import EmbeddedServer
 
-N = 240
+N = 50
 CONSUMERS = 2
 
 
@@ -54,14 +55,40 @@ def _arq_left(c: Any) -> dict[str, int]:
             "results": len(_keys(c, "arq:result:*")), "in_progress": len(_keys(c, "arq:in-progress:*"))}
 
 
+def _celery_left(c: Any) -> dict[str, int]:
+    return {"queued": c.llen(QUEUE_NAME), "unacked": c.hlen("unacked"),
+            "results": len(_keys(c, "celery-task-meta-*"))}
+
+
+def _dramatiq_left(c: Any) -> dict[str, int]:
+    base = f"dramatiq:{QUEUE_NAME}"
+    return {"queued": c.llen(base), "messages": c.hlen(base + ".msgs"), "dead": c.zcard(base + ".XQ"),
+            "unacked": sum(c.scard(k) for k in _keys(c, "dramatiq:__acks__.*"))}
+
+
+def _huey_left(c: Any) -> dict[str, int]:
+    return {"queued": c.llen(f"huey.redis.{QUEUE_NAME}"), "results": c.hlen(f"huey.results.{QUEUE_NAME}")}
+
+
+def _saq_left(c: Any) -> dict[str, int]:
+    return {"queued": c.llen(f"saq:{QUEUE_NAME}:queued"), "incomplete": c.zcard(f"saq:{QUEUE_NAME}:incomplete"),
+            "rows": len(_keys(c, f"saq:job:{QUEUE_NAME}:*"))}
+
+
 # The test's own reading of each peer's keys, independent of the adapters'.
 SERVER_LEFT: dict[str, Callable[[Any], dict[str, int]]] = {
     "echomq": _echomq_left,
     "echomq-raw": _echomq_left,
-    "bullmq": _bullmq_left,
+    "bullmq-node": _bullmq_left,
+    "bullmq-py": _bullmq_left,
     "rq": _rq_left,
     "arq": _arq_left,
+    "celery": _celery_left,
+    "dramatiq": _dramatiq_left,
+    "huey": _huey_left,
+    "saq": _saq_left,
 }
+PAIRS = [(name, mode) for name in PEERS for mode in modes_of(name)]
 
 
 def test_every_peer_has_a_server_side_check() -> None:
@@ -69,16 +96,17 @@ def test_every_peer_has_a_server_side_check() -> None:
 
 
 @pytest.mark.parametrize("server", ["redis"], indirect=True)
-@pytest.mark.parametrize("name", list(PEERS))
-def test_each_queue_drains_every_job(name: str, server: EmbeddedServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
+def test_each_queue_drains_every_job_exactly_once(name: str, mode: str, server: EmbeddedServer,
+                                                   tmp_path: Path) -> None:
     try:
-        get(name).check()
+        get(name, mode).check()
     except PeerMissingError as exc:
         pytest.skip(str(exc))
     client = server.client()
     client.flushall()
 
-    run = measure(server, name, N, CONSUMERS, log_dir=tmp_path)
+    run = measure(server, name, N, CONSUMERS, mode=mode, log_dir=tmp_path)
 
     # On the server: N jobs were pending once enqueued ...
     assert run.after_enqueue["pending"] == N, run.after_enqueue
@@ -95,29 +123,39 @@ def test_each_queue_drains_every_job(name: str, server: EmbeddedServer, tmp_path
     assert run.enqueue.jobs_per_s > 0 and run.drain.jobs_per_s > 0
     assert run.server_us_per_job > 0
     assert run.commands_per_job >= 2  # at least one command to add and one to finish each job
+    assert run.round_trips_per_job > 0
     assert run.bytes_per_pending_job > 0
-    if name == "bullmq":
+    assert run.mode == mode
+    if name.startswith("bullmq"):
         # BullMQ numbers its jobs from a counter: exactly N were ever added.
         assert int(client.get(f"bull:{QUEUE_NAME}:id")) == N
     client.close()
 
 
-def test_cli_writes_summary_csv_and_meta(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_writes_summary_csv_meta_and_ratios(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
-    code = main(["peers", "--server", "valkey", "--queue", "echomq", "--jobs", "300", "--consumers", "1",
-                 "--out", str(out)])
+    code = main(["peers", "--server", "valkey", "--queue", "echomq,bullmq-node", "--mode", "default",
+                 "--jobs", "300", "--consumers", "1", "--trials", "2", "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    assert "echomq" in printed and "srv µs/job" in printed
+    assert "srv µs/job" in printed and "ratio to bullmq-node" in printed
 
     summary = json.loads((out / "summary.json").read_text())
-    (entry,) = summary["queues"]
-    assert entry["queue"] == "echomq" and entry["server"] == "valkey"
-    assert entry["drained_clean"] is True and entry["ran"] == [300]
-    for key in ("jobs_per_s", "server_us_per_job", "commands_per_job"):
+    assert [(e["queue"], e["mode"]) for e in summary["queues"]] == [("echomq", "default"), ("bullmq-node", "default")]
+    entry, base = summary["queues"]
+    assert entry["server"] == "valkey" and entry["drained_clean"] is True and entry["ran"] == [300, 300]
+    for key in ("jobs_per_s", "server_us_per_job", "commands_per_job", "round_trips_per_job"):
         assert entry[key] > 0
+        assert entry["ci"][key]["n"] == 2
+        lo, hi = entry["ci"][key]["ci"]
+        assert lo <= entry["ci"][key]["mean"] <= hi
     assert entry["enqueue"]["jobs_per_s"] > 0 and entry["drain"]["jobs_per_s"] > 0
     assert entry["memory"]["bytes_per_pending_job"] > 0
+    assert entry["settings"]["in_flight_per_consumer"] == 1 and base["settings"]["concurrency"] == 1
+    # Two trials are fewer than the verdict method needs: the ratio has an interval and no verdict.
+    ratio = entry["vs_baseline"]["server_us_per_job"]
+    assert ratio["n"] == 2 and ratio["text"] == "inconclusive (2 trials)"
+    assert base["vs_baseline"] == {}
     # The bottleneck written is the one the written utilisations give.
     drain = entry["drain"]
     assert drain["bottleneck"] == bound(drain["server_utilization"], drain["client_utilization"])
@@ -127,7 +165,9 @@ def test_cli_writes_summary_csv_and_meta(tmp_path: Path, capsys: pytest.CaptureF
     assert run.meta["servers"][0]["version"].startswith("valkey")
     tidy = run.table("peers")
     assert set(tidy["phase"]) == {"enqueue", "drain", "total"}
-    total = tidy[(tidy.phase == "total") & (tidy.metric == "server_us_per_job")]
-    assert total["value"].iloc[0] == pytest.approx(entry["server_us_per_job"])
+    assert set(tidy["mode"]) == {"default"}
+    ratios = run.table("peers_ratios")
+    assert set(ratios["queue"]) == {"echomq"}
+    assert ratios[ratios.metric == "server_us_per_job"]["ratio"].iloc[0] == pytest.approx(ratio["ratio"])
     commands = run.table("peers_commands")
     assert "evalsha" in set(commands["command"])

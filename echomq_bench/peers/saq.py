@@ -1,0 +1,100 @@
+"""SAQ (simple async queue) on Redis: asyncio Queue and Worker.
+
+Enqueue: `Queue.enqueue` with 50 calls in flight (SAQ has no bulk enqueue;
+each is one script call that writes the job and pushes its id). Drain: one
+`Worker` per consumer process, each in-flight slot taking one job per
+BLMOVE, then finishing it with a MULTI/EXEC that writes its status. Every
+job has ttl=-1, SAQ's way of keeping nothing once it is done.
+
+`default` keeps SAQ's concurrency of 10; `throughput` runs 100, SAQ's one
+throughput knob (it documents no batching). SAQ's upkeep timers (stats,
+sweep, schedule) run at their defaults.
+
+The worker stops when the runner says every job has run (SAQ's burst mode
+needs a dequeue timeout, which would change how it takes jobs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from echomq_bench.peers import jobs
+from echomq_bench.peers.base import MODES, PAYLOAD, PYTHON_CHILD, Gate, Leftovers, count_keys, require
+
+__all__ = ["Saq"]
+
+ENQUEUE_IN_FLIGHT = 50
+CONCURRENCY = {"default": 10, "throughput": 100}
+TTL_DISABLED = -1
+# On stop, SAQ cancels its tasks after this grace; with none, a job that has run but not yet
+# been finished (its MULTI/EXEC) is cancelled and stays active. Its blocked dequeues wait it out.
+SHUTDOWN_GRACE_S = 1
+
+
+class Saq:
+    name = "saq"
+    distribution = "saq"
+    modes = MODES
+    child = PYTHON_CHILD
+    enqueue_mode = f"Queue.enqueue, {ENQUEUE_IN_FLIGHT} calls in flight (one script call each)"
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.concurrency = CONCURRENCY[mode]
+        self.drain_mode = f"Worker(concurrency={self.concurrency}), one BLMOVE per job, MULTI/EXEC to finish"
+
+    def check(self) -> None:
+        require("saq", "saq")
+
+    def settings(self, consumers: int) -> dict[str, Any]:
+        return {"concurrency": self.concurrency, "ttl": TTL_DISABLED,
+                "shutdown_grace_period_s": SHUTDOWN_GRACE_S, "enqueue_in_flight": ENQUEUE_IN_FLIGHT,
+                "serializer": "json (default)", "consumers": consumers, "in_flight_per_consumer": self.concurrency}
+
+    def produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
+        return asyncio.run(self._produce(url, queue, n, gate, progress))
+
+    async def _produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
+        saq = require("saq", "saq")
+        q = saq.Queue.from_url(url, name=queue)
+        await q.connect()
+        gate.ready()
+        sent = accepted = 0
+        while sent < n:
+            size = min(ENQUEUE_IN_FLIGHT, n - sent)
+            got = await asyncio.gather(*(q.enqueue("noop", payload=PAYLOAD, ttl=TTL_DISABLED) for _ in range(size)))
+            accepted += sum(1 for job in got if job is not None)
+            sent += size
+            if sent % 1000 < ENQUEUE_IN_FLIGHT:
+                progress(sent)
+        progress(sent)
+        gate.done()
+        await q.disconnect()
+        return accepted
+
+    def consume(self, url: str, queue: str, gate: Gate) -> None:
+        asyncio.run(self._consume(url, queue, gate))
+
+    async def _consume(self, url: str, queue: str, gate: Gate) -> None:
+        saq = require("saq", "saq")
+        q = saq.Queue.from_url(url, name=queue)
+        worker = saq.Worker(q, functions=[("noop", jobs.saq_job)], concurrency=self.concurrency,
+                            shutdown_grace_period_s=SHUTDOWN_GRACE_S)
+        await q.connect()
+        gate.ready()
+        run = asyncio.ensure_future(worker.start())
+        await asyncio.to_thread(gate.stop.wait)
+        await worker.stop()
+        await run
+        gate.done(at=jobs.finished_at())
+        await q.disconnect()
+
+    def leftovers(self, client: Any, queue: str) -> Leftovers:
+        base = f"saq:{queue}:"
+        detail = {"queued": int(client.llen(base + "queued")), "active": int(client.llen(base + "active")),
+                  "incomplete": int(client.zcard(base + "incomplete"))}
+        rows = count_keys(client, f"saq:job:{queue}:*")
+        detail["job_rows"] = rows
+        # Every unfinished job is in `incomplete`, queued or active alike.
+        return Leftovers(pending=detail["incomplete"], kept=0, rows=rows, detail=detail)
