@@ -35,19 +35,18 @@ PEERS: dict[str, tuple[str, str]] = {
 BASELINE = "bullmq-node"
 
 
-def _adapter(name: str) -> type:
+def _adapter(name: str) -> type[Peer]:
     try:
         module, cls = PEERS[name]
     except KeyError:
         raise ValueError(f"unknown queue {name!r}; choose from {', '.join(PEERS)}") from None
-    adapter: type = getattr(importlib.import_module(module), cls)
+    adapter: type[Peer] = getattr(importlib.import_module(module), cls)
     return adapter
 
 
 def modes_of(name: str) -> tuple[str, ...]:
     """The modes a queue runs in."""
-    modes: tuple[str, ...] = _adapter(name).modes
-    return modes
+    return _adapter(name).modes
 
 
 def get(name: str, mode: str = DEFAULT) -> Peer:

@@ -133,6 +133,8 @@ class Peer(Protocol):
     enqueue_mode: str          # one line: how the producer adds them
     child: tuple[str, ...]     # the command of its child processes (PYTHON_CHILD for most)
 
+    def __init__(self, mode: str) -> None: ...
+
     def check(self) -> None:
         """Raise PeerMissingError when the library cannot be imported."""
 
