@@ -205,15 +205,16 @@ def run(args: argparse.Namespace) -> int:
 
     plan = PLANS["quick" if args.quick else "default"]
     specs: list[ServerSpec] = list(args.server)
+    # Every server must answer before anything is written: a refused run
+    # leaves no half-made results folder behind. A server that does not
+    # start is named first; one that does but stands alone is refused next.
+    with running(*specs) as servers:
+        for server in servers:
+            server.version()
     if len(specs) < 2:
         print(f"echomq-bench run: error: the main job compares builds and got one ({specs[0].name}): give two or "
               f"more --server, or the same one twice for an A/A run", file=sys.stderr)
         return 2
-    # Every server must answer before anything is written: a refused run
-    # leaves no half-made results folder behind.
-    with running(*specs) as servers:
-        for server in servers:
-            server.version()
     run_dir = results.new_run_dir("run", args.out)
     phases = Phases(["conformance check", "server µs per verb, build by build",
                      f"capacity: every build against {baseline_first(specs)[0].name}, run together on one core",
