@@ -192,7 +192,8 @@ def _run_soaks(args: argparse.Namespace) -> int:
     info = meta.collect(soak_s=args.soak, seed=seed, load=base.__dict__, schedule=[f.__dict__ for f in plan])
     info["servers"] = list(seen.values())
     write_record(out, Record(kind="faults", meta=info, tables=soak_tables(results), summary={
-        "passed": passed, "quick": False, "scenarios": [], "soak": [r.to_dict() for r in results]}))
+        "passed": passed, "quick": False, "scenarios": [],
+        "soak": [{**r.to_dict(), "chart": chart_name(r.server)} for r in results]}))
     written = read_record(out)  # the chart is drawn from the record as written
     draw_timelines(written.summary, written.tables, out)
     print(f"{'PASS' if passed else 'FAIL'}: soak, seed {seed}, {sum(r.passed for r in results)}/{len(results)} "

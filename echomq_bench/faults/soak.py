@@ -37,7 +37,7 @@ from echomq_bench.faults.netscenarios import BANDWIDTH, Through, net_latency, ne
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.faults.runner import audit_held, drain
 from echomq_bench.faults.scenarios import SCENARIOS
-from echomq_bench.faults.soakstats import by_kind, per_second, recovery_s
+from echomq_bench.faults.soakstats import RECOVERY_MEANS, by_kind, per_second, recovery_s
 from echomq_bench.servers import redacted_url
 
 __all__ = ["SoakError", "SOAK_PLAN", "SOAK_SERVER_ARGS", "SOAK_BANDWIDTH", "ACTIONS", "Struck", "SoakResult",
@@ -140,7 +140,8 @@ class SoakResult:
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("checks", "faults")}
         out.update(faults=[f.__dict__ for f in self.faults], checks=[{"ok": c.ok, "text": c.text} for c in self.checks],
-                   injected=self.injected, kinds=self.kinds(), ambiguous_unresolved=self.ambiguous_unresolved)
+                   injected=self.injected, kinds=self.kinds(), ambiguous_unresolved=self.ambiguous_unresolved,
+                   recovery_means=RECOVERY_MEANS)
         return out
 
 

@@ -15,13 +15,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from echomq_bench.faults.soak import SoakResult
-from echomq_bench.faults.soakstats import RECOVERED_SHARE, WINDOW_S
+from echomq_bench.faults.soakstats import RECOVERY_MEANS
 
-__all__ = ["RECOVERY_MEANS", "format_soak", "soak_tables", "chart_name", "draw_timelines"]
-
-RECOVERY_MEANS = (f"fault's end to the first {WINDOW_S:g} s with completes at >= {RECOVERED_SHARE:.0%} of the "
-                  "rate in the 2 s before it")
-
+__all__ = ["format_soak", "soak_tables", "chart_name", "draw_timelines"]
 
 def _s(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"

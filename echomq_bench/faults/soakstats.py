@@ -21,13 +21,15 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["RECOVERED_SHARE", "PRE_S", "WINDOW_S", "STEP_S", "recovery_s", "nearest_rank", "per_second",
+__all__ = ["RECOVERED_SHARE", "RECOVERY_MEANS", "PRE_S", "WINDOW_S", "STEP_S", "recovery_s", "nearest_rank", "per_second",
            "KindFigures", "by_kind"]
 
 RECOVERED_SHARE = 0.8
 PRE_S = 2.0
 WINDOW_S = 1.0
 STEP_S = 0.1
+RECOVERY_MEANS = (f"the fault's end to the first {WINDOW_S:g} s window with completes at >= {RECOVERED_SHARE:.0%} "
+                  f"of their rate in the {PRE_S:g} s before it")
 
 
 def _count(times: Sequence[float], lo: float, hi: float) -> int:
@@ -61,12 +63,11 @@ def nearest_rank(values: Sequence[float], q: float) -> float | None:
 
 
 def per_second(times: Sequence[float], t0: float, end: float) -> list[int]:
-    """Completes accepted in each whole second from t0 to end."""
+    """Completes accepted in each second from t0 to end (the last one may be partial)."""
     bins = [0] * max(1, math.ceil(end - t0))
     for t in times:
-        i = int(t - t0)
-        if 0 <= i < len(bins):
-            bins[i] += 1
+        if t0 <= t < end:
+            bins[int(t - t0)] += 1
     return bins
 
 
