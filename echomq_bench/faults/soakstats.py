@@ -21,8 +21,8 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["RECOVERED_SHARE", "RECOVERY_MEANS", "PRE_S", "WINDOW_S", "STEP_S", "recovery_s", "nearest_rank", "per_second",
-           "KindFigures", "by_kind"]
+__all__ = ["RECOVERED_SHARE", "RECOVERY_MEANS", "PRE_S", "WINDOW_S", "STEP_S", "recovery_s", "nearest_rank",
+           "per_second", "KindFigures", "by_kind"]
 
 RECOVERED_SHARE = 0.8
 PRE_S = 2.0

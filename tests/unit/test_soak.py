@@ -87,6 +87,7 @@ def test_a_soak_record_has_its_headlines() -> None:
              headlines(Record(kind="faults", summary={"passed": True, "scenarios": [], "soak": [soak]}))}
     assert found == {
         "faults.soak.lost": ("redis", 0.0, "lower"), "faults.soak.double_accepted": ("redis", 0.0, "lower"),
-        "faults.soak.ambiguous_resolved": ("redis", 6.0, ""), "faults.soak.ambiguous_unresolved": ("redis", 0.0, "lower"),
+        "faults.soak.ambiguous_resolved": ("redis", 6.0, ""),
+        "faults.soak.ambiguous_unresolved": ("redis", 0.0, "lower"),
         "faults.soak.pause.recovery_p50_s": ("redis", 0.2, "lower"),
         "faults.soak.pause.recovery_p99_s": ("redis", 0.4, "lower")}
