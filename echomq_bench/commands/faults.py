@@ -24,6 +24,13 @@ every id minted against the server's sets (echomq_bench.load.audit):
 
 A scenario passes when its own checks and the audit hold; for
 restart-nopersist, detecting the loss exactly is the pass.
+
+--soak DURATION runs the soak instead: one long load per build, struck by a
+seeded random schedule of process and network faults with recovery gaps
+between them, audited at the end (echomq_bench.faults.soak). Given several
+--server, it soaks each build in turn with the same seed. It passes when
+nothing is lost, nothing is accepted twice and every call whose reply was
+lost is resolved.
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ from typing import Any
 from echomq_bench.faults.load import LoadSettings
 from echomq_bench.faults.runner import Outcome, format_table, run_scenario
 from echomq_bench.faults.scenarios import FULL, QUICK, SCENARIOS, Plan
-from echomq_bench.options import add_list, add_out, add_quick, choice, work_dist
+from echomq_bench.faults.nemesis import MAX_SOAK_S, MIN_SOAK_S
+from echomq_bench.options import DurationError, add_list, add_out, add_quick, choice, parse_duration_ms, work_dist
 from echomq_bench.progress import Progress
 
 __all__ = ["SCENARIOS", "Plan", "QUICK", "FULL", "Outcome", "run_scenario", "format_table", "configure", "run"]
@@ -70,7 +78,35 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=_rate, default=LoadSettings.rate * LoadSettings.producers,
                         metavar="JOBS_PER_S", help=f"jobs/s offered over the whole run, split over its "
                         f"{LoadSettings.producers} producers (default {LoadSettings.rate * LoadSettings.producers:g})")
-    parser.add_argument("--seed", type=int, default=1, metavar="N", help="seed for the load and the choice of victims")
+    parser.add_argument("--seed", type=_seed, default=None, metavar="N",
+                        help="seed for the load and the choice of victims (default 1); with --soak also for the "
+                             "fault schedule (default: drawn at random and printed, to replay the run)")
+    parser.add_argument("--soak", type=_soak, default=None, metavar="DURATION",
+                        help=f"run the soak instead of the scenarios: a random schedule of process and network "
+                             f"faults for DURATION on each build in turn, e.g. 10m ({MIN_SOAK_S:g}s to "
+                             f"{MAX_SOAK_S / 60:g}m)")
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"seed must be 0 or more, got {text}")
+    return value
+
+
+def _soak(text: str) -> float:
+    try:
+        seconds = parse_duration_ms(text) / 1000
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not MIN_SOAK_S <= seconds <= MAX_SOAK_S:
+        raise argparse.ArgumentTypeError(
+            f"a soak lasts from {MIN_SOAK_S:g}s (room for a process and a network fault, each with its recovery "
+            f"gap) to {MAX_SOAK_S / 60:g}m, got {text!r}")
+    return seconds
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,13 +115,16 @@ def run(args: argparse.Namespace) -> int:
     from echomq_bench.records.record import Record
     from echomq_bench.records.writer import write_record
 
+    if args.soak is not None:
+        return _run_soaks(args)
     _preflight(args.server)  # a bad server fails here, before a results folder exists
     try:
         out = new_run_dir("faults", args.out)
     except OSError as exc:
         raise ResultsError(f"cannot make the results folder {args.out or 'under results/'}: {exc.strerror}") from None
     plan = QUICK if args.quick else FULL
-    base = replace(LoadSettings(), work=args.work, rate=args.rate / LoadSettings.producers)
+    base = load_settings(args)
+    seed = 1 if args.seed is None else args.seed
     names = args.scenario or list(SCENARIOS)
     seen: dict[str, Any] = {}
     outcomes: list[Outcome] = []
@@ -93,12 +132,12 @@ def run(args: argparse.Namespace) -> int:
     for spec in args.server:
         for name in names:
             progress.end(f"{spec.name} {name} ...")
-            outcome = run_scenario(spec, SCENARIOS[name], plan, base, out / "logs", args.seed,
+            outcome = run_scenario(spec, SCENARIOS[name], plan, base, out / "logs", seed,
                                    on_server=lambda s: seen.setdefault(s.name, meta.describe_server(s)))
             outcomes.append(outcome)
         print(format_table([o for o in outcomes if o.server == spec.name]), flush=True)
     passed = all(o.passed is not False for o in outcomes)
-    info = meta.collect(quick=args.quick, scenarios=names, plan=plan.__dict__, load=base.__dict__, seed=args.seed)
+    info = meta.collect(quick=args.quick, scenarios=names, plan=plan.__dict__, load=base.__dict__, seed=seed)
     info["servers"] = list(seen.values())
     write_record(out, Record(kind="faults", meta=info, tables={"faults": _tidy(outcomes)},
                              summary={"passed": passed, "quick": args.quick,
@@ -107,6 +146,63 @@ def run(args: argparse.Namespace) -> int:
           f"{sum(o.passed is False for o in outcomes)} failed, {sum(o.passed is None for o in outcomes)} skipped"
           f" -> {out}")
     return 0 if passed else 1
+
+
+def _run_soaks(args: argparse.Namespace) -> int:
+    """One soak per build, in turn, with the same seed; one record for them all."""
+    import secrets
+
+    from echomq_bench.faults.nemesis import counts, schedule
+    from echomq_bench.faults.soak import SoakError, run_soak
+    from echomq_bench.faults.soakreport import chart_name, draw_timelines, format_soak, soak_tables
+    from echomq_bench.records import meta
+    from echomq_bench.records.files import ResultsError, new_run_dir
+    from echomq_bench.records.record import Record, read_record
+    from echomq_bench.records.writer import write_record
+
+    if args.quick:
+        raise SoakError("--soak has no --quick form: drop --quick (the shortest soak is --soak 20s)")
+    if args.scenario:
+        raise SoakError("--soak draws its faults from every kind: drop --scenario")
+    _preflight(args.server)
+    remote = [s for s in args.server if s.kind != "embedded"]
+    if remote:
+        raise SoakError(f"--soak pauses and restarts the server process, so it needs an embedded server; "
+                        f"{remote[0].describe()!r} is not one")
+    try:
+        out = new_run_dir("faults", args.out)
+    except OSError as exc:
+        raise ResultsError(f"cannot make the results folder {args.out or 'under results/'}: {exc.strerror}") from None
+    seed = secrets.randbelow(2**31) if args.seed is None else args.seed
+    plan = schedule(seed, args.soak)
+    base = load_settings(args)
+    print(f"soak: seed {seed} (replay with --seed {seed}), {args.soak:g} s on each of "
+          f"{', '.join(s.name for s in args.server)}; {len(plan)} faults each: "
+          + ", ".join(f"{k} {n}" for k, n in counts(plan).items()), flush=True)
+    seen: dict[str, Any] = {}
+    results = []
+    for spec in args.server:
+        print(f"{spec.name} soak ...", flush=True)
+        result = run_soak(spec, args.soak, seed, base, out / "logs",
+                          on_server=lambda s: seen.setdefault(s.name, meta.describe_server(s)),
+                          say=lambda line: print(line, flush=True))
+        results.append(result)
+        print(format_soak(result), flush=True)
+    passed = all(r.passed for r in results)
+    info = meta.collect(soak_s=args.soak, seed=seed, load=base.__dict__, schedule=[f.__dict__ for f in plan])
+    info["servers"] = list(seen.values())
+    write_record(out, Record(kind="faults", meta=info, tables=soak_tables(results), summary={
+        "passed": passed, "quick": False, "scenarios": [],
+        "soak": [{**r.to_dict(), "chart": chart_name(r.server)} for r in results]}))
+    written = read_record(out)  # the chart is drawn from the record as written
+    draw_timelines(written.summary, written.tables, out)
+    print(f"{'PASS' if passed else 'FAIL'}: soak, seed {seed}, {sum(r.passed for r in results)}/{len(results)} "
+          f"builds passed -> {out} (timelines: {', '.join(chart_name(r.server) for r in results)})")
+    return 0 if passed else 1
+
+
+def load_settings(args: argparse.Namespace) -> LoadSettings:
+    return replace(LoadSettings(), work=args.work, rate=args.rate / LoadSettings.producers)
 
 
 def _preflight(specs: list[Any]) -> None:

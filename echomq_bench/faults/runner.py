@@ -19,16 +19,16 @@ import redis
 
 from echomq.errors import EchoMQError
 from echomq.keys import QueueKeys
-from echomq_bench.faults.ambiguous import classify
+from echomq_bench.faults.ambiguous import Ambiguity, classify
 from echomq_bench.faults.base import Check, Ctx, Injection, Plan, Scenario, active_tokens, held_attempts, members
 from echomq_bench.faults.netscenarios import Through
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.faults.load import Evidence, Fleet, LoadSettings, read_logs
-from echomq_bench.load.audit import audit
+from echomq_bench.load.audit import AuditReport, Ledger, audit
 from echomq_bench.load.backlog import drop_queue
 from echomq_bench.servers import redacted_url
 
-__all__ = ["Outcome", "run_scenario", "format_table"]
+__all__ = ["Outcome", "Audited", "run_scenario", "audit_held", "format_table", "drain"]
 
 
 # --------------------------------------------------------------------------
@@ -68,7 +68,7 @@ class Outcome:
         return out
 
 
-def _drain(ctx: Ctx, timeout: float) -> None:
+def drain(ctx: Ctx, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     k = ctx.keys
     while time.monotonic() < deadline:
@@ -129,7 +129,7 @@ def _run(outcome: Outcome, spec: Any, scenario: Scenario, plan: Plan, base: Load
             injection = scenario.inject(ctx)
             time.sleep(plan.after_s)
             fleet.stop_producers()
-            _drain(ctx, plan.drain_s + settings.lease_ms / 1000)
+            drain(ctx, plan.drain_s + settings.lease_ms / 1000)
         finally:
             fleet.stop()
             if proxy is not None:
@@ -152,21 +152,49 @@ def _judge(scenario: Scenario, ctx: Ctx, injection: Injection, ev: Evidence) -> 
     """The outcome's verdict fields, from the audit and the workers' logs."""
     places = members(ctx.admin, ctx.keys) | injection.data.get("held", set())
     zombies = {(z.jid, z.token) for z in injection.data.get("zombies", ())}
+    held = audit_held(ctx, ev, places, zombies, scenario.expects_loss)
+    own, recovery = scenario.check(ctx, injection, ev, held.ledger, held.report)
+    # Elsewhere the classification is reported, not judged (see docs/guide/faults.md).
+    ambiguous = [Check(held.ambiguity.ok, held.ambiguity.text())] if scenario.proxied else []
+    checks = own + ambiguous + held.checks
+    report = held.report
+    return dict(faults=injection.count, recovery_s=recovery, checks=checks, fault=injection.text,
+                jobs=report.enqueued, completed=report.completed, lost=report.lost,
+                double_accepted=report.double_accepted, refused_unexpected=held.refused_unexpected,
+                refused_expected=held.refused_expected, unanswered=ev.unanswered,
+                ambiguous=held.ambiguity.total, ambiguous_resolved=held.ambiguity.resolved,
+                audit={**report.to_dict(), "ambiguous": held.ambiguity.to_dict()}, passed=all(c.ok for c in checks))
+
+
+@dataclass(frozen=True)
+class Audited:
+    """The audit of a run under faults, and the checks every such run holds."""
+
+    ledger: Ledger
+    report: AuditReport
+    ambiguity: Ambiguity
+    checks: list[Check]
+    refused_unexpected: int
+    refused_expected: int
+
+
+def audit_held(ctx: Ctx, ev: Evidence, places: set[str], zombies: set[tuple[str, int]],
+               expects_loss: bool = False) -> Audited:
+    """Every id minted audited against `places` (what the server holds, or
+    held before a loss), every lost reply classified, and the checks common
+    to every run under faults."""
     ledger = ev.ledger(places, zombies)
     report = audit(ctx.admin, [ctx.keys.name], ledger)
     active = active_tokens(ctx.admin, ctx.keys)
     retry_current = [r for r in ev.retry_refused if active.get(r.jid) == r.token]
-    checks, recovery = scenario.check(ctx, injection, ev, ledger, report)
     ambiguity = classify(ev, places, held_attempts(ctx.admin, ctx.keys, places))
-    if scenario.proxied:  # elsewhere the classification is reported, not judged (see docs/guide/faults.md)
-        checks.append(Check(ambiguity.ok, ambiguity.text()))
-    lost_ok = report.lost > 0 if scenario.expects_loss else report.lost == 0
-    checks += [
+    lost_ok = report.lost > 0 if expects_loss else report.lost == 0
+    checks = [
         Check(report.enqueued > 0 and report.completed > 0,
               f"load ran: {report.enqueued} jobs enqueued, {report.completed} completed"),
         Check(lost_ok and report.in_two_places == 0 and report.unknown == 0,
               f"audit: lost {report.lost}, in two places {report.in_two_places}, unknown ids {report.unknown}"
-              + (" (a loss is expected and must be reported)" if scenario.expects_loss else "")),
+              + (" (a loss is expected and must be reported)" if expects_loss else "")),
         Check(report.double_accepted == 0 and report.zombie_accepted == 0,
               f"completes accepted twice {report.double_accepted}, zombie completes accepted {report.zombie_accepted}"),
         Check(report.refused_not_superseded == 0 and not retry_current,
@@ -174,13 +202,9 @@ def _judge(scenario: Scenario, ctx: Ctx, injection: Injection, ev: Evidence) -> 
               f"{report.refused_not_superseded + len(retry_current)} of them from the current holder"),
         Check(not ev.errors, f"{len(ev.errors)} unexpected client errors" + (f": {ev.errors[0]}" if ev.errors else "")),
     ]
-    refused_unexpected = report.refused_not_superseded + len(retry_current)
-    return dict(faults=injection.count, recovery_s=recovery, checks=checks, fault=injection.text,
-                jobs=report.enqueued, completed=report.completed, lost=report.lost,
-                double_accepted=report.double_accepted, refused_unexpected=refused_unexpected,
-                refused_expected=report.refused + len(ev.retry_refused) - refused_unexpected,
-                unanswered=ev.unanswered, ambiguous=ambiguity.total, ambiguous_resolved=ambiguity.resolved,
-                audit={**report.to_dict(), "ambiguous": ambiguity.to_dict()}, passed=all(c.ok for c in checks))
+    unexpected = report.refused_not_superseded + len(retry_current)
+    return Audited(ledger, report, ambiguity, checks, unexpected,
+                   report.refused + len(ev.retry_refused) - unexpected)
 
 
 def _delete_queue(server: Any, keys: QueueKeys) -> None:

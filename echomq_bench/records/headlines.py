@@ -157,6 +157,14 @@ def _faults(r: Record) -> Iterator[Headline]:
         yield from _each(o.get("server"), o.get("build") or None, [
             (f"faults.{o.get('scenario')}.lost", o.get("lost"), "jobs", LOWER),
             (f"faults.{o.get('scenario')}.double_accepted", o.get("double_accepted"), "jobs", LOWER)])
+    for soak in r.summary.get("soak") or ():  # a soak's record: its totals, and recovery per fault kind
+        yield from _each(soak.get("server"), soak.get("build") or None, [
+            ("faults.soak.lost", soak.get("lost"), "jobs", LOWER),
+            ("faults.soak.double_accepted", soak.get("double_accepted"), "jobs", LOWER),
+            ("faults.soak.ambiguous_resolved", soak.get("ambiguous_resolved"), "calls", NEITHER),
+            ("faults.soak.ambiguous_unresolved", soak.get("ambiguous_unresolved"), "calls", LOWER),
+            *[(f"faults.soak.{k.get('kind')}.recovery_{q}_s", k.get(f"recovery_{q}_s"), "s", LOWER)
+              for k in soak.get("kinds") or () for q in ("p50", "p99")]])
 
 
 def _peers(r: Record) -> Iterator[Headline]:

@@ -58,6 +58,14 @@ CLI_CASES: list[tuple[list[str], str]] = [
     (["faults", "--work", "uniform:lo=30ms,hi=10ms"], "want 0 <= lo < hi"),
     (["faults", "--work", "empirical:/no/such/file.csv"], "no such file"),
     (["faults", "--server", "{live}", "--out", "/proc/no/such/dir"], "/proc/no/such/dir"),
+    (["faults", "--seed", "-1"], "seed must be 0 or more, got -1"),
+    (["faults", "--soak", "0s"], "argument --soak: a soak lasts from 20s"),
+    (["faults", "--soak", "19s"], "argument --soak: a soak lasts from 20s"),
+    (["faults", "--soak", "1441m"], "to 1440m, got '1441m'"),
+    (["faults", "--soak", "10"], "duration '10' has no unit"),
+    (["faults", "--soak", "1m", "--quick"], "--soak has no --quick form: drop --quick"),
+    (["faults", "--soak", "1m", "--scenario", "crash"], "--soak draws its faults from every kind: drop --scenario"),
+    (["faults", "--soak", "1m", "--server", "{live}"], "it needs an embedded server"),
     # durations carry their unit on every command: a bare number is refused with the accepted forms
     *[(argv, "has no unit") for argv in (
         ["capacity", "--duration", "10"], ["capacity", "--warmup", "1"], ["capacity", "--lease", "60000"],

@@ -1,0 +1,107 @@
+"""A soak's results as text, as the record's tidy tables, and as its
+timeline chart drawn from the record once it is written.
+
+Tables (one row per server in each):
+    faults         the soak's totals in the scenarios' tidy shape (scenario "soak")
+    soak_faults    every fault: kind, family, planned, start and end (s after the
+                   load began), injected, recovery (s, empty when not recovered)
+    soak_kinds     per kind: injected, recovered, recovery p50 and p99
+    soak_timeline  completes accepted in each second since the load began
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from echomq_bench.faults.soak import SoakResult
+from echomq_bench.faults.soakstats import RECOVERY_MEANS
+
+__all__ = ["format_soak", "soak_tables", "chart_name", "draw_timelines"]
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def format_soak(r: SoakResult) -> str:
+    injected = ", ".join(f"{k} {n}" for k, n in r.injected.items()) or "none"
+    lines = [
+        f"== soak {r.server}: {r.build}, seed {r.seed}, {r.duration_s:g} s ==",
+        f"faults injected: {injected} ({sum(r.injected.values())} of {sum(r.planned.values())} planned)",
+        f"jobs {r.jobs}, completed {r.completed}; lost {r.lost}, double-accepted {r.double_accepted}; "
+        f"calls whose reply was lost {r.ambiguous}: resolved {r.ambiguous_resolved}, "
+        f"unresolved {r.ambiguous_unresolved}",
+        f"recovery = {RECOVERY_MEANS}",
+        f"{'kind':<13} {'family':<8} {'injected':>8} {'recovered':>9} {'p50 s':>6} {'p99 s':>6}",
+    ]
+    for k in r.kinds():
+        lines.append(f"{k['kind']:<13} {k['family']:<8} {k['injected']:>8} {k['recovered']:>9} "
+                     f"{_s(k['recovery_p50_s']):>6} {_s(k['recovery_p99_s']):>6}")
+    lines.extend(f"   {'ok  ' if c.ok else 'FAIL'} {c.text}" for c in r.checks)
+    lines.append(f"{'PASS' if r.passed else 'FAIL'}: soak on {r.server}")
+    return "\n".join(lines)
+
+
+_TOTALS = (("jobs", "jobs"), ("completed", "jobs"), ("lost", "jobs"), ("double_accepted", "jobs"),
+           ("ambiguous", "calls"), ("ambiguous_resolved", "calls"), ("ambiguous_unresolved", "calls"),
+           ("unanswered", "calls"), ("refused_expected", "calls"), ("refused_unexpected", "calls"))
+
+
+def soak_tables(results: Sequence[SoakResult]) -> dict[str, list[dict[str, Any]]]:
+    tables: dict[str, list[dict[str, Any]]] = {"faults": [], "soak_faults": [], "soak_kinds": [], "soak_timeline": []}
+    for r in results:
+        who = {"server": r.server, "build": r.build}
+        totals = [(m, getattr(r, m), unit) for m, unit in _TOTALS]
+        totals += [("faults", sum(r.injected.values()), "faults"), ("passed", int(r.passed), "bool")]
+        tables["faults"] += [{**who, "scenario": "soak", "metric": m, "value": v, "unit": u} for m, v, u in totals]
+        tables["soak_faults"] += [{**who, "seed": r.seed, **f.__dict__} for f in r.faults]
+        tables["soak_kinds"] += [{**who, **k} for k in r.kinds()]
+        tables["soak_timeline"] += [{**who, "t_s": t, "completes": n} for t, n in enumerate(r.timeline)]
+    return tables
+
+
+def chart_name(server: str) -> str:
+    return f"soak-{server}.png"
+
+
+FAMILY_COLOURS = {"process": "#d62728", "network": "#1f77b4"}
+MIN_SHADE_S = 0.3  # an instant fault (a kill, a reset) still shows
+
+
+def draw_timelines(summary: Mapping[str, Any], tables: Mapping[str, Sequence[Mapping[str, Any]]],
+                   out: Path) -> list[Path]:
+    """One PNG per soak in the record: completes per second, each fault's window
+    shaded by family and labelled by kind. Drawn from the written record."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    paths = []
+    for soak in summary.get("soak") or ():
+        server = soak["server"]
+        points = sorted((row["t_s"], row["completes"]) for row in tables.get("soak_timeline", ())
+                        if row["server"] == server)
+        faults = [row for row in tables.get("soak_faults", ()) if row["server"] == server]
+        fig, ax = plt.subplots(figsize=(max(8.0, min(24.0, len(points) / 25)), 4.0))
+        ax.step([t for t, _ in points], [n for _, n in points], where="post", color="#333", linewidth=1)
+        top = max([n for _, n in points] + [1])
+        for f in faults:
+            end = max(f["end_s"], f["start_s"] + MIN_SHADE_S)
+            ax.axvspan(f["start_s"], end, color=FAMILY_COLOURS[f["family"]], alpha=0.25, linewidth=0)
+            ax.text(f["start_s"], top * 1.02, f["kind"], rotation=90, fontsize=7, va="bottom", ha="left")
+        ax.set_ylim(0, top * 1.35)
+        ax.set_xlabel("seconds since the load began")
+        ax.set_ylabel("completes accepted per second")
+        ax.set_title(f"Soak on {server} ({soak.get('build', '?')}), seed {soak.get('seed')}: "
+                     f"lost {soak.get('lost')}, double-accepted {soak.get('double_accepted')}, "
+                     f"lost replies unresolved {soak.get('ambiguous_unresolved')}", fontsize=9)
+        ax.legend(handles=[Patch(color=c, alpha=0.25, label=f"{fam} fault") for fam, c in FAMILY_COLOURS.items()],
+                  loc="lower right", fontsize=7)
+        ax.grid(True, alpha=0.3)
+        path = out / chart_name(server)
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        paths.append(path)
+    return paths

@@ -1,0 +1,43 @@
+"""`echomq-bench faults --soak`: a short soak on one build injects exactly the
+faults its seed schedules, a process and a network one at least, loses
+nothing, accepts nothing twice, resolves every lost reply and draws its
+timeline."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from echomq_bench.faults.nemesis import counts, schedule
+from tests.helpers import ROOT
+
+
+def test_a_short_soak_injects_its_schedule_and_loses_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    plan = schedule(7, 20.0)
+    assert {f.family for f in plan} == {"process", "network"}
+    done = subprocess.run([sys.executable, "-m", "echomq_bench", "faults", "--soak", "20s", "--seed", "7",
+                           "--server", "redis", "--out", str(out)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("soak: seed 7 (replay with --seed 7), 20 s on each of redis; 3 faults each: ")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["passed"] is True and summary["scenarios"] == []
+    [soak] = summary["soak"]
+    assert soak["server"] == "redis" and soak["seed"] == 7
+    assert soak["injected"] == soak["planned"] == counts(plan)
+    assert [(f["kind"], f["planned_s"]) for f in soak["faults"]] == [(f.kind, f.at_s) for f in plan]
+    assert soak["lost"] == 0 and soak["double_accepted"] == 0 and soak["jobs"] > 0
+    assert soak["ambiguous_resolved"] == soak["ambiguous"] and soak["ambiguous_unresolved"] == 0
+    assert sum(k["injected"] for k in soak["kinds"]) == len(plan)
+    assert f"lost {soak['lost']}, double-accepted 0; calls whose reply was lost {soak['ambiguous']}: " \
+           f"resolved {soak['ambiguous']}, unresolved 0" in done.stdout
+    png = out / "soak-redis.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    for table in ("faults.csv", "soak_faults.csv", "soak_kinds.csv", "soak_timeline.csv", "meta.json"):
+        assert (out / table).is_file(), table
+    assert len((out / "soak_faults.csv").read_text().splitlines()) == 1 + len(plan)
