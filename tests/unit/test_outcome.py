@@ -74,7 +74,8 @@ def test_a_call_is_judged_by_its_own_verb_token_error_and_max_attempts() -> None
     assert judge(complete, None, True) == judge_complete(None, 3, True) == Verdict(
         "landed", "ok", "the row is gone while our lease was still running")
     retry = verbs.retry(KEYS, JID, 3, "boom", 500, 3)  # a str error is judged as its UTF-8 bytes
-    assert judge(retry, Row("dead", 3, ERR), False) == Verdict("landed", "dead", "the job is dead with last_error b'boom'")
+    assert judge(retry, Row("dead", 3, ERR), False) == Verdict("landed", "dead",
+                                                               "the job is dead with last_error b'boom'")
     assert judge(verbs.retry(KEYS, JID, 2, ERR, 0, 3), Row("scheduled", 2), False).reply == "scheduled"
 
 
