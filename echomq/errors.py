@@ -5,6 +5,8 @@
     ├── WrongKindError              EMQKIND: an id of another kind (also ValueError)
     ├── InvalidArgumentError        EMQID, EMQARG: a malformed id or argument (also ValueError)
     ├── ServerUnavailableError      the server could not be reached in time
+    │   └── RepliesLostError        a pipeline's connection failed after it was sent:
+    │                               the calls whose replies were lost may have run
     ├── OutcomeUnknownError         claim, complete or retry lost its reply and the
     │                               server's state cannot tell whether it landed
     └── OutOfMemoryError            OOM: maxmemory reached under noeviction; the
@@ -23,6 +25,7 @@ __all__ = [
     "WrongKindError",
     "InvalidArgumentError",
     "ServerUnavailableError",
+    "RepliesLostError",
     "OutcomeUnknownError",
     "OutOfMemoryError",
     "WIRE_CODES",
@@ -53,6 +56,17 @@ class InvalidArgumentError(EchoMQError, ValueError):
 
 class ServerUnavailableError(EchoMQError):
     code = "EMQCONN"
+
+
+class RepliesLostError(ServerUnavailableError):
+    """A pipeline went out and its connection failed before every reply came
+    back. `replies` has one entry per call: its reply where it was read,
+    None at the positions in `lost`, whose calls may or may not have run."""
+
+    def __init__(self, message: str, replies: list[object], lost: tuple[int, ...]) -> None:
+        super().__init__(message)
+        self.replies = replies
+        self.lost = lost
 
 
 class OutcomeUnknownError(EchoMQError):

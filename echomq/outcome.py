@@ -28,15 +28,17 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 import redis
 
+from . import verbs
 from .verbs import ScriptCall
 
-__all__ = ["ReplyLost", "send_once", "Row", "Verdict", "judge_complete", "judge_retry", "Leases",
-           "LEASE_SAFETY", "REAP_ERROR"]
+__all__ = ["ReplyLost", "send_once", "send_all_once", "Row", "Verdict", "judge", "judge_complete",
+           "judge_retry", "Leases", "LEASE_SAFETY", "REAP_ERROR"]
 
 # A lease is trusted for this share of its length, less LEASE_SLACK_S: the
 # server times leases with its own clock, this side with its monotonic one.
@@ -47,7 +49,12 @@ REAP_ERROR = b"lease expired"  # what reap writes as last_error when it buries a
 
 
 class ReplyLost(Exception):
-    """The connection failed after the command may have left: it may have run."""
+    """The connection failed after the commands may have left: they may have run.
+    `replies` holds the replies read before it failed, in order (a prefix)."""
+
+    def __init__(self, message: str, replies: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.replies = list(replies)
 
 
 def send_once(client: Any, sha: str, call: ScriptCall, load: Callable[[], None]) -> Any:
@@ -62,33 +69,64 @@ def send_once(client: Any, sha: str, call: ScriptCall, load: Callable[[], None])
     command = call.evalsha(sha)
     try:
         try:
-            return _send(target, command)
+            return _raised(send_all_once(target, [command])[0])
         except redis.exceptions.NoScriptError:
             load()
-            return _send(target, command)
+            return _raised(send_all_once(target, [command])[0])
     except (redis.exceptions.MovedError, redis.exceptions.AskError):
         # Nothing ran: the slot is elsewhere. The cluster client follows the
         # redirect and refreshes its slot map (with its usual resends).
         return client.execute_command(*command)
 
 
-def _send(target: redis.Redis, command: tuple[Any, ...]) -> Any:
-    own = target.connection  # a single-connection client's one connection
-    lock = getattr(target, "single_connection_lock", None) if own is not None else None
+def send_all_once(target: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """The commands in one write on one connection of the client's own pool,
+    each reply read once; an error reply comes back in its place as
+    redis-py's exception. Never resent: redis-py's `execute_command` and
+    `Pipeline.execute` both run inside the connection's Retry, which after a
+    ConnectionError or TimeoutError reconnects and sends everything again,
+    though the server may have run it. Connecting keeps that Retry (nothing
+    has been sent yet); a failure after the write began raises ReplyLost."""
+    with _connection(target) as conn:
+        replies: list[Any] = []
+        try:
+            conn.send_packed_command(conn.pack_commands(commands))
+            for command in commands:
+                try:
+                    replies.append(target.parse_response(conn, command[0]))  # type: ignore[no-untyped-call]
+                except redis.exceptions.ResponseError as exc:
+                    replies.append(exc)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+            conn.disconnect()
+            raise ReplyLost(str(exc), replies) from exc
+        return replies
+
+
+@contextmanager
+def _connection(target: redis.Redis) -> Iterator[Any]:
+    """A connection of the client's own pool, or a single-connection client's one."""
+    own = target.connection
+    if own is None:
+        conn = target.connection_pool.get_connection()
+        try:
+            yield conn
+        finally:
+            target.connection_pool.release(conn)
+        return
+    lock = getattr(target, "single_connection_lock", None)
     if lock is not None:
         lock.acquire()
-    conn = own if own is not None else target.connection_pool.get_connection()
     try:
-        conn.send_command(*command)  # type: ignore[no-untyped-call]
-        return target.parse_response(conn, "EVALSHA")  # type: ignore[no-untyped-call]
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-        conn.disconnect()  # type: ignore[no-untyped-call]
-        raise ReplyLost(str(exc)) from exc
+        yield own
     finally:
-        if own is None:
-            target.connection_pool.release(conn)
-        elif lock is not None:
+        if lock is not None:
             lock.release()
+
+
+def _raised(reply: Any) -> Any:
+    if isinstance(reply, redis.exceptions.ResponseError):
+        raise reply
+    return reply
 
 
 @dataclass(frozen=True)
@@ -142,6 +180,14 @@ def judge_retry(row: Row | None, token: int, error: bytes, max_attempts: int, le
         return Verdict("landed", landed, "the job moved on while our lease was still running")
     state = "gone" if row is None else f"{row.state}, attempts {row.attempts}"
     return Verdict("unknown", why=f"the row is {state}, and our lease may have expired and been reaped")
+
+
+def judge(call: ScriptCall, row: Row | None, lease_live: bool) -> Verdict:
+    """The verdict on a complete or retry call whose reply was lost, by its verb."""
+    fence = verbs.fence(call)
+    if call.verb == "retry" and fence.error is not None and fence.max_attempts is not None:
+        return judge_retry(row, fence.token, fence.error, fence.max_attempts, lease_live)
+    return judge_complete(row, fence.token, lease_live)
 
 
 class Leases:

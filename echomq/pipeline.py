@@ -7,9 +7,21 @@ trip to every execute), and each reply comes back as the value the script
 answered or the `EchoMQError` its error reply maps to, in order.
 
 A call is never resent after it may have run: a complete resent after it
-landed would turn its success into EMQSTALE. The one resend is of calls
-answered NOSCRIPT (the scripts were flushed, or the server restarted
-without them), which ran nothing.
+landed would turn its success into EMQSTALE. On a redis.Redis the calls go
+out in one write on a connection of the client's own pool and each reply
+is read once (`echomq.outcome.send_all_once`), outside the Retry that
+redis-py's `Pipeline.execute` runs in: that Retry resends the whole
+pipeline after a ConnectionError or TimeoutError, though the server may
+have run it. When the connection fails after the write began, the replies
+read before come back inside `RepliesLostError` and the rest are marked
+lost. The one resend is of calls answered NOSCRIPT (the scripts were
+flushed, or the server restarted without them), which ran nothing.
+
+On a RedisCluster the calls go through redis-py's ClusterPipeline, as the
+load engine's calls may span queues on several nodes: it follows MOVED and
+ASK and reads the slot map again after a failure, and it resends a
+pipeline whose connection failed, as its cluster retries say. The
+once-only rule above is for redis.Redis.
 """
 
 from __future__ import annotations
@@ -18,8 +30,9 @@ from typing import Any, Sequence
 
 import redis
 
-from .errors import EchoMQError, OutOfMemoryError, from_reply
-from .queue import Job, Queue, wire_errors
+from .errors import EchoMQError, OutOfMemoryError, RepliesLostError, from_reply
+from .outcome import ReplyLost, send_all_once
+from .queue import Job, Queue, describe, job_of_reply, wire_errors
 from .scripts import Client, Scripts, evalsha
 from .verbs import ScriptCall
 
@@ -37,8 +50,10 @@ def as_error(reply: Any) -> Any:
 
 def send(queue: Queue, calls: Sequence[ScriptCall]) -> list[Any]:
     """One round trip: per call its reply, or the exception its error reply
-    maps to. A connection lost mid-pipeline raises ServerUnavailableError
-    for the whole of it: any of the calls may or may not have run."""
+    maps to. No connection: ServerUnavailableError, nothing ran. A
+    connection lost after the calls went out: RepliesLostError (a
+    ServerUnavailableError) with the replies read before; the calls whose
+    replies were lost may or may not have run."""
     return send_calls(queue.client, queue.scripts, calls)
 
 
@@ -51,17 +66,36 @@ def send_calls(client: Client, scripts: Scripts, calls: Sequence[ScriptCall]) ->
     if missing:
         with wire_errors(client):
             scripts.load(client)
-        for i, reply in zip(missing, _send(client, scripts, [calls[i] for i in missing])):
+        try:
+            again = _send(client, scripts, [calls[i] for i in missing])
+        except RepliesLostError as exc:  # the replies of the first send stand; place the resend's
+            for i, reply in zip(missing, exc.replies):
+                replies[i] = reply
+            raise RepliesLostError(str(exc), [as_error(r) for r in replies],
+                                   tuple(missing[i] for i in exc.lost)) from exc.__cause__
+        for i, reply in zip(missing, again):
             replies[i] = reply
     return [as_error(r) for r in replies]
 
 
 def _send(client: Client, scripts: Scripts, calls: Sequence[ScriptCall]) -> list[Any]:
-    pipe = client.pipeline(transaction=False)
-    for call in calls:
-        evalsha(pipe, scripts.sha(call.verb), call.keys, call.args)
+    if isinstance(client, redis.RedisCluster):
+        pipe = client.pipeline(transaction=False)  # type: ignore[no-untyped-call]
+        for call in calls:
+            evalsha(pipe, scripts.sha(call.verb), call.keys, call.args)
+        with wire_errors(client):
+            return list(pipe.execute(raise_on_error=False))
+    commands = [call.evalsha(scripts.sha(call.verb)) for call in calls]
     with wire_errors(client):
-        return list(pipe.execute(raise_on_error=False))
+        try:
+            return send_all_once(client, commands)
+        except ReplyLost as lost:
+            heard = len(lost.replies)
+            raise RepliesLostError(
+                f"server {describe(client)} unavailable: the connection failed after {len(calls)} pipelined "
+                f"calls went out ({lost}); {len(calls) - heard} replies lost, those calls may have run",
+                [as_error(r) for r in lost.replies] + [None] * (len(calls) - heard),
+                tuple(range(heard, len(calls)))) from lost.__cause__
 
 
 def job_of(reply: Any) -> Job | None:
@@ -69,8 +103,4 @@ def job_of(reply: Any) -> Job | None:
     An error reply is raised, not returned."""
     if isinstance(reply, (EchoMQError, redis.exceptions.RedisError)):
         raise reply
-    if not reply:
-        return None
-    job_id, payload, token = reply
-    text = job_id.decode("ascii") if isinstance(job_id, bytes) else str(job_id)
-    return Job(text, payload if payload is not None else b"", int(token))
+    return job_of_reply(reply)

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 import time
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Iterator, Literal
 
 import redis
 
@@ -14,12 +14,12 @@ from .errors import (InvalidArgumentError, OutcomeUnknownError, OutOfMemoryError
                      StaleTokenError, from_reply)
 from .ids import check_job_id
 from .keys import QueueKeys
-from .outcome import Leases, ReplyLost, Row, Verdict, judge_complete, judge_retry, send_once
+from .outcome import Leases, ReplyLost, Row, judge, send_once
 from .scripts import Client, Scripts
 from . import verbs
 from .verbs import ScriptCall
 
-__all__ = ["Queue", "Job", "DEFAULT_MAX_PAYLOAD", "DEFAULT_REAP_LIMIT"]
+__all__ = ["Queue", "Job", "DEFAULT_MAX_PAYLOAD", "DEFAULT_REAP_LIMIT", "job_of_reply", "leased", "settle"]
 
 DEFAULT_MAX_PAYLOAD = 1 << 20
 DEFAULT_REAP_LIMIT = 100
@@ -107,7 +107,11 @@ class Queue:
     `OutcomeUnknownError`. A claim whose reply was lost raises
     `OutcomeUnknownError`: the job it may have leased returns to pending
     when that lease expires. The other verbs keep the client's retries:
-    enqueue, promote and reap are safe to run twice."""
+    enqueue, promote and reap are safe to run twice.
+
+    `leases` remembers when each claim that handed out a job was sent (this
+    Queue's and its Worker's, through `leased`): it is what proves a lost
+    complete landed."""
 
     def __init__(
         self,
@@ -127,61 +131,12 @@ class Queue:
         self.client = client
         with wire_errors(client):
             self.scripts = Scripts(client, lua_dir)
-        self._leases = Leases()
+        self.leases = Leases()
 
     def _run(self, call: ScriptCall) -> Any:
         # A script's reply has the shape its header promises, not a type redis-py knows.
         with wire_errors(self.client):
             return self.scripts[call.verb](keys=call.keys, args=call.args, client=self.client)
-
-    def _send_once(self, call: ScriptCall) -> Any:
-        with wire_errors(self.client):
-            return send_once(self.client, self.scripts.sha(call.verb), call, lambda: self.scripts.load(self.client))
-
-    def _settle(self, call: ScriptCall, job_id: str, token: int,
-                judge: Callable[[Row | None, bool], Verdict]) -> str:
-        """Send a fenced call; when its reply is lost, let the row decide (see the class docstring)."""
-        lost: ReplyLost | None = None
-        for _ in range(MAX_SENDS):
-            try:
-                reply = _text(self._send_once(call))
-                self._leases.drop(job_id, token)
-                return reply
-            except ReplyLost as exc:
-                lost = exc
-            except StaleTokenError:
-                if lost is None:  # sent once and refused: the lease is gone
-                    self._leases.drop(job_id, token)
-                    raise
-            except ServerUnavailableError as exc:
-                if lost is None:  # nothing was sent
-                    raise
-                raise OutcomeUnknownError(f"{call.verb} {job_id} token {token}: a reply was lost ({lost}) and "
-                                          f"the server is out of reach: {exc}") from exc
-            verdict = judge(self._row(call, job_id, lost), self._leases.live(job_id, token))
-            if verdict.kind == "not_landed":
-                continue
-            self._leases.drop(job_id, token)
-            if verdict.kind == "landed":
-                return verdict.reply
-            if verdict.kind == "stale":
-                raise StaleTokenError(f"EMQSTALE token {token} does not hold the lease on {job_id} (a reply was "
-                                      f"lost; {verdict.why})", code="EMQSTALE")
-            raise OutcomeUnknownError(f"{call.verb} {job_id} token {token}: a reply was lost ({lost}) and the "
-                                      f"server cannot tell whether it landed: {verdict.why}")
-        raise OutcomeUnknownError(f"{call.verb} {job_id} token {token}: sent {MAX_SENDS} times, no reply ({lost})")
-
-    def _row(self, call: ScriptCall, job_id: str, lost: ReplyLost | None) -> Row | None:
-        """The job's row as the judges read it, asked with the client's own retries."""
-        try:
-            state, attempts, last_error = self.client.hmget(self.keys.job(job_id), "state", "attempts",
-                                                            "last_error")
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-            raise OutcomeUnknownError(f"{call.verb} {job_id}: a reply was lost ({lost}) and the server could "
-                                      f"not be asked what happened: {exc}") from exc
-        if state is None:
-            return None
-        return Row(_text(state), int(attempts or 0), last_error if isinstance(last_error, bytes) else None)
 
     def enqueue(self, job_id: str, payload: bytes | str) -> str:
         check_job_id(job_id)
@@ -205,32 +160,24 @@ class Queue:
         check_int("lease_ms", lease_ms, 1, INT31)
         sent = time.monotonic()
         try:
-            reply = self._send_once(verbs.claim(self.keys, lease_ms))
+            reply = _send_once(self, verbs.claim(self.keys, lease_ms))
         except ReplyLost as lost:
             raise OutcomeUnknownError(
                 f"claim on {self.name}: the reply was lost ({lost}); a job it may have leased returns to "
                 f"pending once its lease of {lease_ms} ms expires and reap runs") from lost.__cause__
-        if not reply:
-            return None
-        job_id, payload, token = reply
-        job = Job(_text(job_id), payload if payload is not None else b"", int(token))
-        self._leases.add(job.id, job.token, sent, lease_ms)
-        return job
+        return leased(self, reply, sent, lease_ms)
 
     def complete(self, job_id: str, token: int) -> str:
         check_job_id(job_id)
         check_int("token", token, 1, INT53)
-        call = verbs.complete(self.keys, job_id, token)
-        return self._settle(call, job_id, token, lambda row, live: judge_complete(row, token, live))
+        return settle(self, verbs.complete(self.keys, job_id, token))
 
     def retry(self, job_id: str, token: int, error: str | bytes, delay_ms: int = 0) -> str:
         check_job_id(job_id)
         check_int("token", token, 1, INT53)
         text = check_bytes("error", error, self.max_payload_bytes)
         check_int("delay_ms", delay_ms, 0, INT31)
-        call = verbs.retry(self.keys, job_id, token, text, delay_ms, self.max_attempts)
-        return self._settle(call, job_id, token,
-                            lambda row, live: judge_retry(row, token, text, self.max_attempts, live))
+        return settle(self, verbs.retry(self.keys, job_id, token, text, delay_ms, self.max_attempts))
 
     def promote(self, limit: int = 100) -> int:
         check_int("limit", limit, 1, MAX_LIMIT)
@@ -239,6 +186,81 @@ class Queue:
     def reap(self, limit: int = DEFAULT_REAP_LIMIT) -> int:
         check_int("limit", limit, 1, MAX_LIMIT)
         return int(self._run(verbs.reap(self.keys, limit, self.max_attempts)))
+
+
+def job_of_reply(reply: Any) -> Job | None:
+    """The Job a claim's reply hands out; None when the queue was empty."""
+    if not reply:
+        return None
+    job_id, payload, token = reply
+    return Job(_text(job_id), payload if payload is not None else b"", int(token))
+
+
+def leased(queue: Queue, reply: Any, sent: float, lease_ms: int) -> Job | None:
+    """The Job a claim's reply hands out, its lease remembered as taken at
+    `sent` (the monotonic time the claim went out): Queue.claim and the
+    Worker's pipelined claims both come through here."""
+    job = job_of_reply(reply)
+    if job is not None:
+        queue.leases.add(job.id, job.token, sent, lease_ms)
+    return job
+
+
+def settle(queue: Queue, call: ScriptCall, lost: Exception | None = None) -> str:
+    """Send a complete or retry call once; when its reply is lost, let the row
+    decide (see Queue's docstring): the reply it had, StaleTokenError or
+    OutcomeUnknownError. With `lost`, the call was already sent once (in a
+    Worker's pipeline) and its reply lost: the row is read first, and the
+    call is sent again only when the row shows it did not land."""
+    fence = verbs.fence(call)
+    job_id, token = fence.job_id, fence.token
+    for sends in range(MAX_SENDS):
+        if sends > 0 or lost is None:
+            try:
+                reply = _text(_send_once(queue, call))
+                queue.leases.drop(job_id, token)
+                return reply
+            except ReplyLost as exc:
+                lost = exc
+            except StaleTokenError:
+                if lost is None:  # sent once and refused: the lease is gone
+                    queue.leases.drop(job_id, token)
+                    raise
+            except ServerUnavailableError as exc:
+                if lost is None:  # nothing was sent
+                    raise
+                raise OutcomeUnknownError(f"{call.verb} {job_id} token {token}: a reply was lost ({lost}) and "
+                                          f"the server is out of reach: {exc}") from exc
+        verdict = judge(call, _row(queue, call, job_id, lost), queue.leases.live(job_id, token))
+        if verdict.kind == "not_landed":
+            continue
+        queue.leases.drop(job_id, token)
+        if verdict.kind == "landed":
+            return verdict.reply
+        if verdict.kind == "stale":
+            raise StaleTokenError(f"EMQSTALE token {token} does not hold the lease on {job_id} (a reply was "
+                                  f"lost; {verdict.why})", code="EMQSTALE")
+        raise OutcomeUnknownError(f"{call.verb} {job_id} token {token}: a reply was lost ({lost}) and the "
+                                  f"server cannot tell whether it landed: {verdict.why}")
+    raise OutcomeUnknownError(f"{call.verb} {job_id} token {token}: sent {MAX_SENDS} times, no reply ({lost})")
+
+
+def _send_once(queue: Queue, call: ScriptCall) -> Any:
+    with wire_errors(queue.client):
+        return send_once(queue.client, queue.scripts.sha(call.verb), call,
+                         lambda: queue.scripts.load(queue.client))
+
+
+def _row(queue: Queue, call: ScriptCall, job_id: str, lost: Exception | None) -> Row | None:
+    """The job's row as the judges read it, asked with the client's own retries."""
+    try:
+        state, attempts, last_error = queue.client.hmget(queue.keys.job(job_id), "state", "attempts", "last_error")
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise OutcomeUnknownError(f"{call.verb} {job_id}: a reply was lost ({lost}) and the server could "
+                                  f"not be asked what happened: {exc}") from exc
+    if state is None:
+        return None
+    return Row(_text(state), int(attempts or 0), last_error if isinstance(last_error, bytes) else None)
 
 
 def _text(value: object) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from .keys import QueueKeys
 
-__all__ = ["ScriptCall", "enqueue", "claim", "complete", "retry", "promote", "reap", "VERBS"]
+__all__ = ["ScriptCall", "Fence", "enqueue", "claim", "complete", "retry", "promote", "reap", "fence", "VERBS"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,28 @@ def retry(keys: QueueKeys, job_id: str, token: int, error: bytes | str, delay_ms
         (keys.active, keys.schedule, keys.dead, keys.job(job_id)),
         (job_id, token, error, delay_ms, max_attempts),
     )
+
+
+@dataclass(frozen=True)
+class Fence:
+    """What a complete or retry call is fenced by, read back from its ARGV."""
+
+    job_id: str
+    token: int
+    error: bytes | None = None         # retry only
+    max_attempts: int | None = None    # retry only
+
+
+def fence(call: ScriptCall) -> Fence:
+    """The job, token (and for a retry its error and max_attempts) a complete or retry call carries."""
+    if call.verb == "complete":
+        job_id, token = call.args
+        return Fence(str(job_id), int(token))
+    if call.verb == "retry":
+        job_id, token, error, _delay_ms, max_attempts = call.args
+        text = error.encode("utf-8") if isinstance(error, str) else bytes(error)
+        return Fence(str(job_id), int(token), text, int(max_attempts))
+    raise ValueError(f"only complete and retry calls are fenced by a token, not {call.verb}")
 
 
 def promote(keys: QueueKeys, limit: int) -> ScriptCall:

@@ -15,6 +15,14 @@ Every call is a verb built by `echomq.verbs` and sent by `echomq.pipeline`:
 the Worker has no script call of its own. The complete and retry verbs are
 fenced by the claim's token, so a worker whose lease was reaped cannot
 finish the job: that reply (EMQSTALE) is counted as `lost`, never as done.
+
+Each pipeline is sent once, whatever the client's retry settings. When a
+settle pipeline's replies are lost, each complete and retry among them is
+settled as `Queue.complete` and `Queue.retry` settle theirs
+(`echomq.queue.settle`): the job's row, and the lease its claim registered
+(`echomq.queue.leased`), decide. When a claim pipeline's replies are lost,
+it is not resent: the jobs it may have leased return through reap once
+their leases expire (docs/design/outcomes.md).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import logging
 import random
 import signal
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -32,8 +41,10 @@ from typing import Any, Callable, Iterator, Sequence
 import redis
 
 from . import pipeline, verbs
-from .errors import EchoMQError, InvalidArgumentError, ServerUnavailableError, StaleTokenError
-from .queue import INT31, MAX_LIMIT, Job, Queue, check_int
+from .errors import (EchoMQError, InvalidArgumentError, OutcomeUnknownError, RepliesLostError,
+                     ServerUnavailableError, StaleTokenError)
+from .queue import INT31, MAX_LIMIT, Job, Queue, check_int, leased, settle
+from .verbs import ScriptCall
 
 __all__ = ["Worker", "WorkerSettings", "WorkerStats", "Handler", "OnSettled", "OUTCOMES"]
 
@@ -43,12 +54,16 @@ Handler = Callable[[Job], object]
 # Called once per claimed job after its round is settled, with one of OUTCOMES.
 OnSettled = Callable[[Job, str], None]
 
-# completed: the complete was accepted. retried: scheduled for another attempt.
-# dead: the retry moved it to the dead set. lost: the lease was lost (EMQSTALE):
-# another worker may hold the job; this attempt's result is discarded.
-# unsettled: the server did not answer the complete or retry; the lease will
-# expire and reap will hand the job out again.
-OUTCOMES = ("completed", "retried", "dead", "lost", "unsettled")
+# completed: the complete landed. retried: scheduled for another attempt.
+# dead: the retry moved it to the dead set. lost: the lease was lost (EMQSTALE,
+# or a lost reply whose row shows the lease gone): another worker may hold the
+# job; this attempt's result is discarded.
+# unsettled: the complete or retry surely did not land (refused, or never
+# sent); the lease will expire and reap will hand the job out again.
+# unknown: its reply was lost and the server's state cannot tell whether it
+# landed (OutcomeUnknownError); never counted as done: if it did not land,
+# the lease expires and reap hands the job out again.
+OUTCOMES = ("completed", "retried", "dead", "lost", "unsettled", "unknown")
 
 MAX_CONCURRENCY = 1024
 MAX_BATCH = 10_000
@@ -111,6 +126,7 @@ class WorkerStats:
     dead: int = 0
     lost: int = 0
     unsettled: int = 0
+    unknown: int = 0
     errors: int = 0        # claim and pump calls the server refused or did not answer
     reaped: int = 0
     promoted: int = 0
@@ -187,18 +203,26 @@ class Worker:
     def _claim(self) -> list[Job] | None:
         s = self.settings
         calls = [verbs.claim(self.queue.keys, s.lease_ms)] * s.claim_batch
+        sent = time.monotonic()
+        lost = 0
         try:
             replies = pipeline.send(self.queue, calls)
+        except RepliesLostError as exc:
+            # Not resent: a claim sent again would lease another job. The jobs the
+            # lost claims may have leased return through reap once their leases expire.
+            lost = len(exc.lost)
+            self._error("claim", exc, lost)
+            replies = [r for i, r in enumerate(exc.replies) if i not in exc.lost]
         except ServerUnavailableError as exc:
             self._error("claim", exc, len(calls))
             return None
-        jobs = [job for r in replies if not _is_error(r) and (job := pipeline.job_of(r)) is not None]
+        jobs = [job for r in replies if not _is_error(r) and (job := leased(self.queue, r, sent, s.lease_ms))]
         refused = [r for r in replies if _is_error(r)]
         self.stats.claimed += len(jobs)
         if refused:
             self._error("claim", refused[0], len(refused))
-            if not jobs:
-                return None
+        if (refused or lost) and not jobs:
+            return None
         return jobs
 
     def _handle(self, jobs: list[Job], pool: ThreadPoolExecutor | None) -> list[BaseException | None]:
@@ -222,19 +246,35 @@ class Worker:
                  for job, exc in zip(jobs, failures)]
         try:
             replies: list[Any] = pipeline.send(self.queue, calls)
+        except RepliesLostError as exc:
+            log.warning("settling %d jobs lost %d replies (%s); the job rows decide", len(calls), len(exc.lost), exc)
+            replies = [self._resolve(call, exc) if i in exc.lost else reply
+                       for i, (call, reply) in enumerate(zip(calls, exc.replies))]
         except ServerUnavailableError as exc:
-            # Any of them may have landed; resending could turn a success into EMQSTALE.
-            log.warning("settling %d jobs got no answer (%s); their leases will expire and reap "
-                        "hands them out again", len(calls), exc)
+            # Nothing was sent: their leases expire and reap hands them out again.
+            log.warning("settling %d jobs: %s; their leases will expire and reap hands them out again",
+                        len(calls), exc)
             replies = [exc] * len(calls)
         for job, call, reply in zip(jobs, calls, replies):
+            self.queue.leases.drop(job.id, job.token)  # settled or given up: no proof is needed again
             self._count(job, self._outcome(job, call.verb, reply))
+
+    def _resolve(self, call: ScriptCall, lost: RepliesLostError) -> Any:
+        """A call whose reply was lost, settled as Queue.complete and Queue.retry
+        settle theirs: its reply, or the error they would raise."""
+        try:
+            return settle(self.queue, call, lost)
+        except (EchoMQError, redis.exceptions.RedisError) as exc:  # StaleTokenError, OutcomeUnknownError, ...
+            return exc
 
     def _outcome(self, job: Job, verb: str, reply: Any) -> str:
         if isinstance(reply, StaleTokenError):
             log.warning("job %s: lease lost before its %s (token %d is stale); this attempt's result "
                         "is discarded", job.id, verb, job.token)
             return "lost"
+        if isinstance(reply, OutcomeUnknownError):
+            log.warning("job %s: %s", job.id, reply)
+            return "unknown"
         if _is_error(reply):
             if not isinstance(reply, ServerUnavailableError):
                 log.error("job %s: %s refused: %s", job.id, verb, reply)

@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from echomq.outcome import LEASE_SAFETY, Leases, Row, Verdict, judge_complete, judge_retry
+from echomq import verbs
+from echomq.keys import QueueKeys
+from echomq.outcome import LEASE_SAFETY, Leases, Row, Verdict, judge, judge_complete, judge_retry
 
 ERR = b"boom"
 
@@ -61,3 +63,23 @@ def test_leases_hold_for_a_safe_share_of_their_length() -> None:
     assert not leases.live("JOB00000000001", 1)          # the oldest went when the third came
     leases.drop("JOB00000000003", 1)
     assert not leases.live("JOB00000000003", 1)
+
+
+KEYS = QueueKeys("q")
+JID = "JOB00000000001"
+
+
+def test_a_call_is_judged_by_its_own_verb_token_error_and_max_attempts() -> None:
+    complete = verbs.complete(KEYS, JID, 3)
+    assert judge(complete, None, True) == judge_complete(None, 3, True) == Verdict(
+        "landed", "ok", "the row is gone while our lease was still running")
+    retry = verbs.retry(KEYS, JID, 3, "boom", 500, 3)  # a str error is judged as its UTF-8 bytes
+    assert judge(retry, Row("dead", 3, ERR), False) == Verdict("landed", "dead",
+                                                               "the job is dead with last_error b'boom'")
+    assert judge(verbs.retry(KEYS, JID, 2, ERR, 0, 3), Row("scheduled", 2), False).reply == "scheduled"
+
+
+def test_only_complete_and_retry_calls_carry_a_fence() -> None:
+    assert verbs.fence(verbs.retry(KEYS, JID, 2, ERR, 0, 5)) == verbs.Fence(JID, 2, ERR, 5)
+    with pytest.raises(ValueError, match="^only complete and retry calls are fenced by a token, not claim$"):
+        verbs.fence(verbs.claim(KEYS, 1000))

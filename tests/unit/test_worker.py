@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from echomq import InvalidArgumentError, WorkerSettings
+from echomq import InvalidArgumentError, WorkerSettings, WorkerStats
+from echomq.worker import OUTCOMES
 
 
 def test_defaults_claim_one_job_per_worker_and_pump_at_half_the_lease() -> None:
@@ -49,3 +50,8 @@ def test_retry_delay_is_full_jitter_under_a_doubling_ceiling() -> None:
         assert 0 <= min(delays) and max(delays) < ceiling
         assert max(delays) > 0.9 * ceiling  # the whole range is used, not a fixed delay
     assert WorkerSettings(retry_base_ms=0).retry_delay_ms(3, rng) == 0
+
+
+def test_every_outcome_has_its_count() -> None:
+    assert OUTCOMES == ("completed", "retried", "dead", "lost", "unsettled", "unknown")
+    assert all(getattr(WorkerStats(), outcome) == 0 for outcome in OUTCOMES)
