@@ -52,6 +52,8 @@ def worker_mode(s: WorkerSettings) -> str:
             f"{s.claim_batch} claim(s) in one round trip, then their completes in one")
 
 
+RAW_DRAIN = (f"RAW, not the client's Worker (a reference, never the headline): claim script x{RAW_CLAIM_BATCH} "
+             "as raw EVALSHA in one pipeline, then one complete per job claimed in a second")
 # Burst: every job was enqueued before the drain, so a round that claims nothing means done.
 WORKER = {DEFAULT: WorkerSettings(burst=True, handle_signals=False),
           THROUGHPUT: WorkerSettings(batch=100, burst=True, handle_signals=False)}
@@ -119,10 +121,11 @@ class EchoMQRaw(EchoMQ):
 
     name = "echomq-raw"
     modes = (DEFAULT,)
+
+    def __init__(self, mode: str = DEFAULT) -> None:
+        super().__init__(mode)
+        self.drain_mode = RAW_DRAIN  # the Worker's line would misname this loop
     enqueue_mode = f"RAW: enqueue script as raw EVALSHA on the load engine, {ENQUEUE_BATCH} per pipeline"
-    drain_mode = (f"RAW, not the client's Worker (a reference, never the headline): claim script "
-                  f"x{RAW_CLAIM_BATCH} as raw EVALSHA in one pipeline, then one complete per job claimed "
-                  "in a second")
 
     def settings(self, consumers: int) -> dict[str, Any]:
         return {"raw": True, "lease_ms": LEASE_MS, "claim_batch": RAW_CLAIM_BATCH, "enqueue_batch": ENQUEUE_BATCH,

@@ -71,6 +71,7 @@ def test_every_peer_has_both_modes_and_names_its_settings() -> None:
             assert peer.settings(2)["in_flight_per_consumer"] >= 1
     assert (get("echomq").settings(2)["in_flight_per_consumer"],
             get("echomq", "throughput").settings(2)["in_flight_per_consumer"]) == (1, 100)
+    assert get("echomq-raw").drain_mode.startswith("RAW, not the client's Worker")
     with pytest.raises(ValueError, match="queue 'echomq-raw' has no mode 'throughput'; it has default"):
         get("echomq-raw", "throughput")
 
