@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
     phases.next()
     _reapcost(specs, plan, results.new_run_dir("reapcost", run_dir / "reapcost"))
     phases.next()
-    _lease(specs, plan, results.new_run_dir("lease", run_dir / "lease"), phases.say)
+    _lease(baseline_first(specs), plan, results.new_run_dir("lease", run_dir / "lease"), phases.say)
     phases.end_line()
     phases.next()
     md, html, findings = build_report([run_dir], run_dir)
