@@ -87,6 +87,15 @@ class FaultProxy:
         self._call(self._close)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        # A task a cancelled one started on its way out is still pending: cancel
+        # and await those too, as asyncio.run does, or closing the loop destroys
+        # them mid-flight and Python prints a warning for each.
+        if not self._thread.is_alive():
+            left = asyncio.all_tasks(self._loop)
+            for task in left:
+                task.cancel()
+            if left:
+                self._loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
         self._loop.close()
 
     def __enter__(self) -> FaultProxy:
