@@ -3,26 +3,30 @@
     worker = Worker(queue, handle, WorkerSettings(concurrency=4))
     worker.run()            # until stop(), SIGINT or SIGTERM; or burst=True: until the queue is empty
 
-One round claims up to `batch` jobs in one pipelined round trip, runs the
-handler on each (`concurrency` at a time), then sends every complete and
-retry of the round in a second round trip. A handler that returns
-completes its job; one that raises retries it, after a full-jitter
-exponential backoff, and the retry script moves it to the dead set at the
-queue's max_attempts. A separate thread runs the pumps, reap then promote
-in one round trip, every `pump_interval_ms`.
+A round runs the handler on each job it holds (`concurrency` at a time),
+then sends every complete and retry of the round in one pipelined round
+trip, and the next round's `batch` claims ride in that same pipeline: a
+steady Worker makes one round trip per round. Claims go out alone only
+for the first round, and after claims that found nothing or failed (after
+a wait of `poll_ms`). A stopping Worker sends its settles without claims,
+so no job is leased that nobody will run. A
+handler that returns completes its job; one that raises retries it, after
+a full-jitter exponential backoff, and the retry script moves it to the
+dead set at the queue's max_attempts. A separate thread runs the pumps,
+reap then promote in one round trip, every `pump_interval_ms`.
 
 Every call is a verb built by `echomq.verbs` and sent by `echomq.pipeline`:
 the Worker has no script call of its own. The complete and retry verbs are
 fenced by the claim's token, so a worker whose lease was reaped cannot
 finish the job: that reply (EMQSTALE) is counted as `lost`, never as done.
 
-Each pipeline is sent once, whatever the client's retry settings. When a
-settle pipeline's replies are lost, each complete and retry among them is
-settled as `Queue.complete` and `Queue.retry` settle theirs
+Each pipeline is sent once, whatever the client's retry settings, and its
+replies are judged call by call. When a complete's or retry's reply is lost, it
+is settled as `Queue.complete` and `Queue.retry` settle theirs
 (`echomq.queue.settle`): the job's row, and the lease its claim registered
-(`echomq.queue.leased`), decide. When a claim pipeline's replies are lost,
-it is not resent: the jobs it may have leased return through reap once
-their leases expire (docs/design/outcomes.md).
+(`echomq.queue.leased`), decide. When a claim's reply is lost, it is
+counted as an error and not resent: the job it may have leased returns
+through reap once its lease expires (docs/design/outcomes.md).
 """
 
 from __future__ import annotations
@@ -166,7 +170,8 @@ class Worker:
         self._errors = threading.Lock()  # the rounds and the pump thread both count errors
 
     def stop(self) -> None:
-        """Take no new claims; the round in hand is run and settled, then run() returns.
+        """Send no more claims; the jobs in hand (the round running, and any that
+        claims already sent leased) are run and settled, then run() returns.
         Safe from any thread and from a signal handler."""
         self._stop.set()
 
@@ -176,53 +181,72 @@ class Worker:
             raise RuntimeError("this Worker is already running")
         try:
             with self._signals(), self._pump_thread(), self._pool() as pool:
-                while not self._stop.is_set():
-                    claimed = self._round(pool)
-                    if claimed is None:
-                        self._stop.wait(self.settings.poll_ms / 1000.0)
-                    elif claimed == 0:
-                        if self.settings.burst:
-                            break
-                        self._stop.wait(self.settings.poll_ms / 1000.0)
+                self._rounds(pool)
             return self.stats
         finally:
             self._running.release()
 
-    # -- one round ---------------------------------------------------------
+    # -- the rounds ----------------------------------------------------------
 
-    def _round(self, pool: ThreadPoolExecutor | None) -> int | None:
-        """Claim, handle, settle: how many jobs were claimed, or None when the claim failed."""
-        jobs = self._claim()
-        if jobs is None:
-            return None
-        self.stats.rounds += 1
-        if jobs:
-            self._settle(jobs, self._handle(jobs, pool))
-        return len(jobs)
+    def _rounds(self, pool: ThreadPoolExecutor | None) -> None:
+        """Claim alone, then round after round while each settle pipeline's claims bring jobs."""
+        jobs = None if self._stop.is_set() else self._claim_alone()
+        while True:
+            while jobs:  # leased to this Worker: run and settled even once it is stopping
+                jobs = self._round(jobs, pool)
+            # None: no claims went out (stopping), or every one failed. []: they found nothing.
+            if self._stop.is_set() or (jobs == [] and self.settings.burst):
+                return
+            if self._stop.wait(self.settings.poll_ms / 1000.0):
+                return
+            jobs = self._claim_alone()
 
-    def _claim(self) -> list[Job] | None:
-        s = self.settings
-        calls = [verbs.claim(self.queue.keys, s.lease_ms)] * s.claim_batch
+    def _claim_alone(self) -> list[Job] | None:
+        """A round trip of claims only: the jobs they leased, or None when every one failed."""
+        claims = self._claims()
         sent = time.monotonic()
-        lost = 0
+        return self._leased(self._send(claims), sent)
+
+    def _round(self, jobs: list[Job], pool: ThreadPoolExecutor | None) -> list[Job] | None:
+        """Run the jobs and settle them in one round trip, which carries the next
+        round's claims unless the Worker is stopping: the jobs those claims leased;
+        None when none went out or every one failed."""
+        settles = self._settle_calls(jobs, self._handle(jobs, pool))
+        claims = [] if self._stop.is_set() else self._claims()
+        sent = time.monotonic()
+        replies = self._send(settles + claims)
+        self._settled(jobs, settles, replies[:len(settles)])
+        return self._leased(replies[len(settles):], sent) if claims else None
+
+    def _claims(self) -> list[ScriptCall]:
+        return [verbs.claim(self.queue.keys, self.settings.lease_ms)] * self.settings.claim_batch
+
+    def _send(self, calls: list[ScriptCall]) -> list[Any]:
+        """One pipeline, sent once: per call its reply, or where the reply was
+        lost the RepliesLostError that lost it; when nothing could be sent, each
+        is the ServerUnavailableError."""
         try:
-            replies = pipeline.send(self.queue, calls)
+            return pipeline.send(self.queue, calls)
         except RepliesLostError as exc:
-            # Not resent: a claim sent again would lease another job. The jobs the
-            # lost claims may have leased return through reap once their leases expire.
-            lost = len(exc.lost)
-            self._error("claim", exc, lost)
-            replies = [r for i, r in enumerate(exc.replies) if i not in exc.lost]
+            lost = set(exc.lost)
+            return [exc if i in lost else reply for i, reply in enumerate(exc.replies)]
         except ServerUnavailableError as exc:
-            self._error("claim", exc, len(calls))
-            return None
-        jobs = [job for r in replies if not _is_error(r) and (job := leased(self.queue, r, sent, s.lease_ms))]
-        refused = [r for r in replies if _is_error(r)]
+            return [exc] * len(calls)
+
+    def _leased(self, replies: Sequence[Any], sent: float) -> list[Job] | None:
+        """The jobs claim replies hand out, each lease registered as taken at `sent`;
+        None when every claim failed. A failed claim counts in errors and is not
+        resent: a claim sent again would lease another job. A job a lost claim
+        leased returns through reap once its lease expires."""
+        lease_ms = self.settings.lease_ms
+        jobs = [job for r in replies if not _is_error(r) and (job := leased(self.queue, r, sent, lease_ms))]
+        failed = [r for r in replies if _is_error(r)]
         self.stats.claimed += len(jobs)
-        if refused:
-            self._error("claim", refused[0], len(refused))
-        if (refused or lost) and not jobs:
-            return None
+        if failed:
+            self._error("claim", failed[0], len(failed))
+            if not jobs:
+                return None
+        self.stats.rounds += 1
         return jobs
 
     def _handle(self, jobs: list[Job], pool: ThreadPoolExecutor | None) -> list[BaseException | None]:
@@ -238,24 +262,21 @@ class Worker:
             return exc
         return None
 
-    def _settle(self, jobs: list[Job], failures: Sequence[BaseException | None]) -> None:
+    def _settle_calls(self, jobs: list[Job], failures: Sequence[BaseException | None]) -> list[ScriptCall]:
         keys, max_attempts = self.queue.keys, self.queue.max_attempts
-        calls = [verbs.complete(keys, job.id, job.token) if exc is None else
-                 verbs.retry(keys, job.id, job.token, self._error_text(exc),
-                             self.settings.retry_delay_ms(job.token, self.rng), max_attempts)
-                 for job, exc in zip(jobs, failures)]
-        try:
-            replies: list[Any] = pipeline.send(self.queue, calls)
-        except RepliesLostError as exc:
-            log.warning("settling %d jobs lost %d replies (%s); the job rows decide", len(calls), len(exc.lost), exc)
-            replies = [self._resolve(call, exc) if i in exc.lost else reply
-                       for i, (call, reply) in enumerate(zip(calls, exc.replies))]
-        except ServerUnavailableError as exc:
-            # Nothing was sent: their leases expire and reap hands them out again.
-            log.warning("settling %d jobs: %s; their leases will expire and reap hands them out again",
-                        len(calls), exc)
-            replies = [exc] * len(calls)
+        return [verbs.complete(keys, job.id, job.token) if exc is None else
+                verbs.retry(keys, job.id, job.token, self._error_text(exc),
+                            self.settings.retry_delay_ms(job.token, self.rng), max_attempts)
+                for job, exc in zip(jobs, failures)]
+
+    def _settled(self, jobs: list[Job], calls: list[ScriptCall], replies: list[Any]) -> None:
+        failure = next((r for r in replies if isinstance(r, ServerUnavailableError)), None)
+        if failure is not None:
+            log.warning("settling %d jobs: %s; a lost reply is judged from its job's row, and a job whose "
+                        "call was not sent returns through reap once its lease expires", len(calls), failure)
         for job, call, reply in zip(jobs, calls, replies):
+            if isinstance(reply, RepliesLostError):
+                reply = self._resolve(call, reply)
             self.queue.leases.drop(job.id, job.token)  # settled or given up: no proof is needed again
             self._count(job, self._outcome(job, call.verb, reply))
 

@@ -3,10 +3,11 @@
 `echomq` is what a user of the client runs: `echomq.Worker` in burst mode
 so it stops once the queue is empty, enqueued through the client's
 pipelined sender (`echomq.pipeline`), 1000 enqueues per round trip. In
-`default` the Worker keeps its defaults (one job per round: one claim,
-then one complete); in `throughput` it claims 100 per round trip and
-settles them in one, the 100 jobs in flight per process the other queues'
-throughput settings hold (BullMQ's concurrency 100, arq's max_jobs 100).
+`default` the Worker keeps its defaults (one job per round: its complete
+and the next claim in one round trip); in `throughput` it holds 100 per
+round, settled with the next 100 claims, the 100 jobs in flight per
+process the other queues' throughput settings hold (BullMQ's concurrency
+100, arq's max_jobs 100).
 The handler is a no-op, so it runs on the Worker's own thread
 (concurrency 1): threads would add client CPU and nothing else.
 
@@ -49,7 +50,7 @@ def _run_job(job: Job) -> None:
 def worker_mode(s: WorkerSettings) -> str:
     """The drain line the report prints for a Worker with these settings."""
     return (f"echomq.Worker(concurrency={s.concurrency}, batch={s.claim_batch}, burst={s.burst}): per round "
-            f"{s.claim_batch} claim(s) in one round trip, then their completes in one")
+            f"one round trip, the round's completes and the next {s.claim_batch} claim(s)")
 
 
 RAW_DRAIN = (f"RAW, not the client's Worker (a reference, never the headline): claim script x{RAW_CLAIM_BATCH} "

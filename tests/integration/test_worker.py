@@ -1,5 +1,12 @@
-"""echomq.Worker on each build: a drain, retries into the dead set, a zombie,
-a worker killed mid-batch and one stopped by SIGTERM mid-batch.
+"""echomq.Worker on each build: a drain, its round trips, a stop, retries
+into the dead set, a zombie, a worker killed mid-batch and one stopped by
+SIGTERM mid-batch.
+
+Round trips are counted on the client, as the verbs of each pipeline the
+Worker hands to `echomq.pipeline.send` (one pipeline, one round trip), and
+the calls on the server (EVALSHA in commandstats). The server's own count
+of reads (INFO total_reads_processed) is not exact: TCP may deliver one
+pipeline in several reads, and the INFO calls that read it are reads too.
 
 "Exactly once" is read two ways: the completion log (each Worker's
 on_settled, or the child's log file) names every job completed once, and
@@ -18,15 +25,31 @@ import sys
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import pytest
 import redis
 
-from echomq import InvalidArgumentError, Job, Queue, Worker, WorkerSettings, mint
+from echomq import InvalidArgumentError, Job, Queue, Worker, WorkerSettings, mint, pipeline
+from echomq.verbs import ScriptCall
 from echomq_bench.peers.runner import child_url
 from echomq_bench.servers import EmbeddedServer
-from tests.helpers import ROOT, server_ms, wait_until
+from tests.helpers import ROOT, evalsha_calls, server_ms, wait_until
+
+
+@pytest.fixture
+def pipelines(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The verbs of each pipeline sent through echomq.pipeline.send, in order; each is sent as it would be."""
+    sent: list[list[str]] = []
+    send = pipeline.send
+
+    def recorded(queue: Queue, calls: Sequence[ScriptCall]) -> list[Any]:
+        sent.append([call.verb for call in calls])
+        return send(queue, calls)
+
+    monkeypatch.setattr(pipeline, "send", recorded)
+    return sent
+
 
 def _enqueue(queue: Queue, n: int) -> list[str]:
     ids = [mint() for _ in range(n)]
@@ -43,7 +66,8 @@ def _settings(**kw: Any) -> WorkerSettings:
     return WorkerSettings(handle_signals=False, **kw)
 
 
-def test_a_batch_drains_each_job_completed_once(queue: Queue, client: redis.Redis) -> None:
+def test_a_batch_drains_each_job_completed_once(queue: Queue, client: redis.Redis,
+                                                pipelines: list[list[str]]) -> None:
     ids = _enqueue(queue, 23)
     client.config_resetstat()
     ran: list[str] = []
@@ -59,7 +83,65 @@ def test_a_batch_drains_each_job_completed_once(queue: Queue, client: redis.Redi
     assert (stats.retried, stats.dead, stats.lost, stats.unsettled, stats.errors) == (0, 0, 0, 0, 0)
     assert _queue_keys(client, queue) == []
     # Six rounds of five pipelined claims (the last finds nothing) and one complete per job.
-    assert client.info("commandstats")["cmdstat_evalsha"]["calls"] == 6 * 5 + 23
+    assert evalsha_calls(client) == 6 * 5 + 23
+    # Each round's completes carry the next round's claims: six round trips, not eleven.
+    assert pipelines == [["claim"] * 5] + [["complete"] * 5 + ["claim"] * 5] * 4 + [["complete"] * 3 + ["claim"] * 5]
+
+
+def test_a_drain_of_one_job_per_round_makes_one_round_trip_per_job(queue: Queue, client: redis.Redis,
+                                                                    pipelines: list[list[str]]) -> None:
+    ids = _enqueue(queue, 20)
+    client.config_resetstat()
+    ran: list[str] = []
+    stats = Worker(queue, lambda job: ran.append(job.id), _settings(batch=1, burst=True, pumps=False)).run()
+
+    assert ran == ids  # claims are FIFO
+    # The first claim alone, then each job's complete with the next claim; the last claim finds nothing.
+    assert pipelines == [["claim"]] + [["complete", "claim"]] * 20
+    assert evalsha_calls(client) == 1 + 2 * 20
+    assert (stats.rounds, stats.claimed, stats.completed, stats.errors) == (21, 20, 20, 0)
+    assert _queue_keys(client, queue) == []
+
+
+def test_stop_sends_the_last_settles_without_claims(queue: Queue, client: redis.Redis,
+                                                     pipelines: list[list[str]]) -> None:
+    ids = _enqueue(queue, 10)
+    ran: list[str] = []
+
+    def handle(job: Job) -> None:
+        ran.append(job.id)
+        if len(ran) == 3:
+            worker.stop()
+
+    worker = Worker(queue, handle, _settings(batch=1, pumps=False))
+    stats = worker.run()
+
+    assert ran == ids[:3]
+    assert pipelines == [["claim"], ["complete", "claim"], ["complete", "claim"], ["complete"]]
+    assert (stats.claimed, stats.completed, stats.errors) == (3, 3, 0)
+    # Nothing is leased to nobody: the other seven wait in pending, none ever claimed.
+    assert client.zcard(queue.keys.active) == 0
+    assert [m.decode() for m in client.zrange(queue.keys.pending, 0, -1)] == ids[3:]
+    assert [client.hget(queue.keys.job(jid), "attempts") for jid in ids[3:]] == [b"0"] * 7
+
+
+def test_jobs_claimed_before_stop_are_run_and_settled(queue: Queue, client: redis.Redis,
+                                                      pipelines: list[list[str]]) -> None:
+    ids = _enqueue(queue, 5)
+    settled: list[tuple[str, str]] = []
+
+    def note(job: Job, outcome: str) -> None:
+        settled.append((job.id, outcome))
+        worker.stop()  # the pipeline that settled this job has already claimed the next round's
+
+    worker = Worker(queue, lambda job: None, _settings(batch=2, pumps=False), on_settled=note)
+    stats = worker.run()
+
+    assert settled == [(jid, "completed") for jid in ids[:4]]
+    assert pipelines == [["claim"] * 2, ["complete"] * 2 + ["claim"] * 2, ["complete"] * 2]
+    assert (stats.claimed, stats.completed, stats.errors) == (4, 4, 0)
+    assert client.zcard(queue.keys.active) == 0
+    assert [m.decode() for m in client.zrange(queue.keys.pending, 0, -1)] == ids[4:]
 
 
 def test_scripts_flushed_before_a_drain_are_loaded_again(queue: Queue, client: redis.Redis) -> None:

@@ -1,10 +1,11 @@
 """The Worker tells the truth when a pipeline's replies are lost: through the
 fault proxy, on a plain redis.Redis with redis-py's default retry settings on.
 
-A settle pipeline that ran and lost its replies is reported completed (or
-retried), never lost, and is not sent again; a zombie's stale complete is
-still lost; a claim pipeline that lost its replies is not sent again, and
-the jobs it leased come back through reap."""
+A pipeline of completes and retries that ran and lost its replies is
+reported completed (or retried), never lost, and is not sent again; a
+zombie's stale complete is still lost; claims that lost their replies,
+alone or riding after a round's completes, are counted as errors and not
+sent again, and the jobs they leased come back through reap."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def test_a_settle_pipeline_whose_replies_were_lost_is_reported_as_it_landed(prox
 
     def handle(job: Job) -> None:
         if job.id == ids[0]:
-            proxy.drop_next_reply()  # the next reply through the proxy is the settle pipeline's
+            proxy.drop_next_reply()  # the next reply through the proxy: the settles' and the next claims'
         if job.id == failing:
             raise ValueError("boom")
 
@@ -90,10 +91,12 @@ def test_a_settle_pipeline_whose_replies_were_lost_is_reported_as_it_landed(prox
 
     assert proxy.counts["replies_dropped"] == 1
     assert sorted(settled) == sorted((jid, "retried" if jid == failing else "completed") for jid in ids)
-    # claimed, completed, retried, dead, lost, unsettled, unknown, errors
-    assert _stats(worker) == (4, 3, 1, 0, 0, 0, 0, 0)
-    # Four claims, four settles sent once (the rows decided), four claims that found nothing.
-    assert evalsha_calls(client) == 4 + 4 + 4
+    # claimed, completed, retried, dead, lost, unsettled, unknown, errors: the four claims
+    # that rode with the settles lost their replies too.
+    assert _stats(worker) == (4, 3, 1, 0, 0, 0, 0, 4)
+    # Four claims; four settles and four claims sent once (the rows decided the settles);
+    # four claims alone that found nothing.
+    assert evalsha_calls(client) == 4 + (4 + 4) + 4
     assert "errorstat_EMQSTALE" not in client.info("errorstats")  # nothing was run twice
     assert [m.decode() for m in client.zrange(q.keys.schedule, 0, -1)] == [failing]
     assert client.hmget(q.keys.job(failing), "state", "attempts", "last_error") == [
@@ -117,7 +120,7 @@ def test_a_complete_landed_past_its_lease_whose_reply_was_lost_is_unknown(proxy:
     worker.run()
 
     assert settled == [(jid, "unknown")]
-    assert _stats(worker) == (1, 0, 0, 0, 0, 0, 1, 0)
+    assert _stats(worker) == (1, 0, 0, 0, 0, 0, 1, 1)  # the claim that rode with the complete: an error
     assert client.exists(q.keys.job(jid), q.keys.active) == 0
 
 
@@ -144,7 +147,7 @@ def test_a_zombie_whose_stale_complete_lost_its_reply_is_still_lost(proxy: Fault
 
     assert proxy.counts["replies_dropped"] == 1
     assert settled == [(jid, 1, "lost")]
-    assert _stats(zombie) == (1, 0, 0, 0, 1, 0, 0, 0)
+    assert _stats(zombie) == (1, 0, 0, 0, 1, 0, 0, 1)  # the claim that rode with the complete: an error
     assert client.info("errorstats")["errorstat_EMQSTALE"]["count"] == 1  # sent once, refused once
     assert [(j.id, j.token) for j in taken] == [(jid, 2)]
     assert other.complete(jid, 2) == "ok"
@@ -178,4 +181,38 @@ def test_a_claim_pipeline_whose_replies_were_lost_is_not_resent(proxy: FaultProx
     Worker(Queue(client, name, max_attempts=3), lambda job: None, _settings(batch=3),
            on_settled=lambda job, outcome: rescued.append((job.id, outcome))).run()
     assert rescued == [(jid, "completed") for jid in ids[:3]]
+    assert sorted(client.scan_iter(match=q.keys.base + "*")) == []
+
+
+def test_a_lost_round_trip_settles_its_complete_and_leaves_its_claim_to_reap(proxy: FaultProxy,
+                                                                           client: redis.Redis, name: str) -> None:
+    q = _queue(proxy, name)
+    first, second = _enqueue(q, 2)
+    done: list[tuple[str, str]] = []
+
+    def handle(job: Job) -> None:
+        if job.id == first:
+            proxy.drop_next_reply()  # [complete first, claim] both run; neither reply comes back
+
+    client.config_resetstat()
+    worker = Worker(q, handle, _settings(batch=1, lease_ms=500),
+                    on_settled=lambda job, outcome: done.append((job.id, outcome)))
+    worker.run()
+
+    assert proxy.counts["replies_dropped"] == 1
+    assert done == [(first, "completed")]  # the row is gone inside our lease: the complete landed
+    assert _stats(worker) == (1, 1, 0, 0, 0, 0, 0, 1)
+    # A claim; the complete and the next claim, sent once; a claim alone that found nothing.
+    assert evalsha_calls(client) == 1 + 2 + 1
+    assert "errorstat_EMQSTALE" not in client.info("errorstats")
+    # The second job is leased to nobody, claimed once; reap returns it when the lease ends.
+    assert [m.decode() for m in client.zrange(q.keys.active, 0, -1)] == [second]
+    assert client.hget(q.keys.job(second), "attempts") == b"1"
+    deadline = client.zrange(q.keys.active, -1, -1, withscores=True)[0][1]
+    assert wait_until(lambda: server_ms(client) >= deadline, 5)
+    assert Queue(client, name, max_attempts=3).reap() == 1
+    rescued: list[tuple[str, int, str]] = []
+    Worker(Queue(client, name, max_attempts=3), lambda job: None, _settings(),
+           on_settled=lambda job, outcome: rescued.append((job.id, job.token, outcome))).run()
+    assert rescued == [(second, 2, "completed")]
     assert sorted(client.scan_iter(match=q.keys.base + "*")) == []
