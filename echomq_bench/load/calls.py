@@ -18,9 +18,14 @@ Locust's measured wire implements the same three methods
 (`echomq_bench.locust.calls`); the capacity driver runs the engine's
 pipelined transport instead (`echomq_bench.load.pipelined`).
 
-No call is ever resent after it may have run: a complete that timed out may
-have landed, and resending it would turn its success into EMQSTALE. The one
-resend is of pipelined calls answered NOSCRIPT, which ran nothing.
+This module never resends a call after it may have run: a complete that
+timed out may have landed, and resending it would turn its success into
+EMQSTALE. The one resend is of pipelined calls answered NOSCRIPT, which ran
+nothing. A pipeline goes out once whatever the client's retry settings
+(`echomq.pipeline`); a single `call` goes through a redis-py Script, so the
+client's own Retry can still send it again after a connection error. A load
+that must never resend one (the fault load) builds its clients with no
+retries (`echomq_bench.faults.load`).
 """
 
 from __future__ import annotations
