@@ -24,7 +24,7 @@ from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.load.audit import AuditReport, Ledger
 from echomq_bench.servers import Server
 
-__all__ = ["Through", "NET_SCENARIOS", "LATENCY_MS", "JITTER_MS", "BANDWIDTH", "DROPS_PER_RESET"]
+__all__ = ["Through", "NET_SCENARIOS", "proxy_of", "LATENCY_MS", "JITTER_MS", "BANDWIDTH", "DROPS_PER_RESET"]
 
 LATENCY_MS = 20.0
 JITTER_MS = 10.0
@@ -47,14 +47,15 @@ class Through:
                               **kwargs})
 
 
-def _proxy(ctx: Ctx) -> FaultProxy:
+def proxy_of(ctx: Ctx) -> FaultProxy:
+    """The proxy between the load and the server, which a network fault needs."""
     if ctx.proxy is None:
-        raise RuntimeError("a network scenario runs with a proxy between the load and the server")
+        raise RuntimeError("a network fault runs with a proxy between the load and the server")
     return ctx.proxy
 
 
 def net_latency(ctx: Ctx) -> Injection:
-    proxy = _proxy(ctx)
+    proxy = proxy_of(ctx)
     proxy.latency(LATENCY_MS, JITTER_MS)
     proxy.bandwidth(BANDWIDTH)
     t_on = time.monotonic()
@@ -80,7 +81,7 @@ def check_latency(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
 
 
 def net_reset(ctx: Ctx) -> Injection:
-    proxy = _proxy(ctx)
+    proxy = proxy_of(ctx)
     for _ in range(ctx.plan.resets):
         time.sleep(RESET_GAP_S)
         proxy.drop_next_reply(DROPS_PER_RESET)
@@ -107,7 +108,7 @@ def check_reset(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
 
 
 def net_partition(ctx: Ctx) -> Injection:
-    proxy = _proxy(ctx)
+    proxy = proxy_of(ctx)
     t_cut = time.monotonic()
     proxy.blackhole()
     time.sleep(ctx.plan.partition_s)

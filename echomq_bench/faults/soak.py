@@ -33,7 +33,7 @@ from echomq_bench.faults.base import QUICK, Check, Ctx, Injection, members
 from echomq_bench.faults.evidence import Evidence
 from echomq_bench.faults.load import Fleet, LoadSettings, read_logs
 from echomq_bench.faults.nemesis import HOLD_S, KINDS, Fault, counts, schedule
-from echomq_bench.faults.netscenarios import BANDWIDTH, Through, net_latency, net_partition, net_reset
+from echomq_bench.faults.netscenarios import BANDWIDTH, Through, net_latency, net_partition, net_reset, proxy_of
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.faults.runner import audit_held, drain
 from echomq_bench.faults.scenarios import SCENARIOS
@@ -57,14 +57,8 @@ class SoakError(EchoMQError, ValueError):
     code = "EMQARG"
 
 
-def _proxy(ctx: Ctx) -> FaultProxy:
-    if ctx.proxy is None:
-        raise RuntimeError("the soak's load runs through a fault proxy")
-    return ctx.proxy
-
-
 def _bandwidth(ctx: Ctx) -> Injection:
-    proxy = _proxy(ctx)
+    proxy = proxy_of(ctx)
     proxy.bandwidth(SOAK_BANDWIDTH)
     time.sleep(HOLD_S["bandwidth"])
     proxy.clear()
@@ -72,7 +66,7 @@ def _bandwidth(ctx: Ctx) -> Injection:
 
 
 def _half_open(ctx: Ctx) -> Injection:
-    cut = _proxy(ctx).half_open()
+    cut = proxy_of(ctx).half_open()
     return Injection(cut, f"{cut} connections half-open (the server's side closed, the client's silent)")
 
 

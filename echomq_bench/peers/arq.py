@@ -16,7 +16,8 @@ import asyncio
 from typing import Any, Callable
 
 from echomq_bench.peers import jobs
-from echomq_bench.peers.base import ARQ_HINT, MODES, PAYLOAD, PYTHON_CHILD, Gate, Leftovers, count_keys, require
+from echomq_bench.peers.base import (ARQ_HINT, MODES, PAYLOAD, PYTHON_CHILD, Gate, Leftovers, count_keys,
+                                     enqueue_in_flight, require)
 
 __all__ = ["Arq"]
 
@@ -59,15 +60,7 @@ class Arq:
                                      default_queue_name=_queue_key(queue))
         await pool.ping()
         gate.ready()
-        sent = accepted = 0
-        while sent < n:
-            size = min(ENQUEUE_IN_FLIGHT, n - sent)
-            got = await asyncio.gather(*(pool.enqueue_job(FUNCTION, PAYLOAD) for _ in range(size)))
-            accepted += sum(1 for job in got if job is not None)
-            sent += size
-            if sent % 1000 < ENQUEUE_IN_FLIGHT:
-                progress(sent)
-        progress(sent)
+        accepted = await enqueue_in_flight(n, ENQUEUE_IN_FLIGHT, lambda: pool.enqueue_job(FUNCTION, PAYLOAD), progress)
         gate.done()
         await pool.aclose()
         return accepted

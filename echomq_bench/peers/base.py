@@ -11,6 +11,7 @@ each side's CPU is its own.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import os
@@ -19,9 +20,10 @@ import threading
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 __all__ = [
+    "enqueue_in_flight",
     "PAYLOAD",
     "PAYLOAD_BYTES",
     "EXTRA_HINT",
@@ -154,3 +156,19 @@ class Peer(Protocol):
 def count_keys(client: Any, pattern: str) -> int:
     """Keys matching a glob, by SCAN (never KEYS: a benchmark server may be big)."""
     return sum(1 for _ in client.scan_iter(match=pattern, count=1000))
+
+
+async def enqueue_in_flight(n: int, in_flight: int, enqueue_one: Callable[[], Awaitable[Any]],
+                            progress: Callable[[int], None]) -> int:
+    """n enqueues for a library with no bulk add, `in_flight` awaited at a
+    time; how many the library accepted (a None reply is a refusal)."""
+    sent = accepted = 0
+    while sent < n:
+        size = min(in_flight, n - sent)
+        got = await asyncio.gather(*(enqueue_one() for _ in range(size)))
+        accepted += sum(1 for job in got if job is not None)
+        sent += size
+        if sent % 1000 < in_flight:
+            progress(sent)
+    progress(sent)
+    return accepted

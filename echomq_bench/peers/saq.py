@@ -20,7 +20,8 @@ import asyncio
 from typing import Any, Callable
 
 from echomq_bench.peers import jobs
-from echomq_bench.peers.base import MODES, PAYLOAD, PYTHON_CHILD, Gate, Leftovers, count_keys, require
+from echomq_bench.peers.base import (MODES, PAYLOAD, PYTHON_CHILD, Gate, Leftovers, count_keys, enqueue_in_flight,
+                                     require)
 
 __all__ = ["Saq"]
 
@@ -60,15 +61,8 @@ class Saq:
         q = saq.Queue.from_url(url, name=queue)
         await q.connect()
         gate.ready()
-        sent = accepted = 0
-        while sent < n:
-            size = min(ENQUEUE_IN_FLIGHT, n - sent)
-            got = await asyncio.gather(*(q.enqueue("noop", payload=PAYLOAD, ttl=TTL_DISABLED) for _ in range(size)))
-            accepted += sum(1 for job in got if job is not None)
-            sent += size
-            if sent % 1000 < ENQUEUE_IN_FLIGHT:
-                progress(sent)
-        progress(sent)
+        accepted = await enqueue_in_flight(
+            n, ENQUEUE_IN_FLIGHT, lambda: q.enqueue("noop", payload=PAYLOAD, ttl=TTL_DISABLED), progress)
         gate.done()
         await q.disconnect()
         return accepted

@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from echomq import Queue
+from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.servers import DEFAULT_SPECS, EmbeddedCluster, EmbeddedServer, free_port, start
 from echomq_bench.servers.spec import BUILTIN_BINARIES, CLUSTER_WORDS
 from echomq_bench.servers.tls import server_args, throwaway_certificate, tls_url
@@ -127,3 +128,9 @@ def tls_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         yield TlsServer(srv, port, tls_url(files, port, password=TLS_PASSWORD),
                         f"rediss://:{TLS_PASSWORD}@127.0.0.1:{port}/0", TLS_PASSWORD)
 
+
+@pytest.fixture
+def proxy(server: EmbeddedServer) -> Iterator[FaultProxy]:
+    """A fault proxy in front of the session's server, for the tests that break the network."""
+    with FaultProxy(server.host, server.port) as p:
+        yield p

@@ -9,20 +9,12 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
 
 from echomq import Job, OutcomeUnknownError, Queue, StaleTokenError, mint, verbs
 from echomq_bench.faults.proxy import FaultProxy
-from echomq_bench.servers import EmbeddedServer
-
-
-@pytest.fixture
-def proxy(server: EmbeddedServer) -> Iterator[FaultProxy]:
-    with FaultProxy(server.host, server.port) as p:
-        yield p
 
 
 @pytest.fixture

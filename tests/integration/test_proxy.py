@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -14,14 +13,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from echomq_bench.faults.proxy import FaultProxy
-from echomq_bench.servers import EmbeddedServer
 from tests.helpers import wait_until
-
-
-@pytest.fixture
-def proxy(server: EmbeddedServer) -> Iterator[FaultProxy]:
-    with FaultProxy(server.host, server.port) as p:
-        yield p
 
 
 def _client(proxy: FaultProxy, timeout: float = 2.0) -> redis.Redis:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,14 +18,7 @@ import redis
 
 from echomq import Job, Queue, Worker, WorkerSettings, mint, verbs
 from echomq_bench.faults.proxy import FaultProxy
-from echomq_bench.servers import EmbeddedServer
 from tests.helpers import evalsha_calls, server_ms, wait_until
-
-
-@pytest.fixture
-def proxy(server: EmbeddedServer) -> Iterator[FaultProxy]:
-    with FaultProxy(server.host, server.port) as p:
-        yield p
 
 
 @pytest.fixture
