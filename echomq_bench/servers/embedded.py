@@ -33,7 +33,7 @@ import redis
 from echomq_bench.servers import guard
 from echomq_bench.servers.base import LOOPBACK, OneServer, no_retry
 from echomq_bench.servers.baseline import baseline_for
-from echomq_bench.servers.builds import build_binary, identify
+from echomq_bench.servers.builds import build_binary, identify, system_which
 from echomq_bench.servers.errors import (
     ServerError,
     ServerNotFoundError,
@@ -74,8 +74,9 @@ class _PortTakenError(ServerStartError):
 
 
 def find_binary(binary: str) -> str:
-    """The full path of `binary`, or ServerNotFoundError saying how to install it."""
-    path = shutil.which(binary)
+    """The full path of `binary` on the system PATH (a venv's bin left out,
+    see `builds.system_path`), or ServerNotFoundError saying how to install it."""
+    path = system_which(binary)
     if path is None:
         raise ServerNotFoundError(_not_found_message(binary))
     return path
@@ -83,7 +84,7 @@ def find_binary(binary: str) -> str:
 
 def spec_binary(spec: ServerSpec) -> str:
     """The full path of the binary an embedded or cluster spec runs: a named
-    build's own (checked to be its version), else `spec.binary` as on PATH."""
+    build's own (checked to be its version), else `spec.binary` as the system PATH finds it."""
     if spec.build is not None:
         return build_binary(spec.build)
     if spec.binary is None:
@@ -102,7 +103,7 @@ def _not_found_message(binary: str) -> str:
             "give the path of a redis-server or valkey-server binary, or "
             f"{REDIS_INSTALL_HINT}, or {VALKEY_INSTALL_HINT}"
         )
-    where = "is not an executable file" if os.sep in binary else "is not on PATH"
+    where = "is not an executable file" if os.sep in binary else "is not on the system PATH"
     return f"server binary {binary!r} {where}; {hint}"
 
 

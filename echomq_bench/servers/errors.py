@@ -5,7 +5,7 @@
     │   └── BuildError              a build's short name (redis6.2, ...) that this machine cannot honour:
     │                               the build is not installed, or its binary is another version
     └── ServerStartError            an embedded server did not come up, or a URL server did not answer
-        ├── ServerNotFoundError     the server binary is not installed or not on PATH
+        ├── ServerNotFoundError     the server binary is not installed or not on the system PATH
         └── ClusterNotReadyError    the nodes did not agree on a healthy cluster in time
 """
 
@@ -42,7 +42,7 @@ class ServerStartError(ServerError):
 
 
 class ServerNotFoundError(ServerStartError):
-    """The server binary is not installed or not on PATH."""
+    """The server binary is not installed or not on the system PATH."""
 
 
 class ClusterNotReadyError(ServerStartError):

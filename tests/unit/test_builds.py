@@ -24,7 +24,7 @@ from tests.helpers import ROOT
         ("valkey8.1", "valkey8.1", "valkey-server", (), "valkey8.1"),
         ("io2=valkey8.1 --io-threads 2", "io2", "valkey-server", ("--io-threads", "2"), "valkey8.1"),
         ("old=redis6.2", "old", "redis-server", (), "redis6.2"),
-        ("redis", "redis", "redis-server", (), None),      # still whatever is on PATH
+        ("redis", "redis", "redis-server", (), None),      # the first on the system PATH
         ("valkey", "valkey", "valkey-server", (), None),
     ],
 )
@@ -56,7 +56,8 @@ def test_a_near_miss_is_no_build(text: str) -> None:
         parse_server_spec(text)
     assert str(caught.value).startswith(
         f"bad server spec {text!r}: it is neither redis, valkey, a named build, NAME=BINARY [ARGS...] nor a URL. "
-        "Accepted forms: redis | valkey (an embedded build found on PATH); "
+        "Accepted forms: redis | valkey (the first redis-server or valkey-server on the system PATH, "
+        "a venv's bin left out); "
         "redis6.2 | redis7.0 | valkey8.0 | valkey8.1 (a named build of that version); ")
 
 
