@@ -1,5 +1,6 @@
 --[[
   claim: hand out the oldest pending job under a lease on the server's clock.
+  Contract: docs/contract.md (keys, replies, errors, invariants).
 
   Input:
     KEYS[1] pending set       emq:{q}:pending

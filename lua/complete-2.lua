@@ -1,5 +1,6 @@
 --[[
   complete: retire a job; only the current lease holder may.
+  Contract: docs/contract.md (keys, replies, errors, invariants).
 
   Input:
     KEYS[1] active set        emq:{q}:active

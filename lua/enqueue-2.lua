@@ -1,5 +1,6 @@
 --[[
   enqueue: add a new job in state pending, FIFO by id.
+  Contract: docs/contract.md (keys, replies, errors, invariants).
 
   Input:
     KEYS[1] pending set       emq:{q}:pending

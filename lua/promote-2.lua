@@ -1,6 +1,7 @@
 --[[
   promote: move due retries (run-at <= now) from the schedule back to pending.
   One of the two pumps; the caller drives it on a cadence with its batch.
+  Contract: docs/contract.md (keys, replies, errors, invariants).
 
   Input:
     KEYS[1] schedule set      emq:{q}:schedule (score = run-at, server ms)

@@ -3,6 +3,7 @@
   attempts already reached max_attempts goes to the dead set instead, with
   last_error "lease expired". One of the two pumps; the lease is the only
   crash detector, so no heartbeat exists to consult.
+  Contract: docs/contract.md (keys, replies, errors, invariants).
 
   Input:
     KEYS[1] active set        emq:{q}:active (score = lease deadline, server ms)

@@ -3,6 +3,7 @@
   max_attempts it waits in the schedule for delay_ms; at max_attempts it goes
   to the dead set. last_error is kept either way. Backoff policy is the
   caller's: the delay arrives already computed.
+  Contract: docs/contract.md (keys, replies, errors, invariants).
 
   Input:
     KEYS[1] active set        emq:{q}:active
