@@ -59,6 +59,8 @@ class LeaseResult:
     crashes: int
     refused: int
     false_expiry: Interval            # refused completes / live executions
+    overran: int                      # live executions whose claim-sent to complete-answered span passed the lease
+    overran_rate: Interval            # overran / live: an upper bound on false expiry at any time scale
     duplicates: int
     duplicate_rate: Interval          # executions that ran a job someone else also ran / executions
     wasted_work_s: float              # nominal work seconds whose complete was refused
@@ -80,7 +82,7 @@ class LeaseResult:
             if key.endswith("_samples_ms"):
                 continue
             out[key] = value
-        for key in ("false_expiry", "duplicate_rate", "wasted_share", "throughput"):
+        for key in ("false_expiry", "overran_rate", "duplicate_rate", "wasted_share", "throughput"):
             out[key] = getattr(self, key).to_dict()
         for group in ("recovery", "deadline_to_claim", "held_out"):
             out[group] = {k: (v.to_dict() if isinstance(v, Interval) else _finite(v))
@@ -194,6 +196,8 @@ def _lease_result(d: LeaseData, data: SweepData, dist: Distribution) -> LeaseRes
     refused_mask = ~live["ok"] if n_live else np.zeros(0, dtype=bool)
     refused = int(refused_mask.sum())
     fe = _interval(refused / n_live if n_live else math.nan, wilson(refused, n_live))
+    overran = _overran(live, d.lease_real_ms) if n_live else 0
+    overran_rate = _interval(overran / n_live if n_live else math.nan, wilson(overran, n_live))
 
     # A duplicate: the job was claimed again while this execution's worker
     # was alive (a live worker refused at complete, or a crash that came
@@ -211,13 +215,27 @@ def _lease_result(d: LeaseData, data: SweepData, dist: Distribution) -> LeaseRes
     held_out = held_out_figures(predicted_part(d), settings.time_scale)
     return LeaseResult(
         lease_ms=d.lease_ms, lease_real_ms=d.lease_real_ms, executions=executions, live=n_live,
-        crashes=n_crash, refused=refused, false_expiry=fe, duplicates=dups, duplicate_rate=dup_rate,
+        crashes=n_crash, refused=refused, false_expiry=fe, overran=overran, overran_rate=overran_rate,
+        duplicates=dups, duplicate_rate=dup_rate,
         wasted_work_s=wasted, wasted_share=wasted_share, recovery=recovery,
         deadline_to_claim=_quantiles(to_claim), throughput=_throughput(d, settings.time_scale),
         reap=_reap_figures(d, data), overhead_ms=overhead, model=model, held_out=held_out,
         agree=agreement(model, held_out),
         recovery_samples_ms=rec, deadline_samples_ms=to_claim,
     )
+
+
+def _overran(live: Any, lease_real_ms: int) -> int:
+    """Live executions that may have outlived their lease: from the claim's
+    send to the complete's reply, on the client's clock, longer than the
+    lease the server gave. The server ran the claim after it was sent and
+    the complete before it answered, so every execution whose complete
+    landed past its deadline is counted, and with it every false expiry
+    (a refused complete came after a reap, which came after the deadline).
+    Why this bounds the false expiry of the unscaled system from above:
+    docs/design/lease-model.md, "Confirming at a time scale"."""
+    span_s = live["t3"] - live["t0"]
+    return int((span_s > lease_real_ms / 1000).sum())
 
 
 def held_out_figures(d: LeaseData, s: float) -> dict[str, Any]:

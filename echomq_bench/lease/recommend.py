@@ -53,6 +53,9 @@ class Candidate:
     false_expiry_lo: float
     false_expiry_hi: float
     recovery_p99_ms: float
+    overran: float                     # share of live executions that may have outlived the lease
+    overran_hi: float                  # its 95% upper end: what confirms a lease
+    executions: int = 0
     recovery_median_ms: float = math.nan
     recovery_max_ms: float = math.nan
     wasted_share: float = math.nan
@@ -60,17 +63,18 @@ class Candidate:
     @classmethod
     def of(cls, r: LeaseResult) -> "Candidate":
         return cls(r.lease_ms, r.false_expiry.value, r.false_expiry.lo, r.false_expiry.hi,
-                   r.recovery["p99"].value, r.recovery["median"].value, r.recovery["max"],
-                   r.wasted_share.value)
+                   r.recovery["p99"].value, r.overran_rate.value, r.overran_rate.hi, r.live,
+                   r.recovery["median"].value, r.recovery["max"], r.wasted_share.value)
 
 
 @dataclass(frozen=True)
 class Recommendation:
     lease_ms: float | None
-    confirmed: bool                  # the interval's upper end is within the budget, not only the estimate
+    confirmed: bool                  # the overrun's upper end is within the budget, not only the estimate
     false_expiry_rate: float | None
     false_expiry_hi: float | None
     recovery_p99_ms: float | None
+    overran_hi: float | None
     relax: str | None                # None, "budget", "recovery_tolerance", "leases", "duration"
     relax_to: float | None
     text: str
@@ -86,10 +90,11 @@ def recommend(cands: Sequence[Candidate], budget: float, tolerance_ms: float,
     """The smallest lease whose false-expiry rate is within `budget` and whose
     p99 recovery is within `tolerance_ms`.
 
-    Only a confirmed lease is recommended: the upper end of its false-expiry
-    interval fits the budget (shown with 95% confidence). When only an
-    estimate fits, nothing is recommended: less data must not give a shorter
-    lease. The text names that lease and how much longer to run to confirm
+    Only a confirmed lease is recommended: the upper end of the 95% interval
+    of its overrun rate (executions that may have outlived the lease, a bound
+    on false expiry at any time scale) fits the budget. When only the
+    false-expiry estimate fits, nothing is recommended: less data must not
+    give a shorter lease. The text names that lease and how much longer to run to confirm
     it (relax "duration", `relax_to` the factor). When none fits both limits,
     the text says so and names the limit whose relaxation is the smaller change.
     """
@@ -97,11 +102,11 @@ def recommend(cands: Sequence[Candidate], budget: float, tolerance_ms: float,
     if not rows:
         raise ValueError("recommend: no leases to choose from")
     fits_rec = [c for c in rows if c.recovery_p99_ms <= tolerance_ms]
-    sure = [c for c in fits_rec if c.false_expiry_hi <= budget]
+    sure = [c for c in fits_rec if c.overran_hi <= budget]
     likely = [c for c in fits_rec if c.false_expiry <= budget]
     if likely and not sure:
         factor = longer_by(likely[0], budget)
-        return Recommendation(None, False, None, None, None, "duration", factor,
+        return Recommendation(None, False, None, None, None, None, "duration", factor,
                               _unconfirmed_text(likely[0], budget, factor), budget, tolerance_ms)
     if sure:
         pick = sure[0]
@@ -111,32 +116,36 @@ def recommend(cands: Sequence[Candidate], budget: float, tolerance_ms: float,
                      f"{fmt_ms(model_boundary_ms)}; a shorter lease than {fmt_ms(pick.lease_ms)} needs its own "
                      f"run (--leases {fmt_ms(model_boundary_ms).replace(' ', '')} --check) before you trust it.")
         return Recommendation(pick.lease_ms, True, pick.false_expiry, pick.false_expiry_hi,
-                              pick.recovery_p99_ms, None, None, text, budget, tolerance_ms)
+                              pick.recovery_p99_ms, pick.overran_hi, None, None, text, budget, tolerance_ms)
     relax, relax_to, text = _none_text(rows, budget, tolerance_ms, model_boundary_ms)
-    return Recommendation(None, False, None, None, None, relax, relax_to, text, budget, tolerance_ms)
+    return Recommendation(None, False, None, None, None, None, relax, relax_to, text, budget, tolerance_ms)
 
 
 def longer_by(c: Candidate, budget: float) -> float:
-    """About how many times more executions would bring the interval's upper end within the budget.
+    """About how many times more executions would bring the overrun's upper end within the budget.
 
     An interval's half-width shrinks as 1/sqrt(n), so the factor is the square
     of the width there is over the width there may be; with no event observed
     the upper end falls as 1/n instead (Wilson: about z^2/n)."""
-    if c.false_expiry <= 0:
-        return max(1.0, c.false_expiry_hi / budget)
-    return max(1.0, ((c.false_expiry_hi - c.false_expiry) / (budget - c.false_expiry)) ** 2)
+    if c.overran <= 0:
+        return max(1.0, c.overran_hi / budget)
+    if c.overran >= budget:
+        return math.inf
+    return max(1.0, ((c.overran_hi - c.overran) / (budget - c.overran)) ** 2)
 
 
 def _unconfirmed_text(c: Candidate, budget: float, factor: float) -> str:
+    how = (f"Run about {factor:.1f}x as long (--duration) to confirm it, or give the work more consumers."
+           if math.isfinite(factor) else
+           f"{fmt_pct(c.overran)} of its executions outlived it, so no longer run can confirm it: sweep longer leases.")
     return (f"No lease is confirmed. The shortest whose estimate fits, {fmt_ms(c.lease_ms)}, ran "
-            f"{fmt_pct(c.false_expiry)} of executions twice, but its 95% interval reaches "
-            f"{fmt_pct(c.false_expiry_hi)}, over the {fmt_pct(budget)} budget. Run about {factor:.1f}x as long "
-            f"(--duration) to confirm it, or give the work more consumers.")
+            f"{fmt_pct(c.false_expiry)} of executions twice, but its overrun's 95% upper bound is "
+            f"{fmt_pct(c.overran_hi)}, over the {fmt_pct(budget)} budget. {how}")
 
 
 def _chosen_text(c: Candidate, rows: list[Candidate], budget: float, tol: float) -> str:
-    twice = (f"{fmt_pct(c.false_expiry)} of executions (95% CI {fmt_pct(c.false_expiry_lo)}-"
-             f"{fmt_pct(c.false_expiry_hi)}) outlived their lease and ran twice")
+    twice = (f"at most {fmt_pct(c.overran_hi)} of executions outlive it (95% upper bound over "
+             f"{c.executions:,}), {fmt_pct(c.false_expiry)} ran twice")
     if math.isfinite(c.wasted_share) and c.false_expiry > 0:
         twice += f", wasting {fmt_pct(c.wasted_share)} of the work"
     text = (f"Set the lease to {fmt_ms(c.lease_ms)}: {twice}, and a crashed job waited at most "
@@ -148,9 +157,9 @@ def _chosen_text(c: Candidate, rows: list[Candidate], budget: float, tol: float)
         why = []
         if s.false_expiry > budget:
             why.append(f"runs {fmt_pct(s.false_expiry)} twice, over the budget")
-        elif s.false_expiry_hi > budget:
-            why.append(f"measured {fmt_pct(s.false_expiry)} run twice, but its 95% interval reaches "
-                       f"{fmt_pct(s.false_expiry_hi)}, so it is not shown to fit the budget")
+        elif s.overran_hi > budget:
+            why.append(f"ran {fmt_pct(s.false_expiry)} twice, but the 95% upper bound of its overruns is "
+                       f"{fmt_pct(s.overran_hi)}, so it is not shown to fit the budget")
         if s.recovery_p99_ms > tol:
             why.append(f"makes a crashed job wait {fmt_ms(s.recovery_p99_ms)} at p99, over the tolerance")
         text += f" One step shorter, {fmt_ms(s.lease_ms)}, {' and '.join(why) or 'fits too'}."

@@ -201,6 +201,7 @@ def _tidy_rows(res: SweepResult) -> list[dict[str, Any]]:
         add(r, "duplicates", r.duplicates, "count")
         add(r, "false_expiry_rate", r.false_expiry.value, "fraction", lo=r.false_expiry.lo, hi=r.false_expiry.hi)
         add(r, "false_expiry_rate", r.model["false_expiry"], "fraction", "model")
+        add(r, "overran_rate", r.overran_rate.value, "fraction", lo=r.overran_rate.lo, hi=r.overran_rate.hi)
         add(r, "lease_expiry_rate", r.model["lease_expiry"], "fraction", "model")
         add(r, "duplicate_rate", r.duplicate_rate.value, "fraction", lo=r.duplicate_rate.lo, hi=r.duplicate_rate.hi)
         add(r, "wasted_work", r.wasted_work_s, "s")

@@ -141,9 +141,11 @@ def test_rate_interval_from_batches() -> None:
 # ---------------------------------------------------------------- the recommendation
 
 
-def cand(lease: float, fe: float, n: int, p99: float) -> Candidate:
+def cand(lease: float, fe: float, n: int, p99: float, overran: float | None = None) -> Candidate:
+    """A swept lease whose overruns are its false expiries, unless `overran` says more overran."""
     lo, hi = wilson(round(fe * n), n)
-    return Candidate(lease, fe, lo, hi, p99, p99 * 0.9, p99 * 1.02, fe * 3)
+    over = fe if overran is None else overran
+    return Candidate(lease, fe, lo, hi, p99, over, wilson(round(over * n), n)[1], n, p99 * 0.9, p99 * 1.02, fe * 3)
 
 
 def test_recommends_the_smallest_lease_shown_within_both_limits() -> None:
@@ -163,6 +165,16 @@ def test_an_estimate_within_budget_but_not_shown_recommends_nothing_and_says_how
     assert rec.relax == "duration" and rec.relax_to == pytest.approx(7.6, abs=0.1)
     assert rec.text.startswith("No lease is confirmed. The shortest whose estimate fits, 1 s,")
     assert "Run about 7.6x as long" in rec.text
+
+
+def test_a_lease_is_confirmed_by_its_overruns_not_by_its_refused_completes() -> None:
+    # 1 s: none refused, but 30 of 10,000 outlived the lease (completed after the deadline, before a
+    # reap): the bound on false expiry at scale 1 is the overrun, so 1 s is not confirmed; 2 s is.
+    rows = [cand(1000, 0.0, 10_000, 1200, overran=0.003), cand(2000, 0.0, 10_000, 2200)]
+    rec = recommend(rows, budget=0.001, tolerance_ms=3000)
+    assert rec.lease_ms == 2000 and rec.confirmed
+    assert rec.overran_hi == pytest.approx(wilson(0, 10_000)[1])
+    assert "One step shorter, 1 s, ran 0% twice, but the 95% upper bound of its overruns is 0.43%" in rec.text
 
 
 def test_less_data_never_gives_a_shorter_lease() -> None:
