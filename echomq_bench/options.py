@@ -209,12 +209,16 @@ def add_out(parser: argparse.ArgumentParser, default: str = "results/<run-id>") 
     parser.add_argument("--out", type=Path, default=None, metavar="DIR", help=f"results folder (default {default})")
 
 
-def add_workload_options(parser: argparse.ArgumentParser, *, duration_default: str) -> None:
+def add_workload_options(parser: argparse.ArgumentParser, *, duration_default: str,
+                         pipeline_default: int | None = None) -> None:
     """The capacity workload flags `capacity` and `compare` share. Values that
     --quick changes default to None here; see capacity.workload.settings_from_args."""
+    from dataclasses import replace
+
     from echomq_bench.capacity.settings import CapacitySettings
 
     d = CapacitySettings()
+    d = replace(d, pipeline=pipeline_default) if pipeline_default is not None else d
     g = parser.add_argument_group("workload")
     g.add_argument("--duration", type=duration_s, default=None, metavar="DURATION",
                    help=f"measured window per run, e.g. 10s, 500ms (default {duration_default})")

@@ -40,7 +40,7 @@ from echomq_bench.capacity.result import CapacityResult
 from echomq_bench.capacity.session import Session, close_session, collect, drive, open_session, plans, prepare
 from echomq_bench.capacity.settings import DEFAULT_SETTINGS, CapacityError, CapacitySettings
 
-__all__ = ["run_capacity", "run_alternating", "measure", "SLOT_S"]
+__all__ = ["run_capacity", "run_alternating", "measure", "SLOT_S", "backlog_share"]
 
 Say = Callable[[str], None]
 SLOT_S = 0.25                  # alternating runs: each server's turn
@@ -103,7 +103,7 @@ def run_alternating(servers: Sequence[Any], settings: CapacitySettings = DEFAULT
     try:
         for server, folder in zip(servers, dirs):
             sessions.append(open_session(server, settings, folder, progress))
-        prepare(sessions, settings, share=1.0 / len(sessions) if slot_s else 1.0)
+        prepare(sessions, settings, share=backlog_share(len(sessions), slot_s))
         groups = [(plans(settings, s, slot=(slot_s, i, len(sessions), seed) if slot_s else None), s)
                   for i, s in enumerate(sessions)]
         driven = drive(groups, settings, sessions[0].say if len(sessions) == 1 else _joint_say(progress, slot_s),
@@ -112,6 +112,16 @@ def run_alternating(servers: Sequence[Any], settings: CapacitySettings = DEFAULT
     finally:
         for s in sessions:
             close_session(s, settings, cleanup)
+
+
+def backlog_share(servers: int, slot_s: float | None) -> float:
+    """The part of one server's capacity each of `servers` can reach in the window: in
+    turns, its own slots; together, about 1/n of the shared core, taken twice over so
+    that a build that gets more of the core than its share still never runs dry (a dry
+    backlog is reported, never hidden). Every build gets the same size either way."""
+    if slot_s:
+        return 1.0 / servers
+    return min(1.0, 2.0 / servers)
 
 
 def _joint_say(progress: Say | None, slot_s: float | None) -> Say:

@@ -13,8 +13,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from echomq.scripts import discover
-from echomq_bench.capacity.compare import (DEFAULT_TRIALS, INTERLEAVE, INTERLEAVE_TEXT, METRICS, PRECISION_CAP, Build,
-                                           CompareResult, Trial, run_compare, unique_builds)
+from echomq_bench.capacity.compare import (DEFAULT_TRIALS, INTERLEAVE, INTERLEAVE_TEXT, METRICS, PRECISION_CAP,
+                                           SHARED_CORE_PIPELINE, Build, CompareResult, Trial, run_compare,
+                                           unique_builds)
 from echomq_bench.capacity.compare_text import table
 from echomq_bench.measurement.verdicts import MARGIN, MIN_TRIALS
 from echomq_bench.capacity.runner import SLOT_S
@@ -67,7 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"turn length with --interleave slot (default {SLOT_S:g}s)")
     # The flag the equivalence margin replaced: its value is the margin.
     parser.add_argument("--min-effect", type=fraction, dest="margin", help=argparse.SUPPRESS)
-    add_workload_options(parser, duration_default=f"{DEFAULT_DURATION_S:g}s")
+    add_workload_options(parser, duration_default=f"{DEFAULT_DURATION_S:g}s", pipeline_default=SHARED_CORE_PIPELINE)
     add_quick(parser, f"{QUICK_TRIALS} trials of a 2s window after 0.5s of warm-up, a 20,000-claim ceiling "
                       "(flags given still win)")
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from echomq_bench.progress import Progress
 from echomq_bench.records import meta, files as results
 from echomq_bench.commands.reapcost import QUICK, CurveSettings
+from echomq_bench.lease.settings import SweepSettings
 from echomq_bench.servers import ServerSpec
 
 if TYPE_CHECKING:
@@ -37,24 +38,31 @@ class Plan:
     """How long each part may take. Default fits 5 minutes here, quick 60 s, with four builds."""
     verb_rounds: int
     compare_s: float
-    trials: int
+    trials: int                  # the most trials; with precision, fewer once every interval is that tight
+    precision: float | None      # None: exactly `trials`, too few to decide (quick)
     consumers: tuple[int, ...]
     consumers_s: float
     reap: CurveSettings
     lease_s: float
+    lease_time_scale: float      # confirms a lease in seconds: docs/design/lease-model.md
     ceiling_requests: int
 
 
+# The reaper's interval the lease sweep assumes; the reap part drains at it too.
+REAP_EVERY_MS = SweepSettings().reap_every_ms
 PLANS = {
     # Reap alone: promote's curve is the same shape (`echomq-bench reapcost` draws both).
-    "default": Plan(verb_rounds=8, compare_s=2.5, trials=10, consumers=(1, 4, 16), consumers_s=1.5,
-                    reap=replace(QUICK, sizes=(1_000, 1_000_000), orphans=10_000, verbs=("reap",)), lease_s=12.0,
-                    ceiling_requests=100_000),
-    # The minute-long form: enough to see every chart, too short to trust a ratio.
-    "quick": Plan(verb_rounds=3, compare_s=1.0, trials=2, consumers=(1, 8), consumers_s=0.6,
+    "default": Plan(verb_rounds=8, compare_s=2.5, trials=16, precision=0.01, consumers=(1, 4, 16),
+                    consumers_s=1.5,
+                    reap=replace(QUICK, sizes=(1_000, 1_000_000), orphans=10_000, verbs=("reap",),
+                                 cadences_ms=(int(REAP_EVERY_MS),)),
+                    lease_s=12.0, lease_time_scale=10.0, ceiling_requests=100_000),
+    # The minute-long form: enough to see every chart, too short to trust a ratio or a lease.
+    "quick": Plan(verb_rounds=3, compare_s=1.0, trials=2, precision=None, consumers=(1, 8), consumers_s=0.6,
                   reap=CurveSettings(sizes=(1_000, 100_000), caps=(10, 100, 1_000), repeats=3, orphans=2_000,
-                                     drain_size=10_000, verbs=("reap",), forms=("bare",)),
-                  lease_s=3.0, ceiling_requests=20_000),
+                                     drain_size=10_000, verbs=("reap",), forms=("bare",),
+                                     cadences_ms=(int(REAP_EVERY_MS),)),
+                  lease_s=3.0, lease_time_scale=10.0, ceiling_requests=20_000),
 }
 
 
@@ -137,11 +145,14 @@ def baseline_first(specs: list[ServerSpec]) -> list[ServerSpec]:
 
 
 def _compare(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], None]) -> None:
+    from echomq_bench.capacity.compare import SHARED_CORE_PIPELINE
     from echomq_bench.commands.capacity import CapacitySettings
     from echomq_bench.commands.compare import run_compare, write_compare
 
-    settings = CapacitySettings(duration_s=plan.compare_s, ceiling_requests=plan.ceiling_requests)
-    result = run_compare(baseline_first(specs), settings, trials=plan.trials, progress=say)
+    settings = CapacitySettings(duration_s=plan.compare_s, ceiling_requests=plan.ceiling_requests,
+                                pipeline=SHARED_CORE_PIPELINE)
+    result = run_compare(baseline_first(specs), settings, trials=plan.trials, progress=say,
+                         precision=plan.precision)
     write_compare(out, result, argv=sys.argv)
 
 
@@ -180,7 +191,7 @@ def _lease(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], 
 
     # One build is enough to size a lease: the work-time distribution, not
     # the server, decides it (the lease command compares builds when asked).
-    settings = quick_settings(duration_s=plan.lease_s)
+    settings = quick_settings(duration_s=plan.lease_s, time_scale=plan.lease_time_scale)
     with running(specs[0]) as (server,):
         res = run_sweep(server, settings, progress=lambda text: say(f"{server.name}: {text}"))
         info = meta.collect([server], lease=dict(work=settings.work, duration_s=settings.duration_s,
