@@ -20,10 +20,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    md, html, findings = build_report(args.dirs, args.out)
-    print(f"report: {html}")
-    print(f"        {md}")
-    for f in findings:
-        print(f"  - {f}")
+    report = build_report(args.dirs, args.out)
+    print(report.text)
+    print(f"\nreport: {report.html}")
+    print(f"        {report.md}")
     return 0
 

@@ -176,6 +176,11 @@ def summary_dict(results: Sequence[SweepResult], recs: Sequence[Recommendation],
         "recovery_tolerance_ms": s.recovery_tolerance_ms,
         "time_scale": s.time_scale,
         "work": s.work,
+        "reap_every_ms": s.reap_every_ms,
+        "reap_cap": s.reap_cap,
+        "crash_rate": s.crash_rate,
+        "consumers": s.consumers,
+        "window_s": s.duration_s,
         "servers": per_server,
     })
 

@@ -33,7 +33,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from echomq.errors import EchoMQError
 
-__all__ = ["SCHEMA", "KINDS", "Record", "ResultsError", "read_record", "write_json", "write_tidy", "read_json"]
+__all__ = ["SCHEMA", "KINDS", "CONTAINER", "Record", "ResultsError", "read_record", "write_json", "write_tidy",
+           "read_json"]
 
 # What changed at each number; a reader keeps reading every older one.
 #   0  folders written before records declared a schema
@@ -46,10 +47,14 @@ __all__ = ["SCHEMA", "KINDS", "Record", "ResultsError", "read_record", "write_js
 #      run recorded in the results history can serve as a later gate's
 #      baseline; a gate record before 3 cannot
 SCHEMA = 3
-# What `echomq-bench report` knows how to render; "run" is the main job's
-# folder that holds one folder per part.
-KINDS = ("run", "check", "verbs", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate",
+# Every kind of record, in the order the report shows them (the four that
+# answer the main job's questions in the order they are asked), written once:
+# the report finds each kind's renderer by name (echomq_bench.report.kinds)
+# and the results history its headline extractor (records.headlines).
+# "run" is the main job's folder that holds one folder per part.
+KINDS = ("run", "check", "verbs", "compare", "lease", "reapcost", "consumers", "capacity", "faults", "peers", "gate",
          "failover")
+CONTAINER = "run"
 _HEAD = ("kind", "schema")
 
 # Runners hand in lists; the record keeps each table as a tuple of read-only rows.

@@ -1,35 +1,38 @@
-"""Results folders into report.md, a self-contained report.html and PNG
-charts. It reads; it never measures."""
+"""Results folders into report.md, a self-contained report.html, PNG charts
+and the terminal text every command prints. It reads; it never measures.
+
+One set of blocks makes all three: the answers first (one per question a
+record of the run answers, two by two on the first screen), then every
+record's section folded, in the order of `records.record.KINDS`, each from
+its kind's module (`echomq_bench.report.kinds`).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from echomq_bench.records.files import ResultsError, Run, load_many
-from echomq_bench.report.agreement import agreement_groups, agreement_section
-from echomq_bench.report.doc import Doc, Heading, Notes, Para
-from echomq_bench.report.matrix import matrix_frame, matrix_section
-from echomq_bench.report.sections import RENDERERS, headline_findings
+from echomq_bench.records.record import CONTAINER
+from echomq_bench.report import kinds, text
+from echomq_bench.report.agreement import agreement_section
+from echomq_bench.report.context import commit, machine
+from echomq_bench.report.doc import Answer, Block, Doc, Fold, Heading, Warning
+from echomq_bench.report.matrix import matrix_section
 
-__all__ = ["build_report", "matrix_text", "ORDER", "kind_of"]
+__all__ = ["Report", "build_report", "record_text", "QUICK_WARNING"]
 
-ORDER = ("check", "verbs", "compare", "consumers", "capacity", "reapcost", "lease", "faults", "peers", "gate",
-         "failover")
-# The main job's folder holds one run per part; the report reads the parts.
-CONTAINER = "run"
+QUICK_WARNING = ("Quick run: too few trials and too short a lease sweep to trust any verdict here. It shows the "
+                 "charts; run without --quick for the answers.")
 
 
-def kind_of(run: Run) -> str:
-    """The kind the folder's summary.json declares; a folder that declares
-    none, or one this report does not know, is refused by name."""
-    kind = run.kind
-    if kind is None:
-        raise ResultsError(f"{run.path}: summary.json declares no kind; this report knows the kinds "
-                           f"{', '.join(ORDER)}")
-    if kind not in RENDERERS and kind != CONTAINER:
-        raise ResultsError(f"{run.path}: unknown kind {kind!r}; this report knows the kinds {', '.join(ORDER)}")
-    return kind
+@dataclass(frozen=True)
+class Report:
+    md: Path
+    html: Path
+    answers: tuple[Answer, ...]
+    text: str          # what the terminal prints: the answers, or every section when none answers
 
 
 def _parts(runs: list[Run]) -> list[Run]:
@@ -45,44 +48,65 @@ def _default_mode_first(run: Run) -> bool:
     return run.kind == "compare" and run.summary.get("interleave", "together") != "together"
 
 
-def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> tuple[Path, Path, list[str]]:
-    """Write report.md and report.html (and the charts) into `out`, by
-    default the first folder; returns both paths and the headline findings."""
-    folders = [Path(p) for p in paths]
-    parts = _parts(load_many(folders))
+def _by_kind(parts: list[Run]) -> dict[str, Run]:
     by_kind: dict[str, Run] = {}
     for r in sorted(parts, key=_default_mode_first):
-        by_kind.setdefault(kind_of(r), r)
-    agreeing = [r for group in agreement_groups(parts) for r in group]
+        kinds.module_of(r.kind or "")
+        by_kind.setdefault(str(r.kind), r)
+    return {k: by_kind[k] for k in kinds.RENDERED if k in by_kind}
+
+
+def _folded(blocks: list[Block]) -> Fold:
+    """A section as a fold titled by its own heading."""
+    head = blocks[0]
+    assert isinstance(head, Heading), "every section opens with its heading"
+    return Fold(head.text, blocks[1:], head.anchor)
+
+
+def _quick(runs: list[Run]) -> bool:
+    return any((r.meta.get("settings") or {}).get("quick") is True for r in runs)
+
+
+def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> Report:
+    """Write report.md and report.html (and the charts) into `out`, by
+    default the first folder."""
+    folders = [Path(p) for p in paths]
+    runs = load_many(folders)
+    parts = _parts(runs)
+    by_kind = _by_kind(parts)
     if not by_kind:
         raise ResultsError(f"{', '.join(map(str, folders))}: no results this report knows how to read "
-                           f"(the kinds it knows: {', '.join(ORDER)})")
+                           f"(the kinds it knows: {', '.join(kinds.RENDERED)})")
     out_dir = Path(out) if out else folders[0]
     out_dir.mkdir(parents=True, exist_ok=True)
-    findings = headline_findings(by_kind)
-    doc = Doc("echomq-bench report")
     first = next(iter(by_kind.values()))
-    doc.add(Heading("Headline findings", anchor="findings"))
-    doc.add(*(Para(f) for f in findings) if findings else [Para("No headline figures in these results.")])
-    machine = first.meta.get("machine", {})
-    built_from = {r.run_id for r in [*by_kind.values(), *agreeing]}
-    doc.add(Notes([f"Built from: {', '.join(sorted(built_from))}.",
-                   f"Machine: {machine.get('cpu_model', '?')} x {machine.get('cpu_count', '?')} cores; "
-                   "server and load generator share it."]))
-    doc.add(*matrix_section(by_kind, out_dir))
-    for kind in ORDER:
-        if kind in by_kind:
-            doc.add(*RENDERERS[kind](by_kind[kind], out_dir))
+    doc = Doc("echomq-bench report", context=f"{str(first.meta.get('created_utc', '?'))[:10]}, commit "
+                                             f"{commit(first)}, {machine(first)}. Built from "
+                                             f"{', '.join(sorted({r.run_id for r in by_kind.values()}))}.")
+    head: list[Block] = [Warning(QUICK_WARNING)] if _quick(runs) else []
+    answers = tuple(a for run in by_kind.values() if (a := kinds.answer(run, out_dir)) is not None)
+    doc.add(*head, *answers)
+    matrix = matrix_section(by_kind, out_dir)
+    if matrix:
+        doc.add(_folded(matrix))
+    for kind, run in by_kind.items():
+        doc.add(_folded(kinds.section(run, out_dir)))
         if kind == "compare":
-            doc.add(*agreement_section(parts, out_dir))
+            agreement = agreement_section(parts, out_dir)
+            if agreement:
+                doc.add(_folded(agreement))
     md, html = doc.write(out_dir)
-    return md, html, findings
+    body = text.render([*head, *answers] if answers else doc.blocks, base=out_dir)
+    return Report(md, html, answers, body)
 
 
-def matrix_text(paths: Iterable[Path | str]) -> str:
-    """The build matrix as plain text for a terminal; empty with fewer than two builds."""
-    by_kind: dict[str, Run] = {}
-    for r in sorted(_parts(load_many([Path(p) for p in paths])), key=_default_mode_first):
-        by_kind.setdefault(kind_of(r), r)
-    frame, _ = matrix_frame(by_kind)
-    return frame.to_string(index=False) if len(frame) >= 2 else ""
+def record_text(path: Path | str) -> str:
+    """One run folder as the terminal shows it: its answer, if it gives one, then its section; the
+    charts go into the folder beside the record."""
+    folder = Path(path)
+    parts = _parts(load_many([folder]))
+    blocks: list[Block] = []
+    for run in _by_kind(parts).values():
+        answer = kinds.answer(run, run.path)
+        blocks += ([answer] if answer is not None else []) + kinds.section(run, run.path)
+    return text.render(blocks, base=folder)

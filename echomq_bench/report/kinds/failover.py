@@ -13,7 +13,7 @@ from echomq_bench.records.files import Run
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
 
-__all__ = ["failover_section", "failover_finding"]
+__all__ = ["section"]
 
 
 def _s(value: Any) -> str:
@@ -24,7 +24,7 @@ def _runs(run: Run) -> list[dict[str, Any]]:
     return [r for r in run.summary.get("runs") or [] if isinstance(r, dict)]
 
 
-def failover_section(run: Run, out: Path) -> list[Block]:
+def section(run: Run, out: Path) -> list[Block]:
     rows = []
     for r in _runs(run):
         audit = r.get("audit") or {}
@@ -42,10 +42,3 @@ def failover_section(run: Run, out: Path) -> list[Block]:
                  "times run from the kill; the audit accounts for every job enqueued (echomq-bench failover)."),
             Table(pd.DataFrame(rows), "Failover per cluster", id="failover-table"),
             Notes(context_lines(run, trials="one kill per cluster"))]
-
-
-def failover_finding(run: Run) -> str | None:
-    parts = [f"{r.get('name', '?')} promoted a replica {_s(r.get('kill_to_promoted_s'))} s after its master was "
-             f"killed and took enqueues again after {_s(r.get('kill_to_resumed_s'))} s, audit "
-             f"{'PASS' if (r.get('audit') or {}).get('passed') else 'FAIL'}" for r in _runs(run)]
-    return ("Failover: " + "; ".join(parts) + ".") if parts else None

@@ -13,7 +13,7 @@ from echomq_bench.report import charts
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
 
-__all__ = ["capacity_section", "capacity_finding"]
+__all__ = ["section"]
 
 
 def _num(value: Any, fmt: str) -> str:
@@ -25,7 +25,7 @@ def _builds(run: Run) -> dict[str, dict[str, Any]]:
     return {name: e for name, e in builds.items() if isinstance(e, dict)}
 
 
-def capacity_section(run: Run, out: Path) -> list[Block]:
+def section(run: Run, out: Path) -> list[Block]:
     rows = []
     for name, e in _builds(run).items():
         claim = (e.get("latency_ms") or {}).get("claim") or {}
@@ -57,10 +57,3 @@ def capacity_section(run: Run, out: Path) -> list[Block]:
         for text in e.get("warnings") or []:
             blocks.append(Para(f"Warning ({name}): {text}"))
     return blocks
-
-
-def capacity_finding(run: Run) -> str | None:
-    parts = [f"{name} ({e.get('version', '?')}) {_num(e.get('cycles_per_s'), ',.0f')} cycles/s at "
-             f"{_num(e.get('server_us_per_cycle'), '.1f')} server µs per cycle, bound {e.get('bound', '?')}"
-             for name, e in _builds(run).items()]
-    return ("Capacity: " + "; ".join(parts) + ".") if parts else None

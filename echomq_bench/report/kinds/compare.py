@@ -1,0 +1,167 @@
+"""A `compare` record: which build should I run? Each build's server time
+per cycle against the baseline's, as a verdict with its n, method and
+interval, and the trials behind it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from echomq_bench.records.files import Run
+from echomq_bench.report import charts
+from echomq_bench.report.context import context_lines, machine
+from echomq_bench.report.doc import Answer, Block, Heading, Image, Notes, Para, Table
+
+__all__ = ["section", "answer", "verdict_sentence"]
+
+QUESTION = "Which build should I run?"
+
+
+def _builds(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name: e for name, e in (summary.get("builds") or {}).items() if isinstance(e, dict)}
+
+
+def _headline(entry: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    return ((entry.get("verdicts") or {}).get(summary.get("headline", "server_us")) or {})
+
+
+def verdict_sentence(name: str, entry: dict[str, Any], summary: dict[str, Any]) -> str:
+    """`valkey 8.0.1 costs 0.92x redis 7.0.15's server time per cycle (95% CI 0.91-0.93, n = 14): faster`,
+    as people read pyperf or hyperfine."""
+    builds = _builds(summary)
+    base = builds.get(summary.get("baseline", ""), {})
+    v = _headline(entry, summary)
+    who, against = entry.get("version") or name, base.get("version") or summary.get("baseline", "?")
+    if "ratio" not in v:
+        return f"{who} against {against}: {v.get('text') or entry.get('verdict', 'no verdict')}"
+    ci = v.get("ci") if _has_interval(v, summary) else None
+    interval = f"95% CI {ci[0]:.2f}–{ci[1]:.2f}, " if ci else "too few trials for an interval, "
+    text = str(v.get("text") or v.get("verdict"))
+    return (f"{who} costs {v['ratio']:.2f}× {against}'s server time per cycle ({interval}n = {v.get('n')}): "
+            f"{text}")
+
+
+def _has_interval(v: dict[str, Any], summary: dict[str, Any]) -> bool:
+    """A t-interval from fewer trials than the method needs is mostly its own width: not shown."""
+    return bool(v.get("ci")) and int(v.get("n") or 0) >= int(summary.get("min_trials") or 6)
+
+
+def _footnote(run: Run) -> str:
+    s = run.summary
+    builds = _builds(s)
+    others = [e for name, e in builds.items() if name != s.get("baseline")]
+    excluded = sum(int(e.get("trials_excluded") or 0) for e in others)
+    trials = s.get("trials", "?")
+    bound = {k: sum(int((e.get("bound") or {}).get(k, 0)) for e in builds.values()) for k in ("server", "client",
+                                                                                               "neither")}
+    runs = sum(bound.values())
+    stop = (f"stopped at ±{s['precision']:.0%} or {trials} trials" if s.get("precision") else f"{trials} trials")
+    allocators = {str(x.get("allocator")) for x in run.meta.get("servers") or () if x.get("allocator")}
+    malloc = " Allocators differ between builds: see the build matrix." if len(allocators) > 1 else ""
+    return (f"Method: geometric mean of per-trial ratios, {int(float(s.get('level', 0.95)) * 100)}% t-interval "
+            f"on their logs; 'equivalent' by TOST within ±{float(s.get('margin', 0.02)):.0%}, faster or slower only "
+            f"beyond ±{float(s.get('margin', 0.02)) / 2:.0%}; {stop}, {excluded} build-trials excluded as not "
+            f"server-bound. Bound: server in {bound['server']} of {runs} build-trials, all builds on one shared "
+            f"core ({machine(run)}).{malloc}")
+
+
+def answer(run: Run, out: Path) -> Answer | None:
+    s = run.summary
+    base = s.get("baseline")
+    rows, lines = [], []
+    for name, e in _builds(s).items():
+        if name == base:
+            continue
+        lines.append(verdict_sentence(name, e, s))
+        v = _headline(e, s)
+        if _has_interval(v, s):
+            rows.append({"label": f"{e.get('version') or name}\n({name})", "ratio": v["ratio"], "lo": v["ci"][0],
+                         "hi": v["ci"][1], "verdict": v.get("verdict", "")})
+    if not lines:
+        return None
+    base_label = str(_builds(s).get(str(base), {}).get("version") or base)
+    png = (charts.forest(pd.DataFrame(rows), base_label, float(s.get("margin", 0.02)), out / "answer_build.png")
+           if rows else None)
+    return Answer(QUESTION, lines, png, _footnote(run), "answer-build")
+
+
+def _spread_text(entry: dict[str, Any], key: str, fmt: str = ",.0f") -> str:
+    s = entry.get(key) or {}
+    if not isinstance(s, dict) or "median" not in s:
+        return ""
+    return f"{format(s['median'], fmt)} ({format(s['min'], fmt)}..{format(s['max'], fmt)})"
+
+
+def _table(summary: dict[str, Any]) -> pd.DataFrame:
+    base = summary.get("baseline", "?")
+    shared = summary.get("interleave") == "together"
+    rate_label = "cycles/s, share of one core" if shared else "cycles/s median (min..max)"
+    rows = []
+    for name, e in _builds(summary).items():
+        v = _headline(e, summary)
+        rows.append({
+            "build": name, "version": e.get("version", "?"),
+            "server µs/cycle": _spread_text(e, "server_us_per_cycle", ".2f"),
+            rate_label: _spread_text(e, "cycles_per_s"),
+            "busy+wait": _spread_text({"x": _busy_wait(e)}, "x", ".1%"),
+            f"vs {base}": "baseline" if name == base else (
+                f"{v['ratio']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}] {v.get('text')}" if v.get("ci") else
+                str(v.get("text") or e.get("verdict", "?"))),
+            "n": "" if name == base else v.get("n", ""),
+        })
+    return pd.DataFrame(rows)
+
+
+def _busy_wait(entry: dict[str, Any]) -> dict[str, float] | None:
+    busy, wait = entry.get("server_utilization") or {}, entry.get("server_wait") or {}
+    if "median" not in busy or "median" not in wait:
+        return None
+    return {k: float(busy[k]) + float(wait[k]) for k in ("median", "min", "max")}
+
+
+def _other_metrics(summary: dict[str, Any]) -> list[str]:
+    out = []
+    for name, e in _builds(summary).items():
+        for metric, v in (e.get("verdicts") or {}).items():
+            if metric != summary.get("headline") and isinstance(v, dict):
+                out.append(f"{name}, {metric}: {v.get('text') if 'ratio' not in v else _label(v)}")
+    return out
+
+
+def _label(v: dict[str, Any]) -> str:
+    ci = v.get("ci")
+    interval = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+    return f"{v['ratio']:.3f}{interval} n={v.get('n')}, {v.get('text')}"
+
+
+def section(run: Run, out: Path) -> list[Block]:
+    s = run.summary
+    base = s.get("baseline", "?")
+    bound = "; ".join(f"{n}: " + ", ".join(f"{k} {c}" for k, c in (e.get("bound") or {}).items() if c)
+                      for n, e in _builds(s).items())
+    notes = context_lines(run, trials=f"{s.get('trials', '?')} per build, {s.get('order', 'interleaved')}",
+                          bottleneck=bound)
+    blocks: list[Block] = [
+        Heading("Build against build: server time per cycle", anchor="compare"),
+        Para("Claim+complete cycles at the server's limit on fresh servers each trial (echomq-bench compare). "
+             f"The headline is server µs per cycle against {base}: a trial counts when every build's main thread "
+             "was busy, or runnable and waiting for the core, for 97% of the window."),
+        Table(_table(s), "Each build over the trials", id="headline"),
+    ]
+    if s.get("rates_note"):
+        blocks.append(Para("Rates: " + s["rates_note"] + "."))
+    other = _other_metrics(s)
+    if other:
+        blocks.append(Notes(["Other metrics: " + "; ".join(other)]))
+    blocks.append(Notes(notes))
+    curves = {f"{name} {verb}": charts.read_hgrm(run.path / f"{name}-{verb}.hgrm")
+              for name in _builds(s) for verb in ("claim",) if (run.path / f"{name}-{verb}.hgrm").is_file()}
+    if curves and len(curves) <= charts.MAX_LINES:
+        png = charts.latency_quantiles(curves, out / "compare_latency.png", " ".join(notes))
+        blocks.append(Image(png, "Claim latency by percentile, all trials merged (closed loop at saturation: "
+                                 "queueing inside pipelines, not an idle server's latency)"))
+    for name, e in _builds(s).items():
+        blocks += [Para(f"Warning ({name}): {text}") for text in e.get("warnings") or []]
+    return blocks
