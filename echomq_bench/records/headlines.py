@@ -15,7 +15,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from echomq_bench.records.record import Record
+from echomq_bench.records.record import KINDS, Record
 
 __all__ = ["Headline", "headlines", "HEADLINE_KINDS"]
 
@@ -30,6 +30,23 @@ class Headline:
     value: float
     unit: str
     better: str
+
+
+Extractor = Callable[[Record], Iterator[Headline]]
+# Each kind's extractor, by the kind it declares below; the kinds themselves are records.record.KINDS.
+HEADLINE_KINDS: dict[str, Extractor] = {}
+
+
+def extracts(kind: str) -> Callable[[Extractor], Extractor]:
+    """Register the function as `kind`'s headline extractor; a kind not in KINDS is a mistake caught at import."""
+    if kind not in KINDS:
+        raise ValueError(f"no record kind {kind!r}; the kinds are {', '.join(KINDS)}")
+
+    def register(extractor: Extractor) -> Extractor:
+        HEADLINE_KINDS[kind] = extractor
+        return extractor
+
+    return register
 
 
 # (metric, value, unit, which way is better)
@@ -54,6 +71,7 @@ def _median_of(entry: Mapping[str, Any], key: str) -> Any:
     return value.get("median") if isinstance(value, Mapping) else value
 
 
+@extracts("capacity")
 def _capacity(r: Record) -> Iterator[Headline]:
     for build, h in (r.summary.get("builds") or {}).items():
         yield from _each(build, h.get("version"), [
@@ -62,6 +80,7 @@ def _capacity(r: Record) -> Iterator[Headline]:
             ("capacity.script_us_per_cycle", h.get("script_us_per_cycle"), "us", LOWER)])
 
 
+@extracts("compare")
 def _compare(r: Record) -> Iterator[Headline]:
     base = r.summary.get("baseline")
     # Rates mean another thing in each interleave mode (a share of one core
@@ -79,6 +98,7 @@ def _compare(r: Record) -> Iterator[Headline]:
                 (f"compare.throughput_ratio_vs_{base}", b.get("throughput_ratio"), "ratio", HIGHER)])
 
 
+@extracts("consumers")
 def _consumers(r: Record) -> Iterator[Headline]:
     points: dict[tuple[Any, Any, Any], list[float]] = {}
     for row in r.tables.get("consumers", ()):
@@ -100,6 +120,7 @@ def _full_call_at_default_cap(table: Mapping[str, Any]) -> Any:
     return max(full)[1] if full else None
 
 
+@extracts("reapcost")
 def _reapcost(r: Record) -> Iterator[Headline]:
     for b in r.summary.get("builds") or ():
         form = b.get("form", "bare")  # records before the forms measured the bare form alone
@@ -114,6 +135,7 @@ def _reapcost(r: Record) -> Iterator[Headline]:
                  "ratio", LOWER)])
 
 
+@extracts("lease")
 def _lease(r: Record) -> Iterator[Headline]:
     for s in r.summary.get("servers") or ():
         rec = s.get("recommendation") or {}
@@ -123,6 +145,7 @@ def _lease(r: Record) -> Iterator[Headline]:
             ("lease.recovery_p99_ms", rec.get("recovery_p99_ms"), "ms", LOWER)])
 
 
+@extracts("gate")
 def _gate(r: Record) -> Iterator[Headline]:
     for b in r.summary.get("builds") or ():
         figures: list[tuple[str, Any, str, str]] = [
@@ -134,6 +157,7 @@ def _gate(r: Record) -> Iterator[Headline]:
         yield from _each(b.get("build"), b.get("version"), figures)
 
 
+@extracts("verbs")
 def _verbs(r: Record) -> Iterator[Headline]:
     for b in r.summary.get("builds") or ():
         yield from _each(b.get("build"), b.get("version"), [
@@ -141,6 +165,7 @@ def _verbs(r: Record) -> Iterator[Headline]:
             for name, key, unit in (("server_us", "server_us", "us"), ("ratio", "server_ratio", "ratio"))])
 
 
+@extracts("check")
 def _check(r: Record) -> Iterator[Headline]:
     failed: dict[tuple[Any, Any], int] = {}
     for row in r.tables.get("check", ()):
@@ -150,6 +175,7 @@ def _check(r: Record) -> Iterator[Headline]:
         yield from _each(server, version, [("check.failed_stories", count, "stories", LOWER)])
 
 
+@extracts("faults")
 def _faults(r: Record) -> Iterator[Headline]:
     for o in r.summary.get("scenarios") or ():
         if o.get("skipped"):
@@ -167,6 +193,7 @@ def _faults(r: Record) -> Iterator[Headline]:
               for k in soak.get("kinds") or () for q in ("p50", "p99")]])
 
 
+@extracts("peers")
 def _peers(r: Record) -> Iterator[Headline]:
     for q in r.summary.get("queues") or ():
         name = q.get("queue")
@@ -179,16 +206,12 @@ def _peers(r: Record) -> Iterator[Headline]:
 FAILOVER_FIGURES = ("kill_to_promoted", "kill_to_ready", "kill_to_resumed", "failed_calls", "lost", "in_two_places")
 
 
+@extracts("failover")
 def _failover(r: Record) -> Iterator[Headline]:
     for row in r.tables.get("failover", ()):
         if row.get("metric") in FAILOVER_FIGURES:
             yield from _each(row.get("server"), row.get("version"),
                              [(f"failover.{row['metric']}", row.get("value"), str(row.get("unit", "")), LOWER)])
-
-
-HEADLINE_KINDS: dict[str, Callable[[Record], Iterator[Headline]]] = {
-    "check": _check, "capacity": _capacity, "compare": _compare, "consumers": _consumers, "reapcost": _reapcost,
-    "lease": _lease, "gate": _gate, "verbs": _verbs, "faults": _faults, "peers": _peers, "failover": _failover}
 
 
 def headlines(record: Record) -> list[Headline]:

@@ -51,8 +51,7 @@ def _default_mode_first(run: Run) -> bool:
 def _by_kind(parts: list[Run]) -> dict[str, Run]:
     by_kind: dict[str, Run] = {}
     for r in sorted(parts, key=_default_mode_first):
-        kinds.module_of(r.kind or "")
-        by_kind.setdefault(str(r.kind), r)
+        by_kind.setdefault(kinds.kind_of(r), r)
     return {k: by_kind[k] for k in kinds.RENDERED if k in by_kind}
 
 
@@ -82,7 +81,7 @@ def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> 
     first = next(iter(by_kind.values()))
     doc = Doc("echomq-bench report", context=f"{str(first.meta.get('created_utc', '?'))[:10]}, commit "
                                              f"{commit(first)}, {machine(first)}. Built from "
-                                             f"{', '.join(sorted({r.run_id for r in by_kind.values()}))}.")
+                                             f"{', '.join(sorted({r.run_id for r in parts}))}.")
     head: list[Block] = [Warning(QUICK_WARNING)] if _quick(runs) else []
     answers = tuple(a for run in by_kind.values() if (a := kinds.answer(run, out_dir)) is not None)
     doc.add(*head, *answers)

@@ -20,8 +20,8 @@ import pandas as pd  # noqa: E402
 
 from echomq_bench.measurement import latency  # noqa: E402
 
-__all__ = ["throughput_vs_consumers", "latency_quantiles", "ratio_cis", "reap_curves", "read_hgrm", "rate_timeline",
-           "forest", "lease_tradeoff", "reap_against_cap", "consumers_growth", "MAX_LINES"]
+__all__ = ["throughput_vs_consumers", "latency_quantiles", "read_hgrm", "rate_timeline", "forest", "lease_tradeoff",
+           "reap_against_cap", "consumers_growth", "MAX_LINES"]
 
 QUANTILE_TICKS = (50.0, 90.0, 99.0, 99.9, 99.99)
 
@@ -38,6 +38,7 @@ def _save(fig: Figure, path: Path, footer: str) -> Path:
 
 def throughput_vs_consumers(frame: pd.DataFrame, path: Path, footer: str = "") -> Path:
     """frame: build, consumers, cycles_per_s (one row per point; trials averaged by median)."""
+    _few(list(dict.fromkeys(frame["build"])), "builds")
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for build, rows in frame.groupby("build", sort=False):
         pts = rows.groupby("consumers")["cycles_per_s"].median().sort_index()
@@ -54,6 +55,7 @@ def throughput_vs_consumers(frame: pd.DataFrame, path: Path, footer: str = "") -
 def rate_timeline(frame: pd.DataFrame, path: Path, footer: str = "") -> Path:
     """frame: build, t_s, value (cycles/s per bin); one line per build, so a
     burst of interference shows as a dip in one bin, not in the headline."""
+    _few(list(dict.fromkeys(frame["build"])), "builds")
     fig, ax = plt.subplots(figsize=(7, 3.6))
     for build, rows in frame.groupby("build", sort=False):
         pts = rows.groupby("t_s")["value"].median().sort_index()
@@ -76,6 +78,7 @@ def latency_quantiles(curves: Mapping[str, pd.DataFrame], path: Path, footer: st
     """Latency against percentile on the log-inverse quantile axis
     (x = 1/(1-q)), as the OpenMessaging Benchmark draws it: the tail gets
     the room it deserves."""
+    _few(list(curves), "curves")
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for label, curve in curves.items():
         c = curve[curve["percentile"] < 0.99999]
@@ -87,59 +90,6 @@ def latency_quantiles(curves: Mapping[str, pd.DataFrame], path: Path, footer: st
     ax.set_title("Latency by percentile")
     ax.grid(True, alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    return _save(fig, path, footer)
-
-
-def ratio_cis(frame: pd.DataFrame, baseline: str, path: Path, footer: str = "") -> Path:
-    """frame: build, metric, ratio, lo, hi, verdict; one error bar per build and metric."""
-    metrics = list(dict.fromkeys(frame["metric"]))
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 2.8), squeeze=False)
-    for ax, metric in zip(axes[0], metrics):
-        rows = frame[frame["metric"] == metric].reset_index(drop=True)
-        y = np.arange(len(rows))
-        err = np.array([rows["ratio"] - rows["lo"], rows["hi"] - rows["ratio"]])
-        ax.errorbar(rows["ratio"], y, xerr=err, fmt="o", capsize=4)
-        ax.axvline(1.0, color="#888", linestyle="--")
-        ax.set_yticks(y)
-        ax.set_yticklabels([f"{b}\n{v}" for b, v in zip(rows["build"], rows["verdict"])], fontsize=8)
-        ax.set_title(f"{metric}\nratio to {baseline}", fontsize=9)
-        ax.grid(True, axis="x", alpha=0.3)
-        ax.set_ylim(-0.7, len(rows) - 0.3)
-    fig.suptitle("Geometric mean ratio with 95% t-interval on the log ratios", fontsize=10)
-    fig.tight_layout()
-    return _save(fig, path, footer)
-
-
-def reap_curves(points: pd.DataFrame, drains: pd.DataFrame, cap: int, path: Path, footer: str = "") -> Path:
-    """Left: server time of one full reap call against its cap (the spike
-    every other client waits out), at the largest M measured. Right: time to
-    drain a mass crash at each cadence. The product cap is marked on both."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2))
-    for build, rows in points.groupby("build", sort=False):
-        top = rows[rows["M"] == rows["M"].max()]
-        full = top[top["k"] == top["cap"]].groupby("cap")["server_us"].median().sort_index()
-        left.plot(full.index, full.values / 1000.0, marker="o", label=f"{build} (M={int(top['M'].max()):,})")
-    left.set_xscale("log")
-    left.set_yscale("log")
-    left.set_xlabel("cap (jobs per reap call, all expired)")
-    left.set_ylabel("server ms blocked by one call")
-    left.set_title("Blocking time of one reap call")
-    for build, rows in drains.groupby("build", sort=False):
-        for cadence, sub in rows.groupby("cadence_ms"):
-            pts = sub.groupby("cap")["value"].median().sort_index()
-            k = int(sub["K"].iloc[0])
-            right.plot(pts.index, pts.values / 1000.0, marker="o",
-                       label=f"{build}, reap every {int(cadence)} ms (K={k:,})")
-    right.set_xscale("log")
-    right.set_yscale("log")
-    right.set_xlabel("cap (jobs per reap call)")
-    right.set_ylabel("seconds to drain the crash")
-    right.set_title("Drain time of a mass crash")
-    for ax in (left, right):
-        ax.axvline(cap, color="#c33", linestyle=":", label=f"product cap {cap}")
-        ax.grid(True, alpha=0.3, which="both")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
     return _save(fig, path, footer)
 
 

@@ -37,8 +37,7 @@ def test_check_out_writes_a_check_record_without_pandas(tmp_path: Path) -> None:
     assert meta["settings"]["part"] == "check"
     assert [s["name"] for s in meta["servers"]] == ["redis"]
 
-    md, _, _ = build_report([out], tmp_path / "report")
-    text = md.read_text()
+    text = build_report([out], tmp_path / "report").md.read_text()
     assert "## Conformance" in text
     assert f"PASS {STORIES}/{STORIES}" in text
 

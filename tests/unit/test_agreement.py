@@ -117,18 +117,19 @@ def test_report_renders_the_agreement_table_of_a_folder_of_modes(tmp_path: Path)
     _record(tmp_path / "modes" / "together", "together", 0.9336181599908451, [0.9224989298347679, 0.9448714144533634])
     _record(tmp_path / "modes" / "slot", "slot", 0.9341, [0.9163, 0.9522])
     _record(tmp_path / "modes" / "trial", "trial", 0.9900, [0.9700, 1.0100], excluded=2, n=8)
-    md, html, _ = build_report([tmp_path / "modes"], tmp_path / "out")
-    text = md.read_text()
+    report = build_report([tmp_path / "modes"], tmp_path / "out")
+    text, page = report.md.read_text(), report.html.read_text()
     head = "| mode | n trials | server µs/cycle, valkey / redis | 95% CI | method | excluded trials | verdict | run |"
     assert head in text
     assert f"| together | 10 | 0.934 | 0.922, 0.945 | {METHOD} | 0 | faster | together |" in text
     assert f"| slot | 10 | 0.934 | 0.916, 0.952 | {METHOD} | 0 | faster | slot |" in text
     assert f"| trial | 8 | 0.990 | 0.970, 1.010 | {METHOD} | 2 | faster | trial |" in text
     line = "The modes disagree: the 95% intervals of together and trial, and of slot and trial, do not overlap."
-    assert line in text and line in html.read_text() and 'id="agreement-valkey"' in html.read_text()
-    # The compare section beside it shows the record made in compare's default mode.
-    assert "How the builds shared each trial: all builds at once" in text
-    assert "Built from: slot, together, trial." in text
+    assert line in text and line in page and 'id="agreement-valkey"' in page
+    # The compare section beside it, and the first screen's answer, are the record made in compare's default mode.
+    assert "Trials: 10 per build, all builds at once" in text
+    assert "valkey 8.0.1 costs 0.93× redis 7.0.15's server time per cycle (95% CI 0.92–0.94, n = 10): faster" in text
+    assert "Built from slot, together, trial." in text
 
 
 def test_records_of_one_mode_or_of_other_builds_make_no_agreement_table(tmp_path: Path) -> None:
@@ -137,5 +138,5 @@ def test_records_of_one_mode_or_of_other_builds_make_no_agreement_table(tmp_path
     _record(tmp_path / "other" / "a", "together", 0.93, [0.92, 0.94])
     _record(tmp_path / "other" / "b", "trial", 0.94, [0.93, 0.95], version="valkey 8.1.0")
     for folder in ("one", "other"):
-        md, _, _ = build_report([tmp_path / folder], tmp_path / f"out-{folder}")
-        assert "Do the interleave modes agree?" not in md.read_text()
+        report = build_report([tmp_path / folder], tmp_path / f"out-{folder}")
+        assert "Do the interleave modes agree?" not in report.md.read_text()

@@ -18,7 +18,7 @@ from echomq_bench.measurement.steps import fit_segments, flag_steps
 from echomq_bench.records.fingerprint import fingerprint_id
 from echomq_bench.records.headlines import headlines
 from echomq_bench.records.history import HISTORY_ENV, gate_runs, history_path, read_history, reindex
-from echomq_bench.records.record import Record, read_record
+from echomq_bench.records.record import KINDS, Record, read_record
 from echomq_bench.records.writer import write_record
 from echomq_bench.report.history import all_series, flagged
 from tests.helpers import ROOT
@@ -131,9 +131,7 @@ def test_reindex_is_idempotent_and_knows_a_moved_folder(tmp_path: Path, monkeypa
     first = reindex([tmp_path / "runs"], db)
     assert (first.runs, first.rows) == (3, 18)
     assert first.skipped == [f"{(tmp_path / 'runs' / 'broken').resolve()}: summary.json declares no kind; known "
-                             "kinds: run, check, verbs, compare, consumers, capacity, reapcost, lease, faults, peers, "
-                             "gate, "
-                             "failover"]
+                             f"kinds: {', '.join(KINDS)}"]
     before = rows(db)
     assert reindex([tmp_path / "runs"], db).rows == 18 and rows(db) == before
     shutil.move(tmp_path / "runs" / "r0", tmp_path / "moved")

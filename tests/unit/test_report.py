@@ -52,43 +52,57 @@ def test_results_api_refuses_what_is_not_a_results_folder(tmp_path: Path) -> Non
         load_many([empty])
 
 
-def test_report_from_the_sample(tmp_path: Path) -> None:
-    md, html, findings = build_report([SAMPLE], tmp_path)
-    page, text = html.read_text(), md.read_text()
-    assert len(findings) == 3
-    assert 'id="headline"' in page and "Capacity per build" in page
-    # The sample's builds ran together on one core: the report must not pass
-    # a build's share of that core off as its capacity.
-    compare = load(SAMPLE / "compare").summary
-    assert compare["interleave"] == "together" and compare["rates_note"]
-    assert "cycles/s, share of one core" in page and compare["rates_note"] in text
-    assert "share of one core shared with the other 3 builds" in findings[0]
-    # The main job's report opens with the build matrix, before every part's section.
-    assert text.index("## Build matrix") < text.index("## Conformance") and 'id="build-matrix"' in page
+QUESTIONS = ["Which build should I run?", "How long should my lease be?", "What does the reaper's cap cost?",
+             "How does throughput grow with consumers?"]
+
+
+def test_report_from_the_sample_answers_first(tmp_path: Path) -> None:
+    report = build_report([SAMPLE], tmp_path)
+    page, text = report.html.read_text(), report.md.read_text()
+    assert [a.question for a in report.answers] == QUESTIONS
+    # The four answers open both files, before any folded section.
+    assert [text.index(f"## {q}") for q in QUESTIONS] == sorted(text.index(f"## {q}") for q in QUESTIONS)
+    assert text.index(f"## {QUESTIONS[-1]}") < text.index("## Build matrix") < text.index("## Conformance")
+    assert page.index('id="answers"') < page.index("<details")
+    # Each answer: its sentence, one chart of its own, and its footnote.
+    build, lease, reap, consumers = report.answers
+    assert all(line.endswith((": faster", ": slower")) or ": equivalent within ±2%" in line for line in build.lines)
+    assert all(" costs " in line and "× redis 7.0.15's server time per cycle (95% CI " in line for line in build.lines)
+    assert lease.lines[0].startswith("Set the lease to ") and "reap every 250 ms" in lease.lines[0]
+    assert reap.lines[0].startswith("At cap 100, one reap call blocks ") and "cap 10 would block" in reap.lines[0]
+    assert consumers.lines[0].startswith("From 1 to 16 consumers throughput grows ")
+    for answer in report.answers:
+        assert answer.image is not None and answer.image.stat().st_size > 10_000
+        assert answer.footnote.count("Bound:") + answer.footnote.count("bound") >= 1
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
-    assert len(images) >= 5  # ratios, latency, consumers, reap curves, lease trade-off
+    assert len(images) >= 6
     for name in re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", text):
         assert (tmp_path / name).is_file() or (SAMPLE / name).is_file() or Path(name).is_file(), name
-    # Every chart and table carries its context.
     assert page.count("Machine:") >= 5 and "Bottleneck:" in page and "Commit" in page
 
 
-def test_a_reapcost_record_from_before_the_forms_renders_as_the_bare_form(tmp_path: Path) -> None:
-    """The committed reapcost sample was written at schema 1, before the
-    with-job-rows form: it still reads, and renders as the bare form alone."""
-    old = ROOT / "results" / "sample" / "reapcost"
-    record = read_record(old)
-    assert record.schema == 1 and "forms" not in record.summary
-    assert "form" not in record.tables["reapcost"][0]
-    md, _, findings = build_report([old], tmp_path)
-    text = md.read_text()
-    assert ("The live entries beside the expired ones: bare (sorted-set members only, with no job rows; this "
-            "record was written before the with-job-rows form was measured).") in text
-    assert "| redis | bare | 100 | 759 | 732 | 712 | 693 |" in text
-    assert "with job rows |" not in text and "bare against with job rows" not in text
-    assert findings == ["One reap call at the default cap of 100 blocks the server for redis: 693 µs at M=1,000,000; "
-                        "valkey: 668 µs at M=1,000,000."]
-    assert (tmp_path / "reapcost_curves.png").stat().st_size > 10_000
+def test_the_terminal_says_what_the_page_says_in_100_columns(tmp_path: Path) -> None:
+    report = build_report([SAMPLE], tmp_path)
+    lines = report.text.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert [line for line in lines if line in QUESTIONS] == QUESTIONS
+    for answer in report.answers:   # every sentence of every answer, word for word, wrapped
+        for sentence in answer.lines:
+            assert sentence in " ".join(line.strip(" -") for line in lines), sentence
+
+
+def test_a_quick_run_says_plainly_its_verdicts_are_too_short(tmp_path: Path) -> None:
+    from echomq_bench.report import QUICK_WARNING
+
+    quick = tmp_path / "quick"
+    shutil.copytree(SAMPLE, quick)
+    meta = json.loads((quick / "meta.json").read_text())
+    meta["settings"]["quick"] = True
+    (quick / "meta.json").write_text(json.dumps(meta))
+    report = build_report([quick], tmp_path / "out")
+    assert report.text.startswith("WARNING: Quick run: too few trials")
+    assert f'<p class="warning">{QUICK_WARNING}</p>' in report.html.read_text().replace("&#x27;", "'")
+    assert QUICK_WARNING not in build_report([SAMPLE], tmp_path / "default").text
 
 
 def test_report_cli_names_a_bad_folder(tmp_path: Path) -> None:
@@ -114,21 +128,42 @@ def test_notebooks_run_top_to_bottom_on_the_sample(name: str, monkeypatch: pytes
     assert str(SAMPLE) in printed  # it read the sample, not some other folder
 
 
-def test_report_page_in_headless_chromium(tmp_path: Path) -> None:
+SCREEN = (1400, 900)
+
+
+def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Debian's Chromium, headless, at the first screen's size, with the flags a closed network needs."""
     chromium = shutil.which("chromium")
     assert chromium, "chromium is installed by setup.sh (Debian's chromium package)"
-    _, html, _ = build_report([SAMPLE], tmp_path)
-    profile = tmp_path / "profile"
-    out = subprocess.run(
+    return subprocess.run(
         [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom", html.as_uri()],
+         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+         f"--user-data-dir={tmp_path / 'profile'}", f"--window-size={SCREEN[0]},{SCREEN[1]}",
+         "--virtual-time-budget=5000", *args],
         capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
+
+
+def test_the_first_screen_holds_the_four_answers_and_their_charts(tmp_path: Path) -> None:
+    report = build_report([SAMPLE], tmp_path)
+    out = _chromium(tmp_path, "--dump-dom", report.html.as_uri())
     dom = out.stdout
     loaded = re.search(r'data-images-loaded="(\d+)/(\d+)"', dom)
     assert loaded, f"the page's load check did not run: {out.stderr[-500:]}"
-    assert loaded.group(1) == loaded.group(2) and int(loaded.group(2)) >= 5
-    assert '<table id="headline">' in dom and "server µs/cycle vs redis" in dom
+    assert loaded.group(1) == loaded.group(2) and int(loaded.group(2)) >= 6
+    placed = re.search(r'data-answers="([^"]*)"', dom)
+    assert placed
+    # answer id : bottom of the card : bottom of its chart : the chart's drawn height, in CSS px
+    cards = {card: (int(bottom), int(img), int(height)) for card, bottom, img, height in
+             (entry.split(":") for entry in placed.group(1).split())}
+    assert list(cards) == ["answer-build", "answer-lease", "answer-reap", "answer-consumers"]
+    for card, (bottom, img, height) in cards.items():
+        assert bottom <= SCREEN[1] and img <= SCREEN[1], (card, bottom, img)
+        assert height >= 180, (card, height)   # a chart, not a thumbnail
+    for question in QUESTIONS:
+        assert question.replace("'", "&#x27;") in dom or question in dom
+    shot = tmp_path / "first-screen.png"
+    _chromium(tmp_path, f"--screenshot={shot}", report.html.as_uri())
+    assert shot.stat().st_size > 50_000
 
 
 # -- records: one frozen shape, written once, rendered by its declared kind ----------------
@@ -184,8 +219,7 @@ def test_report_renders_by_the_declared_kind_not_the_table_names(tmp_path: Path)
     # A check table beside the failover one: the folder still renders as the failover it declares.
     record = _failover_record()
     write_record(tmp_path / "run", dataclasses.replace(record, tables={**record.tables, "check": _check_rows()}))
-    md, _, _ = build_report([tmp_path / "run"], tmp_path / "out")
-    text = md.read_text()
+    text = build_report([tmp_path / "run"], tmp_path / "out").md.read_text()
     assert "Failover of a cluster master" in text and "Conformance" not in text
 
 
@@ -203,8 +237,8 @@ def test_report_refuses_a_folder_without_a_kind_it_knows(tmp_path: Path, summary
 
 def test_a_failover_folder_renders_its_times_and_audit(tmp_path: Path) -> None:
     write_record(tmp_path, _failover_record())
-    md, html, findings = build_report([tmp_path])
-    text = md.read_text()
+    report = build_report([tmp_path])
+    text = report.md.read_text()
     assert "Failover per cluster" in text and "1.37" in text and "PASS" in text
-    assert any("promoted a replica 1.37 s" in f for f in findings)
-    assert 'id="failover-table"' in html.read_text()
+    assert report.answers == () and "1.37" in report.text   # no question answered: the terminal shows the section
+    assert 'id="failover-table"' in report.html.read_text()

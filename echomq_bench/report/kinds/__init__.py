@@ -20,7 +20,7 @@ from echomq_bench.records.files import Run
 from echomq_bench.records.record import CONTAINER, KINDS, ResultsError
 from echomq_bench.report.doc import Answer, Block
 
-__all__ = ["RENDERED", "module_of", "section", "answer"]
+__all__ = ["RENDERED", "module_of", "kind_of", "section", "answer"]
 
 # Every kind but the main job's folder, which holds records of the others.
 RENDERED: tuple[str, ...] = tuple(k for k in KINDS if k != CONTAINER)
@@ -33,19 +33,23 @@ def module_of(kind: str) -> ModuleType:
     return importlib.import_module(f"{__name__}.{kind}")
 
 
+def kind_of(run: Run) -> str:
+    """The kind the folder's summary.json declares; a folder that declares none, or one
+    this report does not know, is refused by its path."""
+    known = f"this report knows the kinds {', '.join(RENDERED)}"
+    if run.kind is None:
+        raise ResultsError(f"{run.path}: summary.json declares no kind; {known}")
+    if run.kind not in RENDERED:
+        raise ResultsError(f"{run.path}: unknown kind {run.kind!r}; {known}")
+    return run.kind
+
+
 def section(run: Run, out: Path) -> list[Block]:
-    render: Callable[[Run, Path], list[Block]] = module_of(_kind(run)).section
+    render: Callable[[Run, Path], list[Block]] = module_of(kind_of(run)).section
     return render(run, out)
 
 
 def answer(run: Run, out: Path) -> Answer | None:
     """The answer this record gives on the report's first screen, if its kind answers one."""
-    render: Callable[[Run, Path], Answer | None] | None = getattr(module_of(_kind(run)), "answer", None)
+    render: Callable[[Run, Path], Answer | None] | None = getattr(module_of(kind_of(run)), "answer", None)
     return render(run, out) if render is not None else None
-
-
-def _kind(run: Run) -> str:
-    if run.kind is None:
-        raise ResultsError(f"{run.path}: summary.json declares no kind; this report knows the kinds "
-                           f"{', '.join(RENDERED)}")
-    return run.kind
