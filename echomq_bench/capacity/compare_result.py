@@ -177,11 +177,13 @@ def _entry(result: CompareResult, build: Build) -> dict[str, Any]:
         "bound": {b: sum(r.bound == b for r in runs) for b in ("server", "client", "neither")},
         "ceiling_claims_per_s": next((r.ceiling_claims_per_s for r in runs if r.ceiling), None),
         "pinning": runs[0].pinning,
+        "allocator": runs[0].server.get("allocator"), "binary": runs[0].server.get("binary"),
         "warnings": [f"trial {i + 1}: {w}" for i, r in enumerate(runs) for w in r.warnings]}
     if build.name == result.baseline:
         entry["verdict"] = "baseline"
         return entry
     entry["trials_counted"], entry["trials_excluded"] = sum(saturated), len(saturated) - sum(saturated)
+    entry["excluded_trials"] = [i + 1 for i, ok in enumerate(saturated) if not ok]
     verdicts: dict[str, Any] = {}
     for metric in METRICS:
         v = result.verdict(build.name, metric)

@@ -2,7 +2,7 @@
 
 How the builds share a trial (`--interleave`) and how the ratios are read is
 `echomq_bench.capacity.compare`; this module holds the command's arguments,
-its files and its table.
+its files and its files; what it prints is its record, through the report's renderer.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from echomq.scripts import discover
 from echomq_bench.capacity.compare import (DEFAULT_TRIALS, INTERLEAVE, INTERLEAVE_TEXT, METRICS, PRECISION_CAP,
                                            SHARED_CORE_PIPELINE, Build, CompareResult, Trial, run_compare,
                                            unique_builds)
-from echomq_bench.capacity.compare_text import table
 from echomq_bench.measurement.verdicts import MARGIN, MIN_TRIALS
 from echomq_bench.capacity.runner import SLOT_S
 from echomq_bench.capacity.settings import refuse_clusters
@@ -125,10 +124,9 @@ def run(args: argparse.Namespace) -> int:
                          progress=progress, margin=args.margin, precision=args.precision)
     progress.done()
     out = write_compare(new_run_dir("compare", args.out), result)
-    print(table(result))
-    for name, entry in result.summary()["builds"].items():
-        for text in entry["warnings"]:
-            print(f"{name}: WARNING {text}")
+    from echomq_bench.report import record_text
+
+    print(record_text(out))
     print(f"{len(result.of(result.baseline))} trials per build: {INTERLEAVE_TEXT[args.interleave]}; "
           f"{result.trials[0].result.pinning}")
     print(f"results: {out}")

@@ -94,46 +94,65 @@ def _spread_text(entry: dict[str, Any], key: str, fmt: str = ",.0f") -> str:
     return f"{format(s['median'], fmt)} ({format(s['min'], fmt)}..{format(s['max'], fmt)})"
 
 
+def _busy_wait(entry: dict[str, Any]) -> str:
+    busy, wait = entry.get("server_utilization") or {}, entry.get("server_wait") or {}
+    if "median" not in busy or "median" not in wait:
+        return ""
+    return f"{float(busy['median']) + float(wait['median']):.1%}"
+
+
 def _table(summary: dict[str, Any]) -> pd.DataFrame:
     base = summary.get("baseline", "?")
-    shared = summary.get("interleave") == "together"
-    rate_label = "cycles/s, share of one core" if shared else "cycles/s median (min..max)"
     rows = []
     for name, e in _builds(summary).items():
-        v = _headline(e, summary)
+        us = e.get("server_us_per_cycle") or {}
+        bound = e.get("bound") or {}
         rows.append({
-            "build": name, "version": e.get("version", "?"),
-            "server µs/cycle": _spread_text(e, "server_us_per_cycle", ".2f"),
-            rate_label: _spread_text(e, "cycles_per_s"),
-            "busy+wait": _spread_text({"x": _busy_wait(e)}, "x", ".1%"),
-            f"vs {base}": "baseline" if name == base else (
-                f"{v['ratio']:.3f} [{v['ci'][0]:.3f}, {v['ci'][1]:.3f}] {v.get('text')}" if v.get("ci") else
-                str(v.get("text") or e.get("verdict", "?"))),
-            "n": "" if name == base else v.get("n", ""),
+            "build": name, "version": e.get("version", "?"), "malloc": str(e.get("allocator") or "?").split("-")[0],
+            "µs/cycle": f"{us['median']:.2f}" if "median" in us else "",
+            "min..max": f"{us['min']:.1f}..{us['max']:.1f}" if "min" in us else "",
+            "busy": _busy_wait(e), "bound": f"{bound.get('server', 0)}/{sum(int(c) for c in bound.values())}",
+            f"vs {base}": "baseline" if name == base else _label(_headline(e, summary), summary, n=False),
         })
     return pd.DataFrame(rows)
 
 
-def _busy_wait(entry: dict[str, Any]) -> dict[str, float] | None:
-    busy, wait = entry.get("server_utilization") or {}, entry.get("server_wait") or {}
-    if "median" not in busy or "median" not in wait:
-        return None
-    return {k: float(busy[k]) + float(wait[k]) for k in ("median", "min", "max")}
-
-
-def _other_metrics(summary: dict[str, Any]) -> list[str]:
-    out = []
-    for name, e in _builds(summary).items():
-        for metric, v in (e.get("verdicts") or {}).items():
-            if metric != summary.get("headline") and isinstance(v, dict):
-                out.append(f"{name}, {metric}: {v.get('text') if 'ratio' not in v else _label(v)}")
-    return out
-
-
-def _label(v: dict[str, Any]) -> str:
-    ci = v.get("ci")
+def _label(v: dict[str, Any], summary: dict[str, Any], n: bool = True) -> str:
+    """`0.919 [0.914, 0.924] n=14 faster`; no interval below the trials the method needs."""
+    if "ratio" not in v or v.get("ratio") != v.get("ratio"):
+        return str(v.get("text") or "no verdict")
+    ci = v.get("ci") if _has_interval(v, summary) else None
     interval = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
-    return f"{v['ratio']:.3f}{interval} n={v.get('n')}, {v.get('text')}"
+    count = f" n={v.get('n')}" if n else ""
+    return f"{v['ratio']:.3f}{interval}{count} {v.get('text')}"
+
+
+def _notes(run: Run) -> list[str]:
+    """What the table's build column names in full, the allocators, exclusions, other metrics, method."""
+    s = run.summary
+    builds = _builds(s)
+    shared = " (its share of the core)" if s.get("interleave") == "together" else ""
+    out = [f"{name}: {e.get('version', '?')}, malloc {e.get('allocator') or '?'}, {e.get('binary') or '?'}; "
+           f"{_spread_text(e, 'cycles_per_s')} cycles/s{shared}" for name, e in builds.items()]
+    allocators = {name: str(e.get("allocator") or "?") for name, e in builds.items()}
+    if len(set(allocators.values())) > 1:
+        shown = ", ".join(f"{n} {a}" for n, a in allocators.items())
+        out.append(f"Allocators differ ({shown}): a difference between these builds is their allocators' too.")
+    for name, e in builds.items():
+        if e.get("excluded_trials"):
+            trials = ", ".join(map(str, e["excluded_trials"]))
+            out.append(f"Excluded for {name}: trial {trials} of {s.get('trials')}, where a build was not "
+                       "server-bound (busy + wait below 97% of the window).")
+        for metric, v in (e.get("verdicts") or {}).items():
+            if metric != s.get("headline") and isinstance(v, dict):
+                out.append(f"{name} {metric} against {s.get('baseline')}: {_label(v, s)}")
+    if s.get("rates_note"):
+        out.append("Rates: " + str(s["rates_note"]) + ".")
+    out.append(f"Method: {s.get('method', '?')}; at least {s.get('min_trials', 6)} counted trials for a verdict; "
+               f"equivalence margin ±{float(s.get('margin', 0.02)):.0%}"
+               + (f"; stopped once every interval was within ±{s['precision']:.1%}" if s.get("precision") else "")
+               + ".")
+    return out
 
 
 def section(run: Run, out: Path) -> list[Block]:
@@ -141,25 +160,21 @@ def section(run: Run, out: Path) -> list[Block]:
     base = s.get("baseline", "?")
     bound = "; ".join(f"{n}: " + ", ".join(f"{k} {c}" for k, c in (e.get("bound") or {}).items() if c)
                       for n, e in _builds(s).items())
-    notes = context_lines(run, trials=f"{s.get('trials', '?')} per build, {s.get('order', 'interleaved')}",
-                          bottleneck=bound)
+    context = context_lines(run, trials=f"{s.get('trials', '?')} per build, {s.get('order', 'interleaved')}",
+                            bottleneck=bound)
     blocks: list[Block] = [
         Heading("Build against build: server time per cycle", anchor="compare"),
         Para("Claim+complete cycles at the server's limit on fresh servers each trial (echomq-bench compare). "
-             f"The headline is server µs per cycle against {base}: a trial counts when every build's main thread "
-             "was busy, or runnable and waiting for the core, for 97% of the window."),
-        Table(_table(s), "Each build over the trials", id="headline"),
+             f"The headline is server µs per cycle against {base}: the median over trials, its range, and the ratio "
+             "with its 95% interval and verdict. Busy is the server's main thread busy or waiting for the core, the "
+             "median share of the window; bound counts the trials in which it was server-bound."),
+        Table(_table(s), "Each build over the trials", id="compare-table"),
+        Notes(_notes(run)), Notes(context),
     ]
-    if s.get("rates_note"):
-        blocks.append(Para("Rates: " + s["rates_note"] + "."))
-    other = _other_metrics(s)
-    if other:
-        blocks.append(Notes(["Other metrics: " + "; ".join(other)]))
-    blocks.append(Notes(notes))
-    curves = {f"{name} {verb}": charts.read_hgrm(run.path / f"{name}-{verb}.hgrm")
-              for name in _builds(s) for verb in ("claim",) if (run.path / f"{name}-{verb}.hgrm").is_file()}
+    curves = {f"{name} claim": charts.read_hgrm(run.path / f"{name}-claim.hgrm")
+              for name in _builds(s) if (run.path / f"{name}-claim.hgrm").is_file()}
     if curves and len(curves) <= charts.MAX_LINES:
-        png = charts.latency_quantiles(curves, out / "compare_latency.png", " ".join(notes))
+        png = charts.latency_quantiles(curves, out / "compare_latency.png", " ".join(context))
         blocks.append(Image(png, "Claim latency by percentile, all trials merged (closed loop at saturation: "
                                  "queueing inside pipelines, not an idle server's latency)"))
     for name, e in _builds(s).items():
