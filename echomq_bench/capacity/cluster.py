@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from echomq.keys import QueueKeys
-from echomq_bench.capacity.cluster_result import ClusterCapacityResult, NodeResult, format_cluster
+from echomq_bench.capacity.cluster_result import ClusterCapacityResult, NodeResult
 from echomq_bench.capacity.settings import DEFAULT_SETTINGS, CapacityError, CapacitySettings
 from echomq_bench.servers import Placement, format_placements, spread_queues
 from echomq_bench.servers import server_version
@@ -51,7 +51,7 @@ from echomq_bench.capacity.session import (Session, backlog_size, close_session,
                                            open_session, plans)
 from echomq_bench.load.wire import Target
 
-__all__ = ["ClusterCapacityResult", "NodeResult", "run_cluster_capacity", "format_cluster"]
+__all__ = ["ClusterCapacityResult", "NodeResult", "run_cluster_capacity"]
 
 Say = Callable[[str], None]
 # Default backlog per master: this share of what one server's default is
@@ -138,7 +138,8 @@ def run_cluster_capacity(cluster: Any, settings: CapacitySettings = DEFAULT_SETT
             nodes=[NodeResult(s.server.name, s.names, r) for s, r in zip(sessions, results)],
             placements=placements, accounting=accounting, pinning=pinning, cores_note=cores_note,
             machine_busy=busy, unloaded=[m for m in masters if m not in loaded],
-            server={"name": cluster.name, "spec": cluster.describe(), "nodes": [s.described for s in sessions]})
+            server={"name": cluster.name, "version": results[0].version, "spec": cluster.describe(),
+                    "nodes": [s.described for s in sessions]})
         return replace(out, warnings=_warnings(out, local))
     finally:
         for s in sessions:

@@ -1,5 +1,6 @@
 """A cluster capacity run's result: each master's `CapacityResult` and the totals over them,
-as summary entries, tidy rows and a table (`echomq_bench.capacity.cluster` produces it)."""
+as summary entries and tidy rows (`echomq_bench.capacity.cluster` produces it; the report's
+`kinds.capacity` renders the record)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from echomq_bench.capacity.result import CapacityResult, _num, headline_keys, load_context, median_rate, write_hgrms
+from echomq_bench.capacity.result import CapacityResult, headline_keys, load_context, median_rate, write_hgrms
 from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.load.driver import VERBS
 from echomq_bench.measurement import serverstats
 from echomq_bench.measurement.latency import Latency
-from echomq_bench.servers import Placement, format_placements
+from echomq_bench.servers import Placement
 
-__all__ = ["ClusterCapacityResult", "NodeResult", "format_cluster", "CEILING_NOTE", "FULL_MACHINE"]
+__all__ = ["ClusterCapacityResult", "NodeResult", "CEILING_NOTE", "FULL_MACHINE"]
 
-FULL_MACHINE = 0.9   # machine_busy from which the table says the cores, not a node, set the total
+FULL_MACHINE = 0.9   # machine_busy from which the record says the cores, not a node, set the total
 CEILING_NOTE = ("not taken on a cluster: redis-benchmark sends every request to one address, and one node's "
                 "ceiling taken while the other nodes sit idle says nothing of the nodes sharing the cores")
 
@@ -169,6 +170,11 @@ class ClusterCapacityResult:
         return {"passed": all(a["passed"] for a in audits.values()), "nodes": audits}
 
     @property
+    def cores_full(self) -> bool:
+        """The machine's cores were full with our nodes and driver: the cores, not any one node, set the total."""
+        return self.machine_busy is not None and self.machine_busy >= FULL_MACHINE
+
+    @property
     def accounting_passed(self) -> bool:
         return all(row["ok"] for row in self.accounting)
 
@@ -197,6 +203,7 @@ class ClusterCapacityResult:
             **load_context(self),
             "cores_note": self.cores_note,
             "machine_busy": self.machine_busy,
+            "cores_full": self.cores_full,
             "cluster": True,
             "queues": len(self.placements),
             "placements": [asdict(p) for p in self.placements],
@@ -249,48 +256,3 @@ class ClusterCapacityResult:
 
     def write_hgrm(self, folder: Path, prefix: str = "") -> list[Path]:
         return write_hgrms(folder, f"{prefix}{self.build}", self.latency)
-
-
-# --------------------------------------------------------------------------
-# For people
-
-
-def format_cluster(r: ClusterCapacityResult) -> str:
-    """The placement, then a row per master and a total row, then what limited the run."""
-    lines = [f"{r.build} ({r.version}): {len(r.placements)} queues over {len(r.nodes)} masters",
-             format_placements(r.placements), ""]
-    head = (f"{'node':<21} {'queues':>6} {'cycles/s':>9} {'srv µs/cyc':>10} {'srv busy':>8} {'srv wait':>8} "
-            f"{'client busy':>11}  claim ms p50 / p99 / max")
-    lines.append(head)
-
-    def pct(value: float | None) -> str:
-        return _num(value * 100, ".1f") + "%" if value is not None else "-"
-
-    def lat(d: dict[str, float]) -> str:
-        return " / ".join(_num(d.get(k), ".2f") for k in ("p50", "p99", "max")) if d else "-"
-
-    for n in r.nodes:
-        x = n.result
-        lines.append(f"{n.node:<21} {len(n.queues):>6} {_num(x.cycles_per_s, ',.0f'):>9} "
-                     f"{_num(x.server_us_per_cycle, '.2f'):>10} {pct(x.server_utilization):>8} "
-                     f"{pct(x.server_wait):>8} {pct(x.client_utilization):>11}  {lat(x.latency_ms('claim'))}")
-    lines.append(f"{'total':<21} {len(r.placements):>6} {_num(r.cycles_per_s, ',.0f'):>9} "
-                 f"{_num(r.server_us_per_cycle, '.2f'):>10} {pct(r.server_utilization):>8} "
-                 f"{pct(r.server_wait):>8} {pct(r.client_utilization):>11}  {lat(r.latency_ms('claim'))}")
-    lines.append("(total row: srv busy and srv wait are the busiest node's; srv µs/cyc is over all nodes)")
-    if r.bound == "server":
-        lines.append(f"bound: server, the main thread of {r.bound_node} "
-                     f"({r.server_utilization:.0%} busy + {(r.server_wait or 0):.0%} waiting for a core)")
-    else:
-        lines.append(f"bound: client (driver {r.client_utilization:.0%} busy over {r.client_cores} cores; "
-                     f"busiest node {r.busiest.node} at {r.server_utilization:.0%})")
-    lines.append(f"cores: {r.cores_note}"
-                 + (f"; machine {r.machine_busy:.0%} busy with them" if r.machine_busy is not None else ""))
-    if r.machine_busy is not None and r.machine_busy >= FULL_MACHINE:
-        lines.append(f"       the {os.cpu_count()} cores were full: the nodes' main threads were runnable but shared "
-                     "them (srv busy + srv wait), so the machine, not any one node, set the total")
-    lines.append(f"ceiling: {r.ceiling_note}")
-    done = sum(row["driver_completed"] for row in r.accounting)
-    lines.append(f"accounting: {'PASS' if r.accounting_passed else 'FAIL'} (per queue, driver completes == server "
-                 f"completes; {done:,} in all)")
-    return "\n".join(lines)

@@ -68,7 +68,7 @@ def open_loop_warnings(account: Mapping[str, Any] | None) -> list[str]:
 
 
 def open_loop_line(account: Mapping[str, Any]) -> str:
-    """The account in one line, for the printed summary."""
+    """The account in one line, as the capacity section (report and terminal) shows it."""
     return (f"open loop at {account['requested_per_s']:,.0f}/s: {account['scheduled']:,} claims due in the "
             f"window, {account['sent']:,} sent ({account['sent_after_window']:,} after it closed), "
             f"{account['answered']:,} answered, {account['timeouts']:,} timed out "

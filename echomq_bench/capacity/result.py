@@ -22,12 +22,11 @@ from echomq_bench.measurement import serverstats
 from echomq_bench.load.ceiling import Ceiling
 from echomq_bench.load.driver import BIN_S, VERBS
 from echomq_bench.measurement.latency import Latency
-from echomq_bench.records.meta import build_lines
 
 # Off-CPU waiting beyond this share of the window is worth a warning.
 SHARED_CORE = 0.05
 
-__all__ = ["CapacityResult", "RunSetup", "Measured", "build_result", "format_table", "headline_keys", "load_context"]
+__all__ = ["CapacityResult", "RunSetup", "Measured", "build_result", "headline_keys", "load_context"]
 
 
 @dataclass(frozen=True)
@@ -269,36 +268,6 @@ def build_result(setup: RunSetup, results: list[dict[str, Any]], measured: Measu
         server=dict(setup.server), timeline=timeline, open_loop=account)
 
 
-def _num(value: float | None, fmt: str) -> str:
-    return "-" if value is None or value != value else format(value, fmt)
-
-
-def format_table(results: list[CapacityResult]) -> str:
-    """One row per run, for people: the headline figures and what limited the run.
-
-    `srv wait` is the share of the window the server was runnable but off
-    its CPU (another process held the core): busy + wait near 100% means
-    the server always had work, whatever the machine let it do with it.
-    Each build's allocator is a column and its binary a line under the rows:
-    builds that link different allocators differ in that too.
-    """
-    head = (f"{'build':<14} {'version':<14} {'allocator':<14} {'cycles/s':>9} {'srv µs/cyc':>10} {'srv busy':>8} "
-            f"{'srv wait':>8} {'client busy':>11} {'bound':>7} {'ceiling/s':>9} {'of ceil':>7}  "
-            "claim ms p50 / p99 / p99.9 / max")
-    lines = [head]
-    for r in results:
-        lat = r.latency_ms("claim")
-        shown = " / ".join(_num(lat.get(k), ".2f") for k in ("p50", "p99", "p99.9", "max")) if lat else "-"
-        wait = _num(r.server_wait * 100, ".1f") + "%" if r.server_wait is not None else "-"
-        lines.append(
-            f"{r.build[:14]:<14} {r.version[:14]:<14} {str(r.server.get('allocator', '?'))[:14]:<14} "
-            f"{_num(r.cycles_per_s, ',.0f'):>9} "
-            f"{_num(r.server_us_per_cycle, '.2f'):>10} {_num(r.server_utilization * 100, '.1f') + '%':>8} "
-            f"{wait:>8} {_num(r.client_utilization * 100, '.1f') + '%':>11} {r.bound:>7} "
-            f"{_num(r.ceiling_claims_per_s, ',.0f'):>9} {_num(r.of_ceiling, '.2f'):>7}  {shown}")
-    return "\n".join(lines + build_lines((r.build, r.server) for r in results))
-
-
 def headline_keys(result: Any) -> dict[str, Any]:
     """What a capacity run is read for, a server's or a whole cluster's, in the order a reader wants them."""
     return {"cycles_per_s": result.cycles_per_s, "server_us_per_cycle": result.server_us_per_cycle,
@@ -307,9 +276,11 @@ def headline_keys(result: Any) -> dict[str, Any]:
 
 
 def load_context(result: Any) -> dict[str, Any]:
-    """How the load ran and what else the machine did meanwhile."""
+    """How the load ran (its window, the cycles finished in it, the driver's cores) and what else the
+    machine did meanwhile."""
     settings = result.settings
     return {"median_bin_cycles_per_s": result.median_bin_rate,
             "mode": "open loop" if settings.rate else "closed loop", "target_cycles_per_s": settings.rate,
             "feed": settings.feed, "server_wait": result.server_wait, "client_wait": result.client_wait,
-            "steal": result.steal, "version": result.version, "pinning": result.pinning}
+            "steal": result.steal, "version": result.version, "pinning": result.pinning,
+            "cycles": result.cycles, "window_s": result.window_s, "client_cores": result.client_cores}

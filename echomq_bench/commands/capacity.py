@@ -2,7 +2,8 @@
 
 The runs are `echomq_bench.capacity.runner` (`run_capacity`, `run_alternating`,
 `measure`: what is measured and how, pinning and feeds); this module holds the
-command's arguments, its files and its table.
+command's arguments and its files. What it prints is its record, through the
+report's renderer (`echomq_bench.report.kinds.capacity`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from echomq_bench.capacity.result import CapacityResult, format_table
+from echomq_bench.capacity.result import CapacityResult
 from echomq_bench.capacity.runner import SLOT_S, measure, run_alternating, run_capacity
 from echomq_bench.capacity.session import target_of
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings
@@ -78,34 +79,22 @@ def _shown(progress: Any) -> Say:
 
 
 def run(args: argparse.Namespace) -> int:
-    from echomq_bench.capacity.cluster import ClusterCapacityResult, format_cluster
-    from echomq_bench.capacity.open_loop import open_loop_line
+    """Measure each build, write the record, and print it as the report renders it."""
+    from echomq_bench.capacity.cluster import ClusterCapacityResult
+    from echomq_bench.commands.compare import unique_builds
+    from echomq_bench.progress import Progress
     from echomq_bench.records.files import new_run_dir
     from echomq_bench.capacity.workload import settings_from_args
-    from echomq_bench.progress import Progress
+    from echomq_bench.report import record_text
 
     settings = settings_from_args(args, ledger=args.audit)
     progress = Progress()
     results: list[CapacityResult | ClusterCapacityResult] = []
-    from echomq_bench.commands.compare import unique_builds
-
     for spec in unique_builds(args.server):   # a build given twice is measured twice: redis, redis-2
         results.append(measure(spec, settings, progress=progress, show=_shown(progress)))
         progress.done()
     out = write_capacity(new_run_dir("capacity", args.out), results)
-    single = [r for r in results if isinstance(r, CapacityResult)]
-    if single:
-        print(format_table(single))
-    for r in results:
-        if isinstance(r, ClusterCapacityResult):
-            print(("\n" if r is not results[0] else "") + format_cluster(r))
-        print(f"{r.build}: {r.pinning}; {r.cycles:,} cycles in {r.window_s:g} s; scripts {r.scripts}")
-        if isinstance(r, CapacityResult) and r.open_loop is not None:
-            print(f"{r.build}: {open_loop_line(r.open_loop)}")
-        for text in r.warnings:
-            print(f"{r.build}: WARNING {text}")
-        if r.audit is not None:
-            print(f"{r.build}: audit {'PASS' if r.audit['passed'] else 'FAIL'}")
+    print(record_text(out))
     print(f"results: {out}")
     failed = any(r.audit is not None and not r.audit["passed"] for r in results)
     failed = failed or any(isinstance(r, ClusterCapacityResult) and not r.accounting_passed for r in results)

@@ -17,7 +17,7 @@ from echomq_bench.records.fingerprint import cpu_model, fingerprint
 from echomq_bench.servers import redacted_args, redacted_url, server_allocator, server_executable
 
 __all__ = ["collect", "cpu_model", "git_commit", "server_settings", "redacted_argv", "describe_server", "build_text",
-           "build_lines", "COMMIT_LABEL_ENV"]
+           "COMMIT_LABEL_ENV"]
 
 PACKAGES = ("echomq-bench", "redis", "hiredis", "locust", "numpy", "pandas", "hdrhistogram",
             "pytest-benchmark", "matplotlib")
@@ -104,12 +104,6 @@ def build_text(described: Mapping[str, Any]) -> str:
     text = f"{described.get('version', '?')}, malloc {described.get('allocator', '?')}"
     binary = described.get("binary")
     return f"{text}, {binary}" if binary else text
-
-
-def build_lines(servers: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
-    """`NAME: version, malloc ALLOCATOR, BINARY` for each (name, `describe_server` entry): what a table's
-    build column names, in full."""
-    return [f"{name}: {build_text(described)}" for name, described in servers]
 
 
 def redacted_argv(argv: Iterable[str]) -> list[str]:

@@ -14,7 +14,7 @@ import redis
 from echomq_bench.load.backlog import drop_queue
 from echomq_bench.commands.capacity import CapacitySettings, run_capacity
 from echomq_bench.cli import main
-from echomq_bench.report import build_report
+from echomq_bench.report import build_report, record_text
 from echomq.keys import QueueKeys
 from tests.helpers import evalsha_calls
 
@@ -102,30 +102,40 @@ def test_result_files_carry_the_headline_keys(tmp_path: Path, capsys: pytest.Cap
                  "--ceiling-requests", "3000", "--no-pin", "--audit", "--out", str(out)])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "cycles/s" in printed and "audit PASS" in printed
     summary = json.loads((out / "summary.json").read_text())
     entry = summary["builds"]["valkey"]
     for key in ("cycles_per_s", "server_us_per_cycle", "server_utilization", "client_utilization", "bound",
-                "ceiling_claims_per_s"):
+                "ceiling_claims_per_s", "cycles", "window_s", "client_cores"):
         assert key in entry
     assert entry["ceiling_claims_per_s"] > 0
-    assert entry["cycles_per_s"] > 0
+    assert entry["cycles_per_s"] > 0 and entry["window_s"] == pytest.approx(0.4)
     text = (out / "valkey-claim.hgrm").read_text()
     assert "Percentile" in text and "#[Max" in text
     meta = json.loads((out / "meta.json").read_text())
     assert meta["servers"][0]["version"].startswith("valkey")
-    # The table names the build: a column for the allocator, a line for the binary.
+    # What it prints is its record through the report's renderer, and then where the record is.
+    assert printed == record_text(out) + f"\nresults: {out}\n"
+    assert max(len(line) for line in printed.splitlines()) <= 100
+    # The table names the build: its version and figures in a row, its allocator in the next table,
+    # its binary in a line under them.
     described = meta["servers"][0]
     assert described["binary"] == shutil.which("valkey-server")
-    table = printed.splitlines()
-    assert table[0].split()[:4] == ["build", "version", "allocator", "cycles/s"]
-    assert table[1].split()[:4] == ["valkey", *described["version"].split(), described["allocator"]]
-    assert table[2] == f"valkey: {described['version']}, malloc {described['allocator']}, {described['binary']}"
+    rows = [line.split() for line in printed.splitlines() if line.startswith("valkey ")]
+    assert rows[0][:4] == ["valkey", *described["version"].split(), f"{entry['cycles_per_s']:,.0f}"]
+    assert rows[0][4] == f"{entry['server_us_per_cycle']:.2f}" and rows[0][-1] == entry["bound"]
+    assert rows[1][:4] == ["valkey", described["allocator"], f"{entry['ceiling_claims_per_s']:,.0f}",
+                           f"{entry['of_ceiling']:.2f}"]
+    assert rows[1][4:] == [f"{entry['latency_ms']['claim'][k]:.2f}" for k in ("p50", "p99", "p99.9", "max")]
+    flat = " ".join(printed.split())
+    assert f"valkey: {described['version']}, malloc {described['allocator']}, {described['binary']}" in flat
+    assert f"valkey: {entry['pinning']}; {entry['cycles']:,} cycles in 0.4 s; scripts {entry['scripts']}" in flat
+    audit = entry["audit"]
+    assert f"valkey: audit PASS ({audit['enqueued']:,} enqueued = {audit['completed']:,} completed" in flat
     assert meta["settings"]["workload"]["duration_s"] == 0.4
     assert list(summary)[:2] == ["kind", "schema"] and summary["kind"] == "capacity"
     # The folder renders: the table, the headline rate and the timeline chart.
-    md, html, findings = build_report([out])
-    text = md.read_text()
-    assert "Capacity per build" in text and f"{entry['cycles_per_s']:,.0f}" in text
-    assert "capacity_timeline.png" in text and (out / "capacity_timeline.png").is_file()
-    assert any(f.startswith("Capacity: valkey") for f in findings)
+    report = build_report([out])
+    md = report.md.read_text()
+    assert "Capacity per build" in md and f"{entry['cycles_per_s']:,.0f}" in md
+    assert "capacity_timeline.png" in md and (out / "capacity_timeline.png").is_file()
+    assert f"{entry['cycles_per_s']:,.0f}" in report.text

@@ -232,7 +232,7 @@ def test_failover_replica_takes_over_and_the_audit_accounts_for_every_job(build:
     assert result.kill_to_resumed_s is not None and result.kill_to_resumed_s > 0
     report = result.report
     assert report.enqueued > 100 and report.completed > 100
-    assert report.passed, result.format()
+    assert report.passed, report.format()
 
 
 def test_master_clients_reach_each_master_alone(cluster: EmbeddedCluster) -> None:
@@ -340,18 +340,36 @@ def test_capacity_cli_on_a_cluster_splits_the_rate_feeds_each_queue_and_writes_n
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import csv
 
+    from echomq_bench.report import record_text
+
     out = tmp_path / "cap"
     code = main(["capacity", "--server", "redis-cluster", "--duration", "300ms", "--warmup", "100ms",
                  "--rate", "6000", "--connections", "2", "--queues", "4", "--feed", "produce", "--out", str(out)])
     assert code == 0
     captured = capsys.readouterr()
     printed = captured.out
-    assert "total" in printed and "bound: " in printed and "accounting: PASS" in printed
-    # The placement is shown before the run (stderr, beside the progress), and again with the table.
-    placed = captured.err.index("per node: ")
-    assert placed < captured.err.index("filling") and "per node: " in printed
-    assert "share this machine's" in printed
     entry = json.loads((out / "summary.json").read_text())["builds"]["redis-cluster"]
+    # What it prints is the record through the report's renderer: a row per master and the total,
+    # what bound the run, the cores it shared and the per-queue accounting's verdict.
+    assert printed == record_text(out) + f"\nresults: {out}\n"
+    assert max(len(line) for line in printed.splitlines()) <= 100
+    flat = " ".join(printed.split())
+    for n in entry["nodes"]:
+        row = next(line.split() for line in printed.splitlines() if line.startswith(n["node"] + " "))
+        assert row[:3] == [n["node"], str(len(n["queues"])), f"{n['cycles_per_s']:,.0f}"]
+    total = next(line.split() for line in printed.splitlines() if line.startswith("total "))
+    assert total[:3] == ["total", "4", f"{entry['cycles_per_s']:,.0f}"]
+    assert f"Bound: {entry['bound']}" in flat and entry["busiest_node"] in flat
+    done = sum(row["driver_completed"] for row in entry["accounting"])
+    assert (f"Accounting: PASS (per queue, driver completes == server completes; 4 queues, {done:,} completes "
+            "in all).") in flat
+    assert f"Cores: {entry['cores_note']}" in flat and "share this machine's" in flat
+    assert f"Ceiling: {entry['ceiling_note']}." in flat
+    # The placement is shown before the run (stderr, beside the progress), and again with the tables.
+    placed = captured.err.index("per node: ")
+    assert placed < captured.err.index("filling")
+    per_master = ", ".join(f"{n['node']} {len(n['queues'])}" for n in sorted(entry["nodes"], key=lambda n: n["node"]))
+    assert f"queues per master: {per_master}" in flat
     assert entry["queues"] == 4 and len(entry["placements"]) == 4 and len(entry["nodes"]) == 3
     assert entry["cycles_per_s"] == pytest.approx(sum(n["cycles_per_s"] for n in entry["nodes"]))
     assert entry["accounting_passed"] and entry["ceiling_claims_per_s"] is None
