@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import textwrap
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -112,9 +111,10 @@ def settings_from_args(args: argparse.Namespace) -> SweepSettings:
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.records import meta
     from echomq_bench.records.files import new_run_dir
+    from echomq_bench.report import record_text
     from echomq_bench.servers import running
     from echomq_bench.lease import run_sweep
-    from echomq_bench.lease.report import fmt_ms, recommend_for, table, verification_text, write_run
+    from echomq_bench.lease.report import recommend_for, verification_text, write_run
 
     try:
         settings = settings_from_args(args)
@@ -131,30 +131,20 @@ def run(args: argparse.Namespace) -> int:
             res = run_sweep(server, replace(settings, seed=settings.seed + i), progress=progress)
             progress.done()
             rec = recommend_for(res)
-            s = res.settings
-            print(f"work {s.work}; crash rate {s.crash_rate:g}; reap every {fmt_ms(s.reap_every_ms)} "
-                  f"(cap {s.reap_cap}); {s.consumers} consumers per lease; time scale 1:{s.time_scale:g}; "
-                  f"{s.duration_s:g} s window")
-            print(table(res))
-            print(textwrap.fill(rec.text, width=110))
             check = None
             if args.check and rec.lease_ms is not None:
                 chk = run_sweep(server, replace(settings, mass_crash_reps=0, seed=settings.seed + 100 + i),
-                                progress=progress,
-                                leases_ms=(rec.lease_ms,))
+                                progress=progress, leases_ms=(rec.lease_ms,))
                 progress.done()
                 check = verification_text(rec, chk)
-                print(check[1])
             results.append(res)
             recs.append(rec)
             checks.append(check)
-            print(flush=True)
         info = meta.collect(servers, lease=asdict(settings))
     run_dir = new_run_dir("lease", args.out)
     summary = write_run(run_dir, results, recs, info, checks)
-    if len(results) > 1:
-        print(textwrap.fill(f"Across servers: {fmt_ms(summary['recommended_lease_ms'])} "
-                            "(the most cautious pick).", width=110))
+    # What the terminal shows is the record, the check's verdict included.
+    print(record_text(run_dir))
     print(f"results: {run_dir}")
-    failed_check = any(c is not None and not c[0] for c in checks)
+    failed_check = any(s.get("check") is not None and not s["check"]["holds"] for s in summary["servers"])
     return 1 if failed_check else 0

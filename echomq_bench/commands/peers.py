@@ -2,6 +2,8 @@
 
 One trial is `echomq_bench.peers.runner`, the interleaved rounds
 `echomq_bench.peers.rounds`; the summary and tables are `echomq_bench.peers.summary`.
+The terminal shows the record written, as the report renders it
+(`echomq_bench.report.kinds.peers`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from echomq_bench.peers.result import PeerRun, Phase
 from echomq_bench.peers.rounds import PeersSettings, check_empty, choose_queues, remove_tree, run_rounds
 from echomq_bench.peers.runner import MAX_CONSUMERS, MAX_JOBS, QUEUE_NAME, measure
 from echomq_bench.peers.summary import build_summary, command_rows, ratio_rows, tidy_rows
-from echomq_bench.peers.table import format_table
 
 __all__ = ["configure", "run", "measure", "choose_queues", "PeerRun", "Phase", "RunnerError", "QUEUE_NAME"]
 
@@ -112,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
     results.write_record(out, results.Record(
         kind="peers", summary={k: v for k, v in summary.items() if k != "kind"}, meta=meta,
         tables={"peers": tidy_rows(runs), "peers_commands": command_rows(runs), "peers_ratios": ratio_rows(summary)}))
-    print(format_table(summary))
+    from echomq_bench.report import record_text
+
+    print(record_text(out))
     print(f"\nresults: {out}")
     if failures or any(not r.clean for r in runs):
         print(f"child logs kept in {log_dir}", file=sys.stderr)

@@ -25,8 +25,10 @@ Every point is one call's server time from INFO commandstats (the server's
 own clock), the median of `repeats` calls, with the M sizes interleaved so
 a drifting machine slows them alike.
 
-The curve's data, measurement and report are `echomq_bench.reapcost`; this
-module holds the command's arguments and `run_reap_curve`, which writes the run.
+The curve's data and measurement are `echomq_bench.reapcost`; this module
+holds the command's arguments and `run_reap_curve`, which writes the run.
+What the terminal shows is the record, rendered as the report renders it
+(`echomq_bench.report.kinds.reapcost`).
 """
 
 from __future__ import annotations
@@ -38,18 +40,18 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from echomq_bench.progress import Progress
-from echomq_bench.reapcost import (FULL, QUICK, VERBS, Curve, CurveSettings, Drain, Point, chart, format_curve,
-                                   format_side_by_side, measure_curves, run_summary)
+from echomq_bench.reapcost import FULL, QUICK, VERBS, Curve, CurveSettings, Drain, Point, measure_curves, run_summary
 
 __all__ = ["CurveSettings", "FULL", "QUICK", "Point", "Drain", "Curve", "measure_curves", "run_reap_curve",
-           "format_curve", "configure", "run"]
+           "configure", "run"]
 
 
 def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path | str | None = None,
                    settings: CurveSettings | None = None, verbose: bool = True) -> dict[str, Any]:
-    """Measure the curves on each server, in each form, and write
-    results/<run-id>/ with meta.json, reapcost.csv, drain.csv, summary.json
-    and reapcost.png. Returns the summary (with "run_dir" and "text")."""
+    """Measure the curves on each server, in each form, and write the record
+    (results/<run-id>/: meta.json, reapcost.csv, drain.csv, summary.json).
+    Returns the summary, with "run_dir"; the charts are the report's, drawn
+    from the record."""
     from echomq_bench.records import meta, files as results
 
     settings = settings or (QUICK if quick else FULL)
@@ -72,19 +74,11 @@ def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path
         kind="reapcost", summary=summary, meta=info,
         tables={"reapcost": [r for c in curves for r in (*c.tidy_rows(), *c.ratio_rows())],
                 "drain": [r for c in curves for r in c.drain_rows()]}))
-    chart(curves, run_dir / "reapcost.png")
     summary["run_dir"] = str(run_dir)
-    summary["text"] = "\n".join([*(format_curve(c) for c in curves),
-                                 *(format_side_by_side(f["bare"], f["rows"]) for f in per_server
-                                   if "bare" in f and "rows" in f)])
     return summary
 
 
 # -- CLI -----------------------------------------------------------------------------------
-
-
-
-
 
 
 def _legacy_cadence_ms(text: str) -> int:
@@ -118,6 +112,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from echomq_bench.report import record_text
     from echomq_bench.servers import running
 
     settings = QUICK if args.quick else FULL
@@ -138,6 +133,6 @@ def run(args: argparse.Namespace) -> int:
         settings = replace(settings, ratio_cap=min(settings.caps, key=lambda c: abs(c - 100)))
     with running(*args.server) as servers:
         summary = run_reap_curve(servers, quick=args.quick, out_dir=args.out, settings=settings)
-    print(summary["text"])
+    print(record_text(summary["run_dir"]))
     print(f"results: {summary['run_dir']}")
     return 0

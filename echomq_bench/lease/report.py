@@ -1,5 +1,7 @@
-"""The lease sweep's printed tables and the run's files; the recommendation itself is
-`echomq_bench.lease.recommend`."""
+"""The lease sweep's record: its summary, tidy tables and files, and the check
+run's verdict that goes into it. The recommendation itself is
+`echomq_bench.lease.recommend`; what the terminal and the report show of the
+record is `echomq_bench.report.kinds.lease`."""
 
 from __future__ import annotations
 
@@ -15,79 +17,16 @@ from echomq_bench.measurement.workdist import WORK_HISTOGRAM
 from echomq_bench.records.record import Record
 from echomq_bench.records.writer import write_record
 
-__all__ = ["Candidate", "Recommendation", "recommend", "fmt_ms", "fmt_pct", "table", "write_run",
+__all__ = ["Candidate", "Recommendation", "recommend", "fmt_ms", "fmt_pct", "write_run",
            "model_lease_for_budget", "summary_dict", "verification_text", "recommend_for"]
 
 
 # --------------------------------------------------------------------------
-# Printed output
+# The check run's verdict, kept in the record (summary servers[i]["check"])
 
 
 def _ci_pct(iv: Any) -> str:
     return f"{fmt_pct(iv.value)} [{fmt_pct(iv.lo)}-{fmt_pct(iv.hi)}]"
-
-
-def _verdict(v: bool | None) -> str:
-    return "n/a" if v is None else ("ok" if v else "NO")
-
-
-def _us(v: float | None) -> str:
-    return "-" if v is None or not math.isfinite(v) else f"{v:.1f}"
-
-
-def _ci_ms(iv: Any, n: int) -> str:
-    if not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
-        return f"{fmt_ms(iv.value)} (n={n}, no CI)"
-    return f"{fmt_ms(iv.value)} [{fmt_ms(iv.lo)}-{fmt_ms(iv.hi)}]"
-
-
-def table(result: SweepResult) -> str:
-    """Two tables: the trade-off with the model beside it, then the costs."""
-    s = result.settings
-    head = (f"{'lease':>8} {'runs':>6} {'false expiry [95% CI]':>25} {'model':>7} {'dup':>5} {'wasted':>6} "
-            f"{'recovery p50 [95% CI]':>26} {'model':>7} {'p99':>7} {'model':>7}  agree")
-    lines = [head]
-    for r in result.leases:
-        rec = r.recovery
-        med = rec["median"]
-        agree = f"fe {_verdict(r.agree['false_expiry'])}, p50 {_verdict(r.agree['recovery_median'])}"
-        lines.append(
-            f"{fmt_ms(r.lease_ms):>8} {r.executions:>6} {_ci_pct(r.false_expiry):>25} "
-            f"{fmt_pct(r.model['false_expiry']):>7} {r.duplicates:>5} {fmt_pct(r.wasted_share.value):>6} "
-            f"{_ci_ms(med, rec['n']):>26} "
-            f"{fmt_ms(r.model['recovery_median']):>7} {fmt_ms(rec['p99'].value):>7} "
-            f"{fmt_ms(r.model['recovery_p99']):>7}  {agree}")
-    lines.append("")
-    lines.append(f"{'lease':>8} {'jobs/s [95% CI]':>20} {'deadline->claim p50':>20} {'model':>7} "
-                 f"{'reaps/s':>8} {'reaped/call':>11} {'at cap':>6} {'reap us/call':>12} {'reap cpu':>8} "
-                 f"{'overhead p50':>12}")
-    for r in result.leases:
-        tp = r.throughput
-        rp = r.reap
-        lines.append(
-            f"{fmt_ms(r.lease_ms):>8} {f'{tp.value:.1f} [{tp.lo:.1f}-{tp.hi:.1f}]':>20} "
-            f"{fmt_ms(r.deadline_to_claim['median'].value):>20} {fmt_ms(r.model['deadline_to_claim_median']):>7} "
-            f"{rp['calls_per_s']:>8.2f} {rp['jobs_per_nonempty_call']:>11.1f} {rp['at_cap_calls']:>6} "
-            f"{_us(rp.get('server_usec_per_call')):>12} {fmt_pct(rp.get('server_share_nominal')):>8} "
-            f"{fmt_ms(r.overhead_ms['median']):>12}")
-    both, n = result.agreement_count()
-    lines.append(f"model inside the measured 95% intervals (false expiry and median recovery) for {both}/{n} leases, "
-                 f"{result.split.label}; the table's measured columns are the whole window")
-    lines.append(f"jobs/s and reaps/s are per nominal second; overhead = claim->complete beyond the work "
-                 f"(round trips, sleep overshoot), nominal at time scale 1:{s.time_scale:g}")
-    if result.mass is not None:
-        m = result.mass
-        lo, mean, hi = m.model_drain_ms
-        drains = ", ".join(fmt_ms(d) for d in m.drain_ms)
-        lines.append(f"mass crash of {m.k} jobs, cap {m.cap}/call: drained {drains} after the deadline in "
-                     f"{'/'.join(str(t) for t in m.ticks)} reap calls; model {m.model_ticks} calls, "
-                     f"{fmt_ms(lo)}-{fmt_ms(hi)} ({'agrees' if m.agree else 'DIFFERS'})")
-    cost = result.data.reap_cost
-    if cost is not None:
-        lines.append(f"server cost of one reap call: {cost.empty_usec:.1f} us empty, {cost.full_call_usec:.0f} us "
-                     f"at the cap of {s.reap_cap} ({cost.per_job_usec:.2f} us per job), from commandstats")
-    lines.append(f"bottleneck: {result.bottleneck}")
-    return "\n".join(lines)
 
 
 def verification_text(rec: Recommendation, check: SweepResult) -> tuple[bool, str]:

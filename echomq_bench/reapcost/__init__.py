@@ -3,7 +3,8 @@ the set it scans and the cap on what it moves (the `reapcost` command's machiner
 
 `curve` holds the settings and the immutable points and drains, `measure`
 takes them on a server, in each form of the live entries (bare, or with
-job rows), `report` formats and draws them.
+job rows). The record they make is rendered, tables and charts, by
+`echomq_bench.report.kinds.reapcost`, as every record is.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 from echomq_bench.reapcost.curve import (FORM_LABELS, FORMS, FULL, QUICK, VERBS, Curve, CurveSettings, Drain, Point,
                                         run_summary, side_by_side)
 from echomq_bench.reapcost.measure import LiveEntries, measure_curves
-from echomq_bench.reapcost.report import chart, format_curve, format_side_by_side
 
 __all__ = ["FORMS", "FORM_LABELS", "FULL", "QUICK", "VERBS", "Curve", "CurveSettings", "Drain", "LiveEntries", "Point",
-           "chart", "format_curve", "format_side_by_side", "measure_curves", "run_summary", "side_by_side"]
+           "measure_curves", "run_summary", "side_by_side"]

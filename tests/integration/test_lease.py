@@ -13,7 +13,8 @@ import pytest
 from echomq_bench.records.record import SCHEMA
 from echomq_bench.measurement.workdist import parse_dist
 from echomq_bench.lease import SweepSettings, run_sweep
-from echomq_bench.lease.report import recommend_for, write_run
+from echomq_bench.lease.report import fmt_ms, fmt_pct, recommend_for, write_run
+from echomq_bench.report import record_text
 
 
 # ---------------------------------------------------------------- one short real sweep
@@ -62,6 +63,19 @@ def test_short_sweep_orders_false_expiry_down_and_recovery_up(server: object, tm
         row["false_expiry"] is True and row["recovery_median"] is True for row in agreement)
     for name in ("lease.csv", "recovery.csv", "lease.png", "work.hdr", "meta.json"):
         assert (tmp_path / name).is_file()
+    # What the command prints is the record: per lease its executions, the rate it ran twice, the
+    # recovery beside the model; the mass crash, the reap cost and the recommendation, in 100 columns.
+    lines = record_text(tmp_path).splitlines()
+    assert max(map(len, lines)) <= 100
+    flat = " ".join(line.strip() for line in lines)
+    for r in result.leases:
+        expiry = next(line.split() for line in lines if line.startswith(fmt_ms(r.lease_ms)) and "fe " in line)
+        assert expiry[len(fmt_ms(r.lease_ms).split()):][:2] == [f"{r.executions:,}", fmt_pct(r.false_expiry.value)]
+        assert any(line.startswith(fmt_ms(r.lease_ms)) and fmt_ms(r.recovery["p99"].value) in line
+                   and f"{r.throughput.value:.1f}" in line for line in lines)
+    assert f"Mass crash of 200 jobs, cap 100 per call: drained {fmt_ms(result.mass.drain_ms[0])} " in flat
+    assert "Server cost of one reap call: " in flat and f"Bottleneck: {result.bottleneck}." in flat
+    assert " ".join(rec.text.split()) in flat
     # The run's measured work times read back as a distribution close to the one drawn.
     again = parse_dist(f"empirical:{tmp_path}")
     assert again.quantile_ms(0.5) == pytest.approx(100 * math.log(2), rel=0.15)

@@ -138,7 +138,6 @@ def test_cli_writes_summary_csv_meta_and_ratios(tmp_path: Path, capsys: pytest.C
                  "--jobs", "300", "--consumers", "1", "--trials", "2", "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    assert "srv µs/job" in printed and "ratio to bullmq-node" in printed
 
     summary = json.loads((out / "summary.json").read_text())
     assert [(e["queue"], e["mode"]) for e in summary["queues"]] == [("echomq", "default"), ("bullmq-node", "default")]
@@ -171,3 +170,21 @@ def test_cli_writes_summary_csv_meta_and_ratios(tmp_path: Path, capsys: pytest.C
     assert ratios[ratios.metric == "server_us_per_job"]["ratio"].iloc[0] == pytest.approx(ratio["ratio"])
     commands = run.table("peers_commands")
     assert "evalsha" in set(commands["command"])
+    # What it printed is the record: each queue's figures and its ratio, in 100 columns.
+    lines = printed.splitlines()
+    assert max(map(len, lines)) <= 100, printed
+
+    def fig(value: float) -> str:
+        return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+    def row(caption: str) -> list[str]:
+        start = next(i for i, line in enumerate(lines) if line.startswith(caption))
+        return next(line for line in lines[start:] if line.startswith("valkey  echomq ")).split()
+
+    ci = entry["ci"]
+    assert row("Server cost per job")[3:5] == [fig(ci["server_us_per_job"]["mean"]),
+                                               "-".join(map(fig, ci["server_us_per_job"]["ci"]))]
+    assert row("Server cost per job")[6:] == [fig(ci[k]["mean"]) for k in ("commands_per_job", "round_trips_per_job",
+                                                                            "bytes_per_pending_job")]
+    assert row("A job's whole life")[3] == fig(ci["jobs_per_s"]["mean"]) and row("A job's whole life")[-1] == "yes"
+    assert row("Ratio to bullmq-node")[3] == f"{ratio['ratio']:.2f}" and "inconclusive" in row("Ratio to bullmq-node")

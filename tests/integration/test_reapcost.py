@@ -1,7 +1,7 @@
 """Reap and promote cost curves: every point of the grid measured with the
 reply it must give, in both forms of the live entries (bare, and with a job
 row each, counted while the calls run), the drain counted in calls, results
-written and rendered, and the server left clean. Sizes here are small; the
+written and printed from the record, and the server left clean. Sizes here are small; the
 1,000,000 curve and its ratio target are the command's (echomq-bench
 reapcost), not a test's."""
 
@@ -17,10 +17,11 @@ from echomq import Queue
 from echomq_bench.records import files as results
 from echomq_bench.records.record import SCHEMA, read_record
 from echomq_bench.load.bulk import BulkFill, id_block
-from echomq_bench.commands.reapcost import CurveSettings, format_curve, measure_curves, run_reap_curve
+from echomq_bench.lease.recommend import fmt_ms
+from echomq_bench.commands.reapcost import CurveSettings, measure_curves, run_reap_curve
 from echomq_bench.reapcost import LiveEntries
 from echomq_bench.reapcost.measure import PAYLOAD
-from echomq_bench.report import build_report
+from echomq_bench.report import build_report, record_text
 
 SMALL = CurveSettings(sizes=(1_000, 20_000), caps=(10, 100), repeats=2, orphans=250, drain_size=20_000,
                       cadences_ms=(100, 1_000), ratio_repeats=3)
@@ -54,9 +55,6 @@ def test_curve_measures_every_point_in_both_forms_and_leaves_nothing_behind(serv
         assert all(len(curve.ratio_pairs[v]) == 3 for v in SMALL.verbs)
         assert set(curve.fit("reap")) == {"base_us", "us_per_job", "us_per_doubling_of_M"}
         assert curve.wall_s > 0
-    bare, rows = format_curve(curves["bare"]), format_curve(curves["rows"])
-    assert "one call of 100 at M=20k / at M=1k" in bare and "drain of a mass crash" in bare
-    assert f"== {server.name}, bare: " in bare and f"== {server.name}, with job rows: " in rows  # type: ignore[attr-defined]
     assert client.dbsize() == 0
 
 
@@ -106,13 +104,12 @@ def test_with_rows_form_holds_one_row_per_live_entry_while_it_is_measured(server
     assert client.dbsize() == 0
 
 
-def test_run_reap_curve_writes_csv_chart_meta_and_summary(server: object, tmp_path: Path) -> None:
+def test_run_reap_curve_writes_the_record_and_prints_it(server: object, tmp_path: Path) -> None:
     summary = run_reap_curve([server], out_dir=tmp_path / "run", verbose=False,
                              settings=CurveSettings(sizes=(1_000, 5_000), caps=(10, 100), repeats=1,
                                                     orphans=100, drain_size=5_000, verbs=("reap",),
                                                     ratio_repeats=2))
     run = results.load(tmp_path / "run")
-    assert (tmp_path / "run" / "reapcost.png").stat().st_size > 10_000
     points = run.table("reapcost")
     assert set(points["metric"]) == {"server_us", "client_us", "ratio_check_server_us"}
     assert (points["moved"] == points[["k", "cap"]].min(axis=1)).all()
@@ -134,9 +131,28 @@ def test_run_reap_curve_writes_csv_chart_meta_and_summary(server: object, tmp_pa
                                                                          (5_000, 100)]
     assert set(run.summary["reap_ratio_target_met"]) == {"bare", "rows"}
     assert read_record(tmp_path / "run").summary["forms"] == run.summary["forms"]
-    assert "bare against with job rows" in summary["text"] and ", with job rows: " in summary["text"]
-    md, _, findings = build_report([tmp_path / "run"], tmp_path / "report")
-    text = md.read_text()
-    assert "One reap call that moves cap jobs, bare against with job rows" in text
+    assert "text" not in summary
+    # What the command prints: the record, its charts drawn from it into the folder.
+    lines = record_text(tmp_path / "run").splitlines()
+    assert max(map(len, lines)) <= 100
+    flat = " ".join(line.strip() for line in lines)
+    assert f"one reap call blocks {run.summary['builds'][1]['version']} for " in flat and "(with job rows)" in flat
+    assert (tmp_path / "run" / "answer_reap.png").stat().st_size > 10_000
+    assert (tmp_path / "run" / "reapcost_rows.png").stat().st_size > 10_000
+    full = points[(points["metric"] == "server_us") & (points["form"] == "rows") & (points["cap"] == 100)
+                  & (points["k"] == 100)].groupby("M")["value"].median()
+    grid = next(i for i, line in enumerate(lines) if line.startswith("reap: server µs of one call, median of 1"))
+    assert any(line.split()[:1] == [name] and "with job rows" in line
+               and line.split()[-2:] == [f"{full[1_000]:,.0f}", f"{full[5_000]:,.0f}"] for line in lines[grid:]), lines
+    fit = build["verbs"]["reap"]["fit"]
+    assert "Cost against M: one call of 100 at M=5k over the same at M=1k" in flat
+    assert any(line.split()[:3] == [name, "bare", "reap"] and f"{fit['us_per_job']:.2f}" in line.split()
+               for line in lines), lines
+    drain = run.table("drain")
+    b2b = drain[(drain["metric"] == "drain_back_to_back_ms") & (drain["form"] == "bare") & (drain["cap"] == 10)]
+    assert "Drain of a mass crash: K=100 at once beside M=5,000 live entries" in flat
+    assert f" {fmt_ms(float(b2b['value'].iloc[0]))} " in flat
+    report = build_report([tmp_path / "run"], tmp_path / "report")
+    text = report.md.read_text()
     assert "| with job rows |" in text and "| bare |" in text
-    assert "with job rows (bare " in findings[0] and " at M=5,000 " in findings[0]
+    assert "with job rows" in report.answers[0].lines[0] and " at M = 5,000 " in report.answers[0].lines[0]

@@ -3,8 +3,10 @@ second, on constructed data whose figures are known exactly."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -12,12 +14,13 @@ import numpy as np
 import pytest
 
 from echomq_bench.lease import SweepSettings
-from echomq_bench.lease.analysis import Interval, agreement, analyse, held_out_figures
-from echomq_bench.lease.records import LeaseData, SweepData
-from echomq_bench.lease.report import recommend_for, table, write_run
+from echomq_bench.lease.analysis import Interval, MassResult, agreement, analyse, held_out_figures
+from echomq_bench.lease.records import LeaseData, ReapCost, SweepData
+from echomq_bench.lease.report import recommend_for, write_run
 from echomq_bench.lease.split import ModelSplit, fit_part, halves, model_split, part, predicted_part
+from echomq_bench.lease.recommend import fmt_ms
 from echomq_bench.lease.stats import wilson
-from echomq_bench.report import build_report
+from echomq_bench.report import build_report, record_text
 from tests.helpers import ROOT
 
 WINDOW = (100.0, 110.0)  # perf_counter seconds: a 10 s window, halves at 105
@@ -116,7 +119,7 @@ def test_agreement_counts_only_where_the_held_out_half_could_refute_the_model() 
 # ---------------------------------------------------------------- fitted on one half, predicting the other
 
 
-def test_the_model_is_fed_the_fit_half_and_judged_on_the_predicted_half() -> None:
+def test_the_model_is_fed_the_fit_half_and_judged_on_the_predicted_half(tmp_path: Path) -> None:
     result = analyse(sweep_data())
     r = result.leases[0]
     assert result.split.label == "out of sample: fitted on redis window 0-5 s, predicted redis window 5-10 s"
@@ -132,9 +135,11 @@ def test_the_model_is_fed_the_fit_half_and_judged_on_the_predicted_half() -> Non
     # The whole window is still what is reported and what the recommendation reads.
     assert r.live == 16 and r.refused == 4 and r.crashes == 8
     assert result.agreement_count() == (1, 1)
-    assert ("model inside the measured 95% intervals (false expiry and median recovery) for 1/1 leases, "
-            "out of sample: fitted on redis window 0-5 s, predicted redis window 5-10 s; "
-            "the table's measured columns are the whole window") in table(result)
+    write_run(tmp_path, [result], [recommend_for(result)], {"test": True})
+    printed = " ".join(line.strip() for line in record_text(tmp_path).splitlines())
+    assert ("Model inside the measured 95% intervals (false expiry and median recovery): redis 1/1 leases, "
+            "out of sample: fitted on redis window 0-5 s, predicted redis window 5-10 s.") in printed
+    assert "the measured columns are the whole window" in printed
 
 
 def test_the_record_carries_the_split_and_the_report_labels_it(tmp_path: Path) -> None:
@@ -147,9 +152,9 @@ def test_the_record_carries_the_split_and_the_report_labels_it(tmp_path: Path) -
     assert row["model_expected_false_expiries"] == 6.0
     assert row["measured_false_expiry"]["value"] == 4 / 12
     assert row["false_expiry"] is True and row["recovery_median"] is True
-    _, html, _ = build_report([tmp_path / "run"], tmp_path / "report")
+    page = build_report([tmp_path / "run"], tmp_path / "report").html.read_text()
     assert ("Model inside the measured 95% intervals (false expiry and median recovery): redis 1/1 leases, "
-            "out of sample: fitted on redis window 0-5 s, predicted redis window 5-10 s.") in html.read_text()
+            "out of sample: fitted on redis window 0-5 s, predicted redis window 5-10 s.") in page
 
 
 def test_an_older_record_renders_its_agreement_as_in_sample(tmp_path: Path) -> None:
@@ -162,7 +167,40 @@ def test_an_older_record_renders_its_agreement_as_in_sample(tmp_path: Path) -> N
     (older / "summary.json").write_text(json.dumps(summary))
     counts = [f"{x['server']} {x['agreement_count']}/{x['lease_count']} leases" for x in summary["servers"]]
     assert counts == ["redis 2/5 leases", "valkey 2/5 leases"]
-    md, _, _ = build_report([older], tmp_path / "report")
-    assert ("Model inside the measured 95% intervals (false expiry and median recovery): "
-            "redis 2/5 leases, in sample (older record); valkey 2/5 leases, in sample (older record).") \
-        in md.read_text()
+    text = build_report([older], tmp_path / "report").md.read_text()
+    for name in ("redis", "valkey"):
+        assert ("Model inside the measured 95% intervals (false expiry and median recovery): "
+                f"{name} 2/5 leases, in sample (older record).") in text
+
+
+def test_the_printed_record_shows_each_lease_the_mass_crash_the_reap_cost_and_the_check(tmp_path: Path) -> None:
+    """What the lease command prints is its record: every figure below is read back from the folder."""
+    result = analyse(sweep_data())
+    result = dataclasses.replace(
+        result, data=dataclasses.replace(result.data, reap_cost=ReapCost(empty_usec=6.84, per_job_usec=2.25,
+                                                                         full_call_usec=231.6, calls=330)),
+        mass=MassResult(k=1_000, cap=100, reps=2, drain_ms=[2415.3, 2344.2], ticks=[10, 10], spread_ms=[41.6, 15.3],
+                        model_ticks=10, model_drain_ms=(2250.0, 2375.0, 2500.0)))
+    rec = recommend_for(result)
+    write_run(tmp_path, [result], [rec], {"test": True}, [(False, "check run at 100 ms: false expiry 25% [10%-52%] "
+                                                                  "(OVER 0.1%), p99 recovery 109 ms (within 3 s)")])
+    text = record_text(tmp_path)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 100, text
+    flat = " ".join(line.strip() for line in lines)
+    r = result.leases[0]
+    # Sixteen executions of which four ran twice (Wilson interval), the overrun bound, the model's 0.5, four
+    # duplicates, a quarter of the work wasted; the model agrees on both figures.
+    row = next(re.split(r"\s{2,}", line) for line in lines if line.startswith("100 ms") and "fe ok" in line)
+    assert row == ["100 ms", f"{r.executions}", f"25% [{r.false_expiry.lo * 100:.0f}%-{r.false_expiry.hi * 100:.0f}%]",
+                   f"{r.overran_rate.hi * 100:.0f}%", "50%", f"{r.duplicates}", f"{r.wasted_share.value * 100:.0f}%",
+                   "fe ok, p50 ok"]
+    cost = next(re.split(r"\s{2,}", line) for line in lines if line.startswith("100 ms") and "fe ok" not in line)
+    assert cost[0] == "100 ms" and cost[3:5] == [fmt_ms(r.recovery["p99"].value), fmt_ms(r.model["recovery_p99"])]
+    assert cost[5] == f"{r.throughput.value:.1f}" and cost[-1] == fmt_ms(r.overhead_ms["median"])
+    assert ("Mass crash of 1,000 jobs, cap 100 per call: drained 2.42 s, 2.34 s after the deadline in 10/10 reap "
+            "calls; model 10 calls, 2.25 s-2.5 s (agrees).") in flat
+    assert "Server cost of one reap call: 6.8 µs empty, 232 µs at the cap of 100 (2.25 µs per job)" in flat
+    assert f"Bottleneck: {result.bottleneck}." in flat
+    assert "Check run at 100 ms: false expiry 25% [10%-52%] (OVER 0.1%), p99 recovery 109 ms (within 3 s)." in flat
+    assert "redis: " + " ".join(rec.text.split()) in flat

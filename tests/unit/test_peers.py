@@ -13,6 +13,8 @@ from echomq_bench.measurement.verdicts import log_half_width
 from echomq_bench.peers import MODES, PEERS, PeerMissingError, bullmq_node, get, modes_of
 from echomq_bench.peers.bullmq import CONCURRENCY
 from echomq_bench.peers.intervals import interval
+from echomq_bench.peers.result import PeerRun, Phase
+from echomq_bench.measurement.serverstats import Usage
 from echomq_bench.commands.peers import choose_queues
 
 
@@ -92,3 +94,62 @@ def test_intervals_follow_the_verdict_method() -> None:
     assert got["mean"] == pytest.approx(2.0)
     half = log_half_width([1.0, 4.0])
     assert got["ci"] == pytest.approx([2.0 * math.exp(-half), 2.0 * math.exp(half)])
+
+
+# ---------------------------------------------------------------- the printed record
+
+
+def _peer_run(queue: str, trial: int, main_cpu_s: float, wall_s: float) -> PeerRun:
+    """One trial of 1,000 jobs: `main_cpu_s` of server time and `wall_s` split over the two phases."""
+    def phase(cpu_s: float, wall: float, commands: int, reads: int) -> Phase:
+        usage = Usage(wall_s=wall, cpu_s=cpu_s, main_cpu_s=cpu_s,
+                      commands={"evalsha": (commands, int(cpu_s * 400_000)), "info": (5, 9)})
+        return Phase(jobs=1_000, wall_s=wall, server=usage, client_cpu_s=wall / 2, reads=reads)
+
+    return PeerRun(server="redis7.0", server_version="redis 7.0.15", queue=queue, mode="default", trial=trial,
+                   jobs=1_000, consumers=2, enqueue=phase(main_cpu_s / 4, wall_s / 4, 1_000, 1),
+                   drain=phase(3 * main_cpu_s / 4, 3 * wall_s / 4, 13_000, 1_000),
+                   used_memory_before=1_000_000, used_memory_enqueued=1_336_000, used_memory_drained=1_000_100,
+                   accepted=1_000, ran=1_000, intact=1_000, after_enqueue={"pending": 1_000},
+                   leftovers={"pending": 0, "kept": 0, "rows": 0, "detail": ""}, keys_after=0)
+
+
+def test_the_printed_record_carries_every_figure_and_ratio_within_100_columns(tmp_path: Path) -> None:
+    from echomq_bench.peers.summary import build_summary, ratio_rows, tidy_rows
+    from echomq_bench.peers.rounds import PeersSettings
+    from echomq_bench.records.record import Record
+    from echomq_bench.records.writer import write_record
+    from echomq_bench.report import record_text
+
+    # echomq: 45 and 50 µs of server time per job in its two trials, against BullMQ's 103.3 in both.
+    runs = [_peer_run(q, t, cpu, wall) for t, echomq_cpu in ((0, 0.045), (1, 0.050))
+            for q, cpu, wall in (("echomq", echomq_cpu, 0.125), ("bullmq-node", 0.1033, 0.25))]
+    settings = PeersSettings(jobs=1_000, consumers=2, trials=2, timeout_s=60, servers=(), modes=("default",))
+    summary = build_summary(runs, ["echomq", "bullmq-node"], {"celery": "not installed"}, [], settings)
+    write_record(tmp_path, Record(kind="peers", summary={k: v for k, v in summary.items() if k != "kind"},
+                                  meta={"settings": {"kind": "peers"}},
+                                  tables={"peers": tidy_rows(runs), "peers_ratios": ratio_rows(summary)}))
+    text = record_text(tmp_path)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 100, text
+
+    def row(caption: str, queue: str) -> list[str]:
+        start = next(i for i, line in enumerate(lines) if line.startswith(caption))
+        return next(line for line in lines[start:] if line.startswith(f"redis7.0  {queue} ")).split()
+
+    # server µs/job (the geometric mean of 45 and 50) and its t-interval, script µs (0.4 of the server's),
+    # commands, round trips, bytes per pending job
+    us = interval([45.0, 50.0])
+    assert row("Server cost per job", "echomq")[3:] == [
+        f"{us['mean']:.1f}", f"{us['ci'][0]:.1f}-{us['ci'][1]:.1f}", "19.0", "14.0", "1.00", "336"]
+    assert row("Server cost per job", "bullmq-node")[3:5] == ["103", "103-103"]
+    # jobs/s and client µs/job (half the wall in CPU), both with intervals, and clean
+    assert row("A job's whole life", "echomq")[3:] == ["8,000", "8,000-8,000", "62.5", "62.5-62.5", "yes"]
+    # Two trials: a ratio and its interval, judged inconclusive by the verdict method.
+    ratio = row("Ratio to bullmq-node", "echomq")
+    paired = interval([45.0 / 103.3, 50.0 / 103.3])
+    assert ratio[3:5] == [f"{paired['mean']:.2f}", f"[{paired['ci'][0]:.2f}-{paired['ci'][1]:.2f}]"]
+    assert "inconclusive" in ratio
+    assert "2.00 [2.00-2.00]" in " ".join(ratio)
+    assert "echomq.Worker(" in text and "enqueue enqueue verb through echomq.pipeline" in text
+    assert "WARNING: skipped celery: not installed" in text

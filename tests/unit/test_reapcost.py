@@ -3,12 +3,14 @@ with, and the command line's refusals."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from echomq_bench.load.bulk import id_block
 from echomq_bench.cli import main
+from echomq_bench.reapcost import VERBS, Curve, CurveSettings, Drain, Point, run_summary
 
 
 def test_id_block_is_distinct_ordered_and_well_formed() -> None:
@@ -30,3 +32,90 @@ def test_cli_refuses_bad_options(bad: list[str], tmp_path: Path, capsys: pytest.
     assert code == 2
     assert "error" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+# ---------------------------------------------------------------- the printed record
+
+SIZES, CAPS = (1_000, 100_000), (10, 100)
+
+
+def _curve(form: str, per_job_us: int) -> Curve:
+    """reap and promote at two sizes and two caps: a call costs 10 µs plus `per_job_us` per job it moves
+    (promote one µs more per job), the same at either M but for 1 µs more at the larger."""
+    settings = CurveSettings(sizes=SIZES, caps=CAPS, repeats=3, orphans=1_000, drain_size=100_000,
+                             cadences_ms=(100, 1_000), ratio_repeats=3)
+    points = [Point(verb, m, cap, k, [10 + (per_job_us + (verb == "promote")) * min(k, cap) + (m > 1_000)] * 3,
+                    [50.0] * 3)
+              for verb in VERBS for m in SIZES for cap in CAPS for k in settings.ks(cap)]
+    drains = [Drain(verb, cap, 1_000, 100_000, calls=1_000 // cap, wall_ms=400.0 / cap, server_ms=30.0,
+                    max_call_us=12 * cap) for verb in VERBS for cap in CAPS]
+    pairs = {verb: [(1_000, 1_050), (1_000, 1_000), (1_000, 1_100)] for verb in VERBS}
+    return Curve("redis7.0", "redis 7.0.15", settings, points, drains, pairs, wall_s=2.0, server_main_cpu_s=1.0,
+                 client_cpu_s=0.5, form=form)
+
+
+def _rows(lines: list[str], caption: str) -> list[list[str]]:
+    """The rows of the table under `caption`, each split into its cells."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(caption))
+    head = next(i for i in range(start, len(lines)) if lines[i].startswith("-----"))
+    end = next((i for i in range(head, len(lines)) if not lines[i]), len(lines))
+    return [re.split(r"\s{2,}", line.strip()) for line in lines[head + 1:end]]
+
+
+def test_the_printed_record_shows_both_verbs_both_forms_the_fit_and_the_drain(tmp_path: Path) -> None:
+    from echomq_bench.records.record import Record
+    from echomq_bench.records.writer import write_record
+    from echomq_bench.report import record_text
+
+    curves = [_curve("bare", 4), _curve("rows", 5)]
+    write_record(tmp_path, Record(kind="reapcost", summary=run_summary(curves), meta={"settings": {}},
+                                  tables={"reapcost": [r for c in curves for r in (*c.tidy_rows(), *c.ratio_rows())],
+                                          "drain": [r for c in curves for r in c.drain_rows()]}))
+    text = record_text(tmp_path)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 100, text
+    flat = " ".join(line.strip() for line in lines)
+    # The answer reads reap with job rows at the largest M: 10 + 5 x 100 + 1 µs.
+    assert "one reap call blocks redis 7.0.15 for 0.51 ms at M = 100,000 live" in flat
+    # One full call (and the empty one) at each M and cap, per verb and form: 10 µs + 4 or 5 a job, +1 at 100k.
+    reap = _rows(lines, "reap: server µs of one call, median of 3, by M live entries")
+    assert ["redis7.0", "bare", "100", "100", "410", "411"] in reap
+    assert ["redis7.0", "with job rows", "100", "100", "510", "511"] in reap
+    assert ["redis7.0", "with job rows", "100", "0", "10", "11"] in reap
+    assert ["redis7.0", "with job rows", "10", "10", "60", "61"] in reap and len(reap) == 6
+    promote = _rows(lines, "promote: server µs of one call, median of 3, by M live entries")
+    assert ["redis7.0", "with job rows", "100", "100", "610", "611"] in promote
+    # The fit (µs per job moved), the ratio of the side-by-side pairs, its quartiles and the 2x target.
+    fits = {(r[1], r[2]): r[3:] for r in _rows(lines, "Cost against M: one call of 100 at M=100k over the same")}
+    assert set(fits) == {(f, v) for f in ("bare", "with job rows") for v in VERBS}
+    assert fits[("bare", "reap")][1:] == ["4.00", "+0.15", "1.05x", "1.05 [1.00-1.10]", "1.10x", "ok"]
+    assert fits[("with job rows", "promote")][1] == "6.00"
+    assert "a cost linear in M gives 100x" in flat
+    # The drain: calls, the longest call, back to back, and one call per tick (calls - 1 ticks + the calls).
+    drains = _rows(lines, "Drain of a mass crash: K=1,000 at once beside M=100,000 live entries")
+    assert ["redis7.0", "with job rows", "reap", "100", "10", "1,200", "4 ms", "905 ms", "9.01 s"] in drains
+    assert ["redis7.0", "bare", "promote", "10", "100", "120", "40 ms", "9.91 s", "1.65 min"] in drains
+    assert "redis7.0 (with job rows) server main thread 50% busy, client 25%" in flat
+
+
+def test_a_record_from_before_the_forms_prints_as_the_bare_form(tmp_path: Path) -> None:
+    """The committed reapcost sample was written at schema 1, before the with-job-rows form (and
+    without a form column): it still prints, as the bare form alone, promote beside reap."""
+    import shutil
+
+    from echomq_bench.records.record import read_record
+    from echomq_bench.report import record_text
+    from tests.helpers import ROOT
+
+    old = tmp_path / "reapcost"
+    shutil.copytree(ROOT / "results" / "sample" / "reapcost", old)
+    assert read_record(old).schema == 1 and "form" not in read_record(old).tables["reapcost"][0]
+    lines = record_text(old).splitlines()
+    assert max(map(len, lines)) <= 100
+    assert "bare (sorted-set members only, with no job rows; this record was written before the with-job-rows " \
+           "form was measured)" in " ".join(line.strip() for line in lines)
+    reap = _rows(lines, "reap: server µs of one call, median of 5, by M live entries")
+    assert ["redis", "bare", "100", "100", "759", "732", "712", "693"] in reap
+    assert ["valkey", "bare", "10,000", "10,000", "41,353", "42,306", "44,033", "42,717"] in reap
+    assert _rows(lines, "promote: server µs of one call")[0][:2] == ["redis", "bare"]
+    assert not any("with job rows" in line for line in lines)

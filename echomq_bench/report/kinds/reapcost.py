@@ -2,10 +2,17 @@
 call blocks the server at the cap, against the size of the active set, and
 how long a mass crash takes to drain at the reaper's interval; what another
 cap would change. The live entries beside the expired ones come in two
-forms, bare sorted-set members and members with their job rows."""
+forms, bare sorted-set members and members with their job rows.
+
+The answer reads reap alone; the section shows every verb the record holds
+(reap, and promote when it was measured): one full call's server µs at each
+M and cap, whether the cost grows with M (the ratio and the fit), and the
+drain of a mass crash back to back and at each cadence. A record written
+before the forms (schema 1) is the bare form alone."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +38,14 @@ def _form_of(run: Run) -> tuple[str, str]:
     return key, str((forms.get(key) or {}).get("label", key))
 
 
+def _with_form(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table as written; one from before the forms (schema 1) is the bare form."""
+    return frame if "form" in frame.columns else frame.assign(form="bare")
+
+
 def _full_calls(run: Run, form: str) -> tuple[pd.DataFrame, int]:
     """build, cap, ms: one call that moves `cap` expired jobs, at the largest M, median of its repeats."""
-    t = run.table("reapcost")
+    t = _with_form(run.table("reapcost"))
     t = t[(t["metric"] == "server_us") & (t["verb"] == "reap") & (t["form"] == form) & (t["k"] == t["cap"])]
     largest = int(t["M"].max())
     full = t[t["M"] == largest].groupby(["build", "cap"], sort=False)["value"].median().reset_index()
@@ -42,7 +54,7 @@ def _full_calls(run: Run, form: str) -> tuple[pd.DataFrame, int]:
 
 def _drains(run: Run, form: str) -> tuple[pd.DataFrame, int, float]:
     """build, cap, s: a mass crash of K drained at one call per tick of the reaper's interval."""
-    d = run.table("drain")
+    d = _with_form(run.table("drain"))
     d = d[(d["metric"] == "drain_at_cadence_ms") & (d["verb"] == "reap") & (d["form"] == form)]
     cadence = float(d["cadence_ms"].min())
     d = d[d["cadence_ms"] == cadence]
@@ -90,8 +102,9 @@ def answer(run: Run, out: Path) -> Answer | None:
         return None
     build = PREFERRED_BUILD if PREFERRED_BUILD in builds else builds[0]
     png = charts.reap_against_cap(blocking, drains, PRODUCT_CAP, out / "answer_reap.png")
-    table = run.table("reapcost")
-    repeats = table[table["metric"] == "server_us"].groupby(["build", "form", "M", "cap", "k"]).size().min()
+    table = _with_form(run.table("reapcost"))
+    reap = table[(table["metric"] == "server_us") & (table["verb"] == "reap")]
+    repeats = reap.groupby(["build", "form", "M", "cap", "k"]).size().min()
     foot = (f"Server time of one call from commandstats, median of {repeats} calls per point, at M = {m:,} live "
             f"leases ({label}); drain: ceil(K/cap) calls, one per {fmt_ms(cadence)} tick (the lease sweep's "
             f"interval), plus each call's own time. Bound: the server, one call at a time. Builds: "
@@ -100,40 +113,150 @@ def answer(run: Run, out: Path) -> Answer | None:
                   foot, "answer-reap")
 
 
+OLD_FORMS = {"bare": {"label": "bare", "meaning": "sorted-set members only, with no job rows; this record was written "
+                                                 "before the with-job-rows form was measured"}}
+
+
+def _forms(run: Run) -> dict[str, dict[str, Any]]:
+    forms = run.summary.get("forms")
+    return {str(k): dict(v) for k, v in forms.items()} if isinstance(forms, dict) and forms else OLD_FORMS
+
+
+def _label(run: Run, form: str) -> str:
+    return str(_forms(run).get(form, {}).get("label", form))
+
+
+def _si(n: int) -> str:
+    """1k, 100k, 1M: a size as the columns name it."""
+    for unit, div in (("M", 1_000_000), ("k", 1_000)):
+        if n >= div and n % div == 0:
+            return f"{n // div:,}{unit}"
+    return f"{n:,}"
+
+
+def _us(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 10 else f"{value:.1f}"
+
+
+def _ratio_cap(points: pd.DataFrame) -> int:
+    """The cap of the ratio check (100 unless the caps measured leave it out)."""
+    check = points[points["metric"] == "ratio_check_server_us"]
+    if len(check):
+        return int(check["cap"].iloc[0])
+    caps = sorted(set(int(c) for c in points["cap"]))
+    return min(caps, key=lambda c: abs(math.log(c) - math.log(PRODUCT_CAP)))
+
+
+def _grid(run: Run, verb: str) -> Table | None:
+    """One call that moves cap jobs (and one that finds nothing due), server µs at each M."""
+    t = _with_form(run.table("reapcost"))
+    t = t[(t["metric"] == "server_us") & (t["verb"] == verb)]
+    if not len(t):
+        return None
+    empty_cap = _ratio_cap(_with_form(run.table("reapcost")))
+    t = t[(t["k"] == t["cap"]) | ((t["k"] == 0) & (t["cap"] == empty_cap))]
+    med = t.groupby(["build", "form", "cap", "k", "M"], sort=False)["value"].median()
+    sizes = sorted(set(int(m) for m in t["M"]))
+    rows = []
+    for (build, form, cap, k), by_m in med.groupby(level=[0, 1, 2, 3], sort=False):
+        values = {int(key[-1]): float(v) for key, v in by_m.items()}
+        rows.append({"build": build, "form": _label(run, str(form)), "cap": f"{int(cap):,}", "k": f"{int(k):,}",
+                     **{f"M={_si(m)}": _us(values.get(m)) for m in sizes}, "_order": (int(cap), -int(k))})
+    builds = list(dict.fromkeys(t["build"]))
+    rows.sort(key=lambda r: (builds.index(r["build"]), r["_order"]))   # stable: bare before rows
+    frame = pd.DataFrame(rows).drop(columns="_order")
+    repeats = int(t.groupby(["build", "form", "M", "cap", "k"]).size().min())
+    return Table(frame, f"{verb}: server µs of one call, median of {repeats}, by M live entries; k = cap is a "
+                        f"full call, k = 0 finds nothing {'expired' if verb == 'reap' else 'due'}")
+
+
+def _build_entries(run: Run) -> list[dict[str, Any]]:
+    return [b for b in run.summary.get("builds") or () if isinstance(b, dict)]
+
+
+def _scaling(run: Run) -> Table | None:
+    """Whether a call's cost grows with M, and the fit, per build, form and verb."""
+    t = _with_form(run.table("reapcost"))
+    lo, hi = int(t["M"].min()), int(t["M"].max())
+    span, pairs, rows = f"{_si(hi)}/{_si(lo)}", 0, []
+    for b in _build_entries(run):
+        for verb, v in (b.get("verbs") or {}).items():
+            fit, pairs = v.get("fit") or {}, max(pairs, int(v.get("ratio_pairs") or 0))
+            pair = v.get("ratio_per_pair_median_q1_q3")
+            ratio, target = v.get("ratio_largest_to_smallest_M"), float(v.get("ratio_target") or 2.0)
+            rows.append({"build": b.get("build"), "form": b.get("form_label", _label(run, str(b.get("form", "bare")))),
+                         "verb": verb, "base µs": _us(fit.get("base_us")),
+                         "µs/job": "-" if fit.get("us_per_job") is None else f"{fit['us_per_job']:.2f}",
+                         "µs/2xM": "-" if fit.get("us_per_doubling_of_M") is None
+                         else f"{fit['us_per_doubling_of_M']:+.2f}",
+                         span: "-" if ratio is None else f"{ratio:.2f}x",
+                         "per pair [IQR]": f"{pair[0]:.2f} [{pair[1]:.2f}-{pair[2]:.2f}]" if pair else "-",
+                         "k=0": "-" if v.get("ratio_k0") is None else f"{v['ratio_k0']:.2f}x",
+                         "<= 2x": "-" if ratio is None else ("ok" if ratio <= target else "OVER")})
+    if not rows:
+        return None
+    return Table(pd.DataFrame(rows),
+                 f"Cost against M: one call of {_ratio_cap(t)} at M={_si(hi)} over the same at M={_si(lo)} "
+                 f"(median of {pairs} side-by-side pairs, target at most 2x; a cost linear in M gives "
+                 f"{hi / lo:,.0f}x), k=0 the same from the grid; the fit: µs = base + µs/job x moved "
+                 "+ µs/2xM x log2(M)")
+
+
+def _drain(run: Run) -> Table | None:
+    """A mass crash drained back to back (measured) and at one call per tick of each cadence (computed)."""
+    if "drain" not in run.tables:
+        return None
+    d = _with_form(run.table("drain"))
+    rows = []
+    for (build, form, verb, cap), g in d.groupby(["build", "form", "verb", "cap"], sort=False):
+        one = g[g["metric"] != "drain_at_cadence_ms"].groupby("metric")["value"].median()
+        at = g[g["metric"] == "drain_at_cadence_ms"].groupby("cadence_ms")["value"].median()
+        rows.append({"build": build, "form": _label(run, str(form)), "verb": verb, "cap": f"{int(cap):,}",
+                     "calls": f"{int(one.get('calls', 0)):,}", "max µs": _us(one.get("max_call_us")),
+                     "back-to-back": fmt_ms(one.get("drain_back_to_back_ms")),
+                     **{f"@{fmt_ms(float(c)).replace(' ', '')}": fmt_ms(float(v)) for c, v in at.items()}})
+    if not rows:
+        return None
+    return Table(pd.DataFrame(rows).fillna("-"),
+                 f"Drain of a mass crash: K={int(d['K'].iloc[0]):,} at once beside M={int(d['M'].iloc[0]):,} live "
+                 "entries; back to back (measured), and at one call per tick of each cadence (computed: the ticks "
+                 "between the calls plus the calls' own time)")
+
+
+def _busy(run: Run) -> list[str]:
+    """How busy each side was while a curve was taken: the figures are the server's own clock either way."""
+    parts = []
+    for b in _build_entries(run):
+        server, client = b.get("server_main_thread_busy"), b.get("client_busy")
+        if server is not None and client is not None:
+            parts.append(f"{b.get('build')} ({b.get('form_label', b.get('form', 'bare'))}) server main thread "
+                         f"{float(server):.0%} busy, client {float(client):.0%}")
+    return ["Busy while measured: " + "; ".join(parts) + "."] if parts else []
+
+
 def section(run: Run, out: Path) -> list[Block]:
-    forms = run.summary.get("forms") or {"bare": {"label": "bare"}}
+    forms = _forms(run)
+    verbs = list(dict.fromkeys(_with_form(run.table("reapcost"))["verb"]))
     footer = context_lines(run, trials="median of the repeats of each point",
                            bottleneck="server (one call at a time; the figure is the server's own time inside "
-                                      "the script)")
+                                      "the script)", extra=_busy(run))
     blocks: list[Block] = [
         Heading("Reap cost against the cap", anchor="reapcost"),
         Para("One reap call blocks the server for its whole run: the latency spike every other client waits out. "
              "A smaller cap keeps the spike small but drains a mass crash more slowly. Flat across M means the "
-             "cost grows like log M + k, not like M. The live entries beside the expired ones: "
+             "cost grows like log M + k, not like M. "
+             + ("Promote (due retries from the schedule) runs the same curve; the charts are reap's. "
+                if "promote" in verbs else "")
+             + "The live entries beside the expired ones: "
              + "; ".join(f"{f.get('label', key)} ({f.get('meaning', '?')})" for key, f in forms.items()) + ".")]
-    rows = []
-    for form in forms:
-        blocking, m = _full_calls(run, form)
-        drains, k, cadence = _drains(run, form)
-        label = str(forms[form].get("label", form))
-        png = charts.reap_against_cap(blocking, drains, PRODUCT_CAP, out / f"reapcost_{form}.png")
-        blocks.append(Image(png, f"{label}: one full call's blocking time and a {k:,}-job drain at one call per "
-                                 f"{fmt_ms(cadence)}, against the cap"))
-        merged = blocking.merge(drains, on=["build", "cap"], how="outer")
-        rows += [{"form": label, "build": r.build, "cap": int(r.cap), f"ms blocked at M={m:,}": round(r.ms, 3),
-                  f"drain of {k:,}, s": round(r.s, 1)} for r in merged.itertuples(index=False)]
-    blocks += [Table(pd.DataFrame(rows), "One full reap call and a mass crash's drain, per cap"),
-               *_scaling(run), Notes(footer)]
-    return blocks
-
-
-def _scaling(run: Run) -> list[Block]:
-    """Whether a call's cost grows with M: the largest M against the smallest, per build and form."""
-    lines = []
-    for b in run.summary.get("builds") or ():
-        reap: dict[str, Any] = ((b.get("verbs") or {}).get("reap") or {}) if isinstance(b, dict) else {}
-        if "ratio_largest_to_smallest_M" in reap:
-            lines.append(f"{b.get('build')} ({b.get('form_label', b.get('form', 'bare'))}): "
-                         f"{reap['ratio_largest_to_smallest_M']:.2f}x from the smallest M to the largest")
-    return [Para("One call of 100 at the largest M against the same call at the smallest: " + "; ".join(lines)
-                 + ".")] if lines else []
+    if "reap" in verbs and "drain" in run.tables:
+        for form in forms:
+            blocking, _ = _full_calls(run, form)
+            drains, k, cadence = _drains(run, form)
+            png = charts.reap_against_cap(blocking, drains, PRODUCT_CAP, out / f"reapcost_{form}.png")
+            blocks.append(Image(png, f"{_label(run, form)}: one full reap call's blocking time and a {k:,}-job "
+                                     f"drain at one call per {fmt_ms(cadence)}, against the cap"))
+    tables = [*(_grid(run, verb) for verb in verbs), _scaling(run), _drain(run)]
+    return blocks + [t for t in tables if t is not None] + [Notes(footer)]
