@@ -108,24 +108,6 @@ class FailoverResult:
     doubt_complete_gone: int
     report: AuditReport
 
-    def format(self) -> str:
-        lines = [
-            f"== {self.name}: {self.version} ==",
-            f"{self.report.enqueued} jobs enqueued in {self.load_s:.1f} s "
-            f"({self.report.enqueued / self.load_s:.0f}/s) on {', '.join(self.queues)}",
-            f"killed master {self.victim} (SIGKILL); replica {self.new_master} took its slots",
-            f"  promoted after {self.kill_to_promoted_s:.2f} s, every node ok after {self.kill_to_ready_s:.2f} s, "
-            f"enqueues on {self.queues[0]} acknowledged again after "
-            + (f"{self.kill_to_resumed_s:.2f} s" if self.kill_to_resumed_s is not None else "never"),
-            f"  calls that failed: {sum(self.errors.values())} of {self.ops} "
-            f"({', '.join(f'{k} {v}' for k, v in sorted(self.errors.items())) or 'none'}), "
-            f"over {self.errors_window_s:.2f} s",
-            f"  in doubt: {self.doubt_enqueue} enqueues ({self.doubt_enqueue_found} found on the server, so counted), "
-            f"{self.doubt_complete} completes ({self.doubt_complete_gone} rows gone, so counted completed)",
-            self.report.format(),
-        ]
-        return "\n".join(lines)
-
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "report"}
         out["audit"] = self.report.to_dict()
@@ -342,6 +324,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.records import meta
     from echomq_bench.records.files import new_run_dir
+    from echomq_bench.report import record_text
 
     load_s = QUICK_LOAD_S if args.quick else LOAD_S
     args.before = load_s if args.before is None else args.before
@@ -355,12 +338,12 @@ def run(args: argparse.Namespace) -> int:
     for spec in specs:
         result = run_failover(spec, queues=args.queues, rate=args.rate, before_s=args.before,
                               after_s=args.after, log=lambda text: print(text, file=sys.stderr, flush=True))
-        print(result.format(), flush=True)
         results.append(result)
     out = new_run_dir("failover", args.out)
     info = meta.collect([], queues=args.queues, rate=args.rate, before_s=args.before, after_s=args.after,
                         specs=[str(s) for s in specs])
     write_record(out, failover_record(results, info))
+    print(record_text(out))
     print(f"results: {out}")
     return 0 if all(r.report.passed for r in results) else 1
 

@@ -37,16 +37,20 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from echomq_bench.faults.load import LoadSettings
-from echomq_bench.faults.runner import Outcome, format_table, run_scenario
+from echomq_bench.faults.runner import Outcome, run_scenario
 from echomq_bench.faults.scenarios import FULL, QUICK, SCENARIOS, Plan
 from echomq_bench.faults.nemesis import MAX_SOAK_S, MIN_SOAK_S
 from echomq_bench.options import DurationError, add_list, add_out, add_quick, choice, parse_duration_ms, work_dist
 from echomq_bench.progress import Progress
 
-__all__ = ["SCENARIOS", "Plan", "QUICK", "FULL", "Outcome", "run_scenario", "format_table", "configure", "run"]
+if TYPE_CHECKING:
+    from echomq_bench.records.record import Record
+
+__all__ = ["SCENARIOS", "Plan", "QUICK", "FULL", "Outcome", "run_scenario", "faults_record", "configure",
+           "run"]
 
 
 # --------------------------------------------------------------------------
@@ -112,8 +116,8 @@ def _soak(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.records import meta
     from echomq_bench.records.files import ResultsError, new_run_dir
-    from echomq_bench.records.record import Record
     from echomq_bench.records.writer import write_record
+    from echomq_bench.report import record_text
 
     if args.soak is not None:
         return _run_soaks(args)
@@ -135,13 +139,11 @@ def run(args: argparse.Namespace) -> int:
             outcome = run_scenario(spec, SCENARIOS[name], plan, base, out / "logs", seed,
                                    on_server=lambda s: seen.setdefault(s.name, meta.describe_server(s)))
             outcomes.append(outcome)
-        print(format_table([o for o in outcomes if o.server == spec.name]), flush=True)
     passed = all(o.passed is not False for o in outcomes)
     info = meta.collect(quick=args.quick, scenarios=names, plan=plan.__dict__, load=base.__dict__, seed=seed)
     info["servers"] = list(seen.values())
-    write_record(out, Record(kind="faults", meta=info, tables={"faults": _tidy(outcomes)},
-                             summary={"passed": passed, "quick": args.quick,
-                                      "scenarios": [o.to_dict() for o in outcomes]}))
+    write_record(out, faults_record(outcomes, info, args.quick))
+    print(record_text(out))
     print(f"{'PASS' if passed else 'FAIL'}: {sum(o.passed is True for o in outcomes)} passed, "
           f"{sum(o.passed is False for o in outcomes)} failed, {sum(o.passed is None for o in outcomes)} skipped"
           f" -> {out}")
@@ -154,11 +156,12 @@ def _run_soaks(args: argparse.Namespace) -> int:
 
     from echomq_bench.faults.nemesis import counts, schedule
     from echomq_bench.faults.soak import SoakError, run_soak
-    from echomq_bench.faults.soakreport import chart_name, draw_timelines, format_soak, soak_tables
+    from echomq_bench.faults.soakreport import chart_name, draw_timelines, soak_record
     from echomq_bench.records import meta
     from echomq_bench.records.files import ResultsError, new_run_dir
-    from echomq_bench.records.record import Record, read_record
+    from echomq_bench.records.record import read_record
     from echomq_bench.records.writer import write_record
+    from echomq_bench.report import record_text
 
     if args.quick:
         raise SoakError("--soak has no --quick form: drop --quick (the shortest soak is --soak 20s)")
@@ -187,15 +190,13 @@ def _run_soaks(args: argparse.Namespace) -> int:
                           on_server=lambda s: seen.setdefault(s.name, meta.describe_server(s)),
                           say=lambda line: print(line, flush=True))
         results.append(result)
-        print(format_soak(result), flush=True)
     passed = all(r.passed for r in results)
     info = meta.collect(soak_s=args.soak, seed=seed, load=base.__dict__, schedule=[f.__dict__ for f in plan])
     info["servers"] = list(seen.values())
-    write_record(out, Record(kind="faults", meta=info, tables=soak_tables(results), summary={
-        "passed": passed, "quick": False, "scenarios": [],
-        "soak": [{**r.to_dict(), "chart": chart_name(r.server)} for r in results]}))
+    write_record(out, soak_record(results, info))
     written = read_record(out)  # the chart is drawn from the record as written
     draw_timelines(written.summary, written.tables, out)
+    print(record_text(out))
     print(f"{'PASS' if passed else 'FAIL'}: soak, seed {seed}, {sum(r.passed for r in results)}/{len(results)} "
           f"builds passed -> {out} (timelines: {', '.join(chart_name(r.server) for r in results)})")
     return 0 if passed else 1
@@ -216,6 +217,16 @@ def _preflight(specs: list[Any]) -> None:
             spec_binary(spec)
         else:
             start(spec)  # PINGs it: unreachable, or a wrong password, is a clear error now
+
+
+def faults_record(outcomes: list[Outcome], info: dict[str, Any], quick: bool) -> Record:
+    """The scenarios' run as it is written: every outcome (figures, audit, checks, or why it was skipped) in
+    summary.json, and their figures as tidy rows."""
+    from echomq_bench.records.record import Record
+
+    return Record(kind="faults", meta=info, tables={"faults": _tidy(outcomes)},
+                  summary={"passed": all(o.passed is not False for o in outcomes), "quick": quick,
+                           "scenarios": [o.to_dict() for o in outcomes]})
 
 
 def _tidy(outcomes: list[Outcome]) -> list[dict[str, Any]]:

@@ -42,13 +42,14 @@ from echomq_bench.microbench.baseline import (BaselineError, baseline_path, load
 from echomq_bench.microbench.cases import CASES
 from echomq_bench.microbench.history_baseline import HISTORY, UPDATE_WITH_HISTORY, missing_from_history
 from echomq_bench.microbench.gate import (DEFAULT_AB_TOLERANCE, DEFAULT_TOLERANCE, GateOptions, GateResult, Verdict,
-                                          format_result, gate_one)
+                                          gate_one)
+from echomq_bench.records.record import Record
 
 # The comparison is echomq_bench.microbench.gate, the baselines echomq_bench.microbench.baseline;
 # numpy (microbench) and pandas (results) load when a gate runs, not when
 # the CLI builds its parser for another command.
 
-__all__ = ["configure", "run", "run_gate", "gate_one", "format_result", "GateOptions", "Verdict", "GateResult",
+__all__ = ["configure", "run", "run_gate", "gate_record", "gate_one", "GateOptions", "Verdict", "GateResult",
            "baseline_path", "load_baseline", "write_baseline", "slowed_copy", "DEFAULT_TOLERANCE",
            "DEFAULT_AB_TOLERANCE", "BaselineError"]
 
@@ -72,11 +73,17 @@ def run_gate(servers: Iterable[Any], options: GateOptions = _DEFAULT_OPTIONS, *,
         "ab_tolerance": options.ab_tolerance,
         "rounds": settings.rounds, "calls": settings.calls, "heavy_calls": settings.heavy_calls,
         "sizes": vars(settings.sizes), "lua_dir": [r.measurement.lua_dir for r in found]})
-    rows = [row for r in found for row in r.measurement.tidy_rows()]
-    results.write_record(run_dir, results.Record(
-        kind="gate", meta=info, tables={"microbench": rows, "scripts": [row for r in found for row in r.script_rows()]},
-        summary={"passed": not any(r.regressions for r in found), "builds": [r.summary() for r in found]}))
+    results.write_record(run_dir, gate_record(found, info))
     return [replace(r, run_dir=run_dir) for r in found]
+
+
+def gate_record(found: list[GateResult], info: dict[str, Any]) -> Record:
+    """The gate run as it is written: each build's verdicts, figures and baseline in summary.json, the
+    batches in microbench.csv and the scripts measured in scripts.csv."""
+    rows = [row for r in found for row in r.measurement.tidy_rows()]
+    return Record(kind="gate", meta=info,
+                  tables={"microbench": rows, "scripts": [row for r in found for row in r.script_rows()]},
+                  summary={"passed": not any(r.regressions for r in found), "builds": [r.summary() for r in found]})
 
 
 # -- CLI -----------------------------------------------------------------------------------
@@ -165,10 +172,11 @@ def run(args: argparse.Namespace) -> int:
     except BaselineError as exc:  # the history's baseline of a fingerprint, known once the server runs
         print(f"echomq-bench gate: error: {exc}", file=sys.stderr)
         return 2
-    for r in found:
-        print(format_result(r))
     run_dir = found[0].run_dir
     if run_dir:
+        from echomq_bench.report import record_text
+
+        print(record_text(run_dir))
         print(f"results: {run_dir}")
     bad = [f"{r.build}:{c}" for r in found for c in r.regressions]
     unsure = [f"{r.build}:{c}" for r in found for c in r.inconclusive]

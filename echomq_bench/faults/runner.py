@@ -28,7 +28,7 @@ from echomq_bench.load.audit import AuditReport, Ledger, audit
 from echomq_bench.load.backlog import drop_queue
 from echomq_bench.servers import redacted_url
 
-__all__ = ["Outcome", "Audited", "run_scenario", "audit_held", "format_table", "drain"]
+__all__ = ["Outcome", "Audited", "run_scenario", "audit_held", "drain"]
 
 
 # --------------------------------------------------------------------------
@@ -213,28 +213,3 @@ def _delete_queue(server: Any, keys: QueueKeys) -> None:
             drop_queue(client, keys.name, sweep=True)
     except redis.RedisError:
         pass
-
-
-def format_table(outcomes: list[Outcome]) -> str:
-    if not outcomes:
-        return ""
-    head = f"== {outcomes[0].server}: {next((o.build for o in outcomes if o.build), '?')} =="
-    cols = f"{'scenario':<18} {'jobs':>6} {'faults':>6} {'lost':>5} {'double':>6} {'refused ok':>10} " \
-           f"{'recovery':>9}  verdict"
-    lines = [head, cols]
-    for o in outcomes:
-        if o.skipped:
-            lines.append(f"{o.scenario:<18} skipped: {o.skipped}")
-            continue
-        rec = "-" if o.recovery_s is None else f"{o.recovery_s:.2f} s"
-        verdict = "PASS" if o.passed else "FAIL"
-        if o.passed and o.lost:
-            verdict += " (loss detected)"
-        lines.append(f"{o.scenario:<18} {o.jobs:>6} {o.faults:>6} {o.lost:>5} {o.double_accepted:>6} "
-                     f"{o.refused_expected:>10} {rec:>9}  {verdict}")
-    for o in outcomes:
-        if o.skipped:
-            continue
-        lines.append(f"-- {o.scenario}: {o.fault}; recovery = {o.recovery_means}")
-        lines.extend(f"   {'ok  ' if c.ok else 'FAIL'} {c.text}" for c in o.checks)
-    return "\n".join(lines)

@@ -1,5 +1,6 @@
-"""A soak's results as text, as the record's tidy tables, and as its
-timeline chart drawn from the record once it is written.
+"""A soak's results as the record's tidy tables, and its timeline chart
+drawn from the record once it is written (what the terminal prints is the
+record, through `echomq_bench.report.kinds.faults`).
 
 Tables (one row per server in each):
     faults         the soak's totals in the scenarios' tidy shape (scenario "soak")
@@ -15,32 +16,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from echomq_bench.faults.soak import SoakResult
-from echomq_bench.faults.soakstats import RECOVERY_MEANS
+from echomq_bench.records.record import Record
 
-__all__ = ["format_soak", "soak_tables", "chart_name", "draw_timelines"]
-
-def _s(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def format_soak(r: SoakResult) -> str:
-    injected = ", ".join(f"{k} {n}" for k, n in r.injected.items()) or "none"
-    lines = [
-        f"== soak {r.server}: {r.build}, seed {r.seed}, {r.duration_s:g} s ==",
-        f"faults injected: {injected} ({sum(r.injected.values())} of {sum(r.planned.values())} planned)",
-        f"jobs {r.jobs}, completed {r.completed}; lost {r.lost}, double-accepted {r.double_accepted}; "
-        f"calls whose reply was lost {r.ambiguous}: resolved {r.ambiguous_resolved}, "
-        f"unresolved {r.ambiguous_unresolved}",
-        f"recovery = {RECOVERY_MEANS}",
-        f"{'kind':<13} {'family':<8} {'injected':>8} {'recovered':>9} {'p50 s':>6} {'p99 s':>6}",
-    ]
-    for k in r.kinds():
-        lines.append(f"{k['kind']:<13} {k['family']:<8} {k['injected']:>8} {k['recovered']:>9} "
-                     f"{_s(k['recovery_p50_s']):>6} {_s(k['recovery_p99_s']):>6}")
-    lines.extend(f"   {'ok  ' if c.ok else 'FAIL'} {c.text}" for c in r.checks)
-    lines.append(f"{'PASS' if r.passed else 'FAIL'}: soak on {r.server}")
-    return "\n".join(lines)
-
+__all__ = ["soak_record", "soak_tables", "chart_name", "draw_timelines"]
 
 _TOTALS = (("jobs", "jobs"), ("completed", "jobs"), ("lost", "jobs"), ("double_accepted", "jobs"),
            ("ambiguous", "calls"), ("ambiguous_resolved", "calls"), ("ambiguous_unresolved", "calls"),
@@ -58,6 +36,14 @@ def soak_tables(results: Sequence[SoakResult]) -> dict[str, list[dict[str, Any]]
         tables["soak_kinds"] += [{**who, **k} for k in r.kinds()]
         tables["soak_timeline"] += [{**who, "t_s": t, "completes": n} for t, n in enumerate(r.timeline)]
     return tables
+
+
+def soak_record(results: Sequence[SoakResult], info: Mapping[str, Any]) -> Record:
+    """The soaks as they are written: each build's totals, faults, checks and chart name in summary.json,
+    and the tables above."""
+    return Record(kind="faults", meta=info, tables=soak_tables(results), summary={
+        "passed": all(r.passed for r in results), "quick": False, "scenarios": [],
+        "soak": [{**r.to_dict(), "chart": chart_name(r.server)} for r in results]})
 
 
 def chart_name(server: str) -> str:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from echomq_bench.measurement.serverstats import bound
 from echomq_bench.progress import Progress
+from echomq_bench.microbench.benchmark_machine import differences
 from echomq_bench.microbench.baseline import (UPDATE_PASSES, BaselineError, baseline_path, fingerprint,
                                               fingerprint_id, load_baseline, pass_drift, script_texts, shown,
                                               write_baseline, write_scripts)
@@ -37,8 +38,8 @@ if TYPE_CHECKING:
 # numpy (microbench.runner) loads when a gate runs, not when the CLI builds
 # its parser for another command.
 
-__all__ = ["GateOptions", "GateResult", "Verdict", "gate_one", "verdicts", "format_result",
-           "DEFAULT_TOLERANCE", "DEFAULT_AB_TOLERANCE"]
+__all__ = ["GateOptions", "GateResult", "Verdict", "gate_one", "verdicts", "DEFAULT_TOLERANCE",
+           "DEFAULT_AB_TOLERANCE"]
 
 DEFAULT_TOLERANCE = 0.20
 DEFAULT_AB_TOLERANCE = 0.10
@@ -174,6 +175,7 @@ class GateResult:
     updated: bool = False
     run_dir: Path | None = None       # the results folder the run was written to
     same_machine: bool = True         # the baseline's machine fingerprint is this one's
+    differences: list[str] = field(default_factory=list)  # else how it differs: `cores 2 here, 64 saved`
 
     @property
     def regressions(self) -> list[str]:
@@ -188,13 +190,23 @@ class GateResult:
         return {"build": self.build, "version": self.version, "baseline": str(self.baseline),
                 "updated": self.updated, "changed_scripts": self.changed_scripts,
                 "regressions": self.regressions, "inconclusive": self.inconclusive,
-                "same_machine": self.same_machine, "lua_dir": m.lua_dir,
+                "same_machine": self.same_machine, "lua_dir": m.lua_dir, "lua_shown": shown(m.lua_dir),
                 "server_main_thread_busy": round(m.server_utilization, 3),
                 "client_busy": round(m.client_utilization, 3),
                 "bound": bound(m.server_utilization, m.client_utilization),
+                "rounds": m.settings.rounds, "calls": m.settings.calls, "baseline_from": self.baseline_from(),
                 "verdicts": [v.to_dict() for v in self.verdicts],
                 # What a later gate needs to judge against this run (`--baseline history`).
                 "figures": {name: f.to_dict() for name, f in m.figures().items()}}
+
+    def baseline_from(self) -> dict[str, Any]:
+        """Where the baseline came from, as the record shows it: its file or history run, the build and time
+        it was measured, its revision when it is a history run, and how its machine fingerprint differs."""
+        info = self.baseline_info or {}
+        git = info.get("git") or {}
+        return {"path": shown(self.baseline), "history_run": bool(info.get("history_run")),
+                "revision": git.get("label") or (git.get("commit") or "")[:10], "version": info.get("version", ""),
+                "created_utc": info.get("created_utc", ""), "fingerprint_differences": self.differences}
 
     def script_rows(self) -> list[dict[str, Any]]:
         """The scripts this run measured, one row per verb: the other half of what a later gate judges against."""
@@ -252,7 +264,8 @@ def gate_one(server: Any, options: GateOptions = GateOptions()) -> GateResult:
             found = _confirmed(client, mo, verdicts(m, base, o.tolerance, o.ab_tolerance, same), base, o, same)
     if progress:
         progress.done()
-    result = GateResult(server.name, version, path, base, m, found, changed, same_machine=same)
+    result = GateResult(server.name, version, path, base, m, found, changed, same_machine=same,
+                        differences=differences(here, base.get("fingerprint") or {}) if base and not same else [])
     if o.update:
         write_baseline(path, m, None, drift, lua_dir=shown(m.lua_dir), passes=UPDATE_PASSES, fingerprint=here)
         result = replace(result, updated=True)
@@ -303,66 +316,3 @@ def _confirmed(client: Any, first: Any, found: list[Verdict], base: dict[str, An
     again = measure(client, first)
     second = {v.case: v for v in verdicts(again, base, o.tolerance, o.ab_tolerance, same)}
     return [replace(v, confirmed=second[v.case].flagged) if v.flagged and v.case in second else v for v in found]
-
-
-def _pct(x: float | None) -> str:
-    return "" if x is None else f"{x * 100:+.1f}%"
-
-
-def format_result(r: GateResult) -> str:
-    m = r.measurement
-    lines = []
-    when = (r.baseline_info or {}).get("created_utc", "")
-    bver = (r.baseline_info or {}).get("version", "")
-    lines.append(f"== {r.build}: {r.version}; scripts {shown(m.lua_dir)}")
-    if r.updated:
-        lines.append(f"   baseline written: {shown(r.baseline)}")
-    elif (r.baseline_info or {}).get("history_run"):
-        git = (r.baseline_info or {}).get("git") or {}
-        revision = git.get("label") or (git.get("commit") or "?")[:10]
-        lines.append(f"   baseline from the results history: the gate run in {shown(r.baseline)} (revision "
-                     f"{revision}; {bver}, {when})")
-    else:
-        lines.append(f"   baseline {shown(r.baseline)} ({bver}, {when})")
-    if bver and bver != r.version:
-        lines.append(f"   note: the baseline was measured on {bver}; the normalised check compares the builds")
-    if not r.same_machine and not r.updated:
-        lines.append("   the baseline's machine fingerprint (CPU model and flags, cores, server version, allocator) is "
-                     "not this one's: the normalised change is advisory; only the script A/B can fail")
-    if r.changed_scripts:
-        lines.append(f"   scripts that differ from the baseline's: {', '.join(r.changed_scripts)} "
-                     "(measured A/B against the baseline's text)")
-    head = (f"{'verb':<18} {'server µs':>9} {'client µs':>9} {'vs':>8}  {'baseline':>8} {'now':>8} {'change':>7} "
-            f"{'allowed':>7}  {'script A/B':>10} {'allowed':>7}  verdict")
-    lines += [head, "-" * len(head)]
-    refs = m.figures()
-    for name in ("noop_script", "ping", "read_100"):
-        if name not in refs:
-            continue
-        f = refs[name]
-        server_us = f.server_us_mean if name == "ping" else f.server_us
-        lines.append(f"{name:<18} {server_us:>9.2f} {f.client_us:>9.1f} {'':>8}  (reference)")
-    for v in r.verdicts:
-        base = f"{v.base_ratio:>8.3f}" if v.base_ratio is not None else f"{'-':>8}"
-        allowed = ("advisory" if v.advisory else f"+{v.allowed * 100:.0f}%") if v.allowed is not None else ""
-        ab = _pct(v.ab_change) if v.ab_change is not None else "same"
-        ab_allowed = f"+{v.ab_allowed * 100:.0f}%" if v.ab_allowed is not None else ""
-        vs = {"noop_script": "no-op", "read_100": "read100"}.get(v.reference, v.reference)
-        lines.append(f"{v.case:<18} {v.server_us:>9.2f} {v.client_us:>9.1f} {vs:>8}  {base} {v.now_ratio:>8.3f} "
-                     f"{_pct(v.change):>7} {allowed:>7}  {ab:>10} {ab_allowed:>7}  {v.status}")
-    side = bound(m.server_utilization, m.client_utilization)
-    lines.append(f"baseline/now = server µs / server µs of the reference in 'vs' (typical: mean of the faster half of "
-                 f"{m.settings.rounds} rounds x {m.settings.calls} calls); server main thread busy "
-                 f"{m.server_utilization:.0%}, client {m.client_utilization:.0%}: {side}-bound (one call at a "
-                 "time; server figures are the server's own clock)")
-    if r.updated:
-        lines.append("UPDATED")
-    elif r.regressions:
-        lines.append(f"REGRESSION on {r.build}: {', '.join(r.regressions)}")
-    elif r.inconclusive:
-        lines.append(f"INCONCLUSIVE on {r.build}: {', '.join(r.inconclusive)} (noise above tolerance; run again "
-                     "on a quieter machine or with more --rounds)")
-    else:
-        lines.append(f"PASS on {r.build}: {len(r.verdicts)} verbs within tolerance")
-    return "\n".join(lines)
-

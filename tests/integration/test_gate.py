@@ -17,18 +17,22 @@ from pathlib import Path
 import pytest
 import redis
 
+from echomq_bench.records.history import HISTORY_ENV
 from echomq_bench.records.record import SCHEMA
 from echomq_bench.records import files as results
+from echomq_bench.records.writer import write_record
 from echomq_bench.cli import main
 from echomq_bench.commands.gate import (
     GateOptions,
+    GateResult,
     baseline_path,
-    format_result,
     gate_one,
+    gate_record,
     load_baseline,
     run_gate,
     slowed_copy,
 )
+from echomq_bench.report import record_text
 from echomq_bench.microbench.baseline import fingerprint, fingerprint_id
 from echomq_bench.microbench.runner import CASES, QUICK, VERB_CASES, Env, run_batch
 from echomq.scripts import discover
@@ -38,6 +42,14 @@ SHORT = replace(QUICK, rounds=4, calls=15, heavy_calls=4)  # the mechanism, not 
 TEST_TOLERANCE = 1.0  # the slowed claim is +200%, caught by the A/B check at its default 10%
 # A 3x slower claim: the loop costs ~10 ns an iteration, claim ~20-30 µs.
 SLOW_ITERATIONS = 5000
+
+
+def printed(result: GateResult, folder: Path) -> str:
+    """What the gate prints for `result`: its record, written to `folder` (not into the history), as text."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(HISTORY_ENV, "off")
+        write_record(folder, gate_record([result], {"machine": {"cpu_model": "test"}}))
+    return record_text(folder)
 
 
 def test_every_case_replies_as_its_state_demands_and_puts_the_state_back(client: redis.Redis) -> None:
@@ -79,12 +91,13 @@ def test_gate_passes_unchanged_code_and_names_a_slowed_claim(
     # busy machine a figure can swing by half, so the normalised allowance is
     # 100% here; the 20% claim is docs/measurements/scripts/gate_sensitivity.py's.
     same = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE, quiet=True))
-    assert same.regressions == [], format_result(same)
+    same_text = printed(same, tmp_path / "same")
+    assert same.regressions == [], same_text
     assert same.same_machine and same.changed_scripts == []
     assert all(v.ab_change is None for v in same.verdicts)
     # Four rounds of fifteen calls can leave a sub-µs verb's noise above even a 100% tolerance:
     # such a verb is inconclusive, never passed and never failed, and the last line names it.
-    last = format_result(same).splitlines()[-1]
+    last = same_text.splitlines()[-1]
     if same.inconclusive:
         assert last.startswith(f"INCONCLUSIVE on {server.name}: {', '.join(same.inconclusive)}")  # type: ignore
     else:
@@ -94,13 +107,14 @@ def test_gate_passes_unchanged_code_and_names_a_slowed_claim(
     slow = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE,
                                         cases=["claim", "complete", "reap_0"], quiet=True))
     assert slow.changed_scripts == ["claim"]
-    assert slow.regressions == ["claim"], format_result(slow)
+    slow_text = printed(slow, tmp_path / "slowed")
+    assert slow.regressions == ["claim"], slow_text
     claim = next(v for v in slow.verdicts if v.case == "claim")
     # About +200% on a quiet machine; a busy one squeezes the measured change
     # (seen: +90%), so only ask that it clearly exceeds the A/B tolerance.
     assert claim.ab_change is not None and claim.ab_change > 3 * claim.ab_allowed
     assert claim.confirmed is True
-    assert "REGRESSION on" in format_result(slow) and "claim" in format_result(slow)
+    assert slow_text.splitlines()[-1] == f"REGRESSION on {server.name}: claim"  # type: ignore[attr-defined]
 
 
 def test_run_gate_writes_a_results_folder(server: object, tmp_path: Path) -> None:
@@ -154,8 +168,10 @@ def test_a_baseline_from_another_machine_is_advisory_and_a_missing_verb_fails(se
     claim = next(v for v in got.verdicts if v.case == "claim")
     # 10x cheaper there: at least +200% here even with the cores shared, and still only advisory
     assert claim.advisory and claim.change is not None and claim.change > 2 and not claim.regressed
-    assert got.regressions == ["browse_5"], format_result(got)
-    assert "advisory" in format_result(got)
+    text = printed(got, tmp_path / "elsewhere")
+    assert got.regressions == ["browse_5"], text
+    assert "the normalised change is advisory" in " ".join(text.split()) and "64 saved" in " ".join(text.split())
+    assert "MISSING from the baseline: browse_5" in text
 
 
 def test_a_noisy_verb_gets_more_passes_then_is_inconclusive(server: object, tmp_path: Path,
@@ -170,5 +186,6 @@ def test_a_noisy_verb_gets_more_passes_then_is_inconclusive(server: object, tmp_
                                        cases=["claim"], quiet=True))
     assert got.measurement.settings.rounds == SHORT.rounds * (1 + gate_module.NOISY_PASSES)
     assert len(got.measurement.batches("claim")) == SHORT.rounds * (1 + gate_module.NOISY_PASSES)
-    assert got.inconclusive == ["claim"] and got.regressions == [], format_result(got)
-    assert format_result(got).splitlines()[-1].startswith(f"INCONCLUSIVE on {server.name}: claim")  # type: ignore
+    text = printed(got, tmp_path / "noisy")
+    assert got.inconclusive == ["claim"] and got.regressions == [], text
+    assert text.splitlines()[-1].startswith(f"INCONCLUSIVE on {server.name}: claim")  # type: ignore

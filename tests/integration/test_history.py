@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from echomq_bench.cli import main
-from echomq_bench.commands.gate import GateOptions, format_result, gate_one, run_gate, slowed_copy
+from echomq_bench.commands.gate import GateOptions, gate_one, run_gate, slowed_copy
 from echomq_bench.microbench.history_baseline import HISTORY
 from echomq_bench.microbench.runner import QUICK
 from echomq_bench.records.fingerprint import fingerprint, fingerprint_id
@@ -72,12 +72,14 @@ def test_the_gate_reads_its_baseline_from_the_history(server: Any, tmp_path: Pat
     recorded = json.loads((first / "summary.json").read_text())["builds"][0]["figures"]["claim"]
     claim = next(v for v in same.verdicts if v.case == "claim")
     assert claim.base_ratio == recorded["server_ratio"] and claim.ab_change is None
-    assert f"baseline from the results history: the gate run in {first.resolve()}" in format_result(same)
+    origin = same.baseline_from()   # what the record says, and the gate's text prints, of the baseline's origin
+    assert origin["history_run"] and origin["path"] == str(first.resolve())
+    assert origin["revision"] and same.differences == []
 
     # The scripts came back from the history too: a changed claim is measured A/B against the recorded text.
     monkeypatch.setenv("ECHOMQ_LUA_DIR", str(slowed_copy(tmp_path / "slow", "claim", SLOW_ITERATIONS)))
     slow = gate_one(server, GateOptions(baseline=HISTORY, settings=TINY, cases=["claim"], tolerance=1.0, quiet=True))
-    assert slow.changed_scripts == ["claim"] and slow.regressions == ["claim"], format_result(slow)
+    assert slow.changed_scripts == ["claim"] and slow.regressions == ["claim"], slow.verdicts
 
 
 @pytest.mark.parametrize("server", ["redis"], indirect=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,8 +35,12 @@ def test_a_short_soak_injects_its_schedule_and_loses_nothing(tmp_path: Path) -> 
     assert soak["lost"] == 0 and soak["double_accepted"] == 0 and soak["jobs"] > 0
     assert soak["ambiguous_resolved"] == soak["ambiguous"] and soak["ambiguous_unresolved"] == 0
     assert sum(k["injected"] for k in soak["kinds"]) == len(plan)
-    assert f"lost {soak['lost']}, double-accepted 0; calls whose reply was lost {soak['ambiguous']}: " \
-           f"resolved {soak['ambiguous']}, unresolved 0" in done.stdout
+    # What it prints is the record: the soak's table, a row per figure.
+    for figure, value in (("lost", 0), ("accepted twice", 0), ("calls whose reply was lost", soak["ambiguous"]),
+                          ("lost replies resolved", soak["ambiguous"]), ("lost replies unresolved", 0),
+                          ("seed", "7 \\(replay with --seed 7\\)"), ("verdict", "PASS")):
+        assert re.search(rf"^{figure} +{value}$", done.stdout, re.M), (figure, done.stdout)
+    assert done.stdout.rstrip().splitlines()[-1].startswith("PASS: soak, seed 7, 1/1 builds passed")
     png = out / "soak-redis.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     for table in ("faults.csv", "soak_faults.csv", "soak_kinds.csv", "soak_timeline.csv", "meta.json"):

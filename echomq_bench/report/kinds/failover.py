@@ -1,11 +1,15 @@
 """The report's section for a `failover` run: how long a cluster took to
-promote a replica and serve again after a master was killed, and what the
-audit found of every job."""
+promote a replica and serve again after a master was killed, which calls
+failed or were left in doubt, and what the audit found of every job.
+
+Both tables have a row per figure and a column per cluster, so any number of
+clusters stays narrow; every figure is read from summary.json.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -15,30 +19,114 @@ from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
 
 __all__ = ["section"]
 
+Row = tuple[str, Callable[[Mapping[str, Any]], Any]]
+
 
 def _s(value: Any) -> str:
     return "never" if value is None else f"{float(value):.2f}"
 
 
-def _runs(run: Run) -> list[dict[str, Any]]:
-    return [r for r in run.summary.get("runs") or [] if isinstance(r, dict)]
+def _runs(run: Run) -> list[Mapping[str, Any]]:
+    return [r for r in run.summary.get("runs") or [] if isinstance(r, Mapping)]
+
+
+def _audit(r: Mapping[str, Any]) -> Mapping[str, Any]:
+    audit = r.get("audit")
+    return audit if isinstance(audit, Mapping) else {}
+
+
+def _enqueued(r: Mapping[str, Any]) -> str:
+    n, load_s = _audit(r).get("enqueued"), r.get("load_s")
+    if n is None or not load_s:
+        return str(n if n is not None else "?")
+    return f"{n} in {float(load_s):.1f} s ({int(n) / float(load_s):.0f}/s)"
+
+
+def _failed(r: Mapping[str, Any]) -> str:
+    errors = r.get("errors") or {}
+    window = f" over {float(r['errors_window_s']):.2f} s" if r.get("errors_window_s") is not None else ""
+    return f"{sum(errors.values())} of {r.get('ops', '?')}{window}"
+
+
+def _by_error(r: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted((r.get("errors") or {}).items())) or "none"
+
+
+def _resumed_label(runs: list[Mapping[str, Any]]) -> str:
+    queues = {str((r.get("queues") or ["?"])[0]) for r in runs}
+    queue = queues.pop() if len(queues) == 1 else "the victim's queue"
+    return f"kill to {queue} enqueues acked again, s"
+
+
+def _failover_rows(runs: list[Mapping[str, Any]]) -> list[Row]:
+    return [
+        ("version", lambda r: r.get("version", "?")),
+        ("queues", lambda r: ", ".join(map(str, r.get("queues") or ())) or "?"),
+        ("master killed (SIGKILL)", lambda r: r.get("victim", "?")),
+        ("replica that took its slots", lambda r: r.get("new_master", "?")),
+        ("kill to promoted, s", lambda r: _s(r.get("kill_to_promoted_s"))),
+        ("kill to every node ok, s", lambda r: _s(r.get("kill_to_ready_s"))),
+        (_resumed_label(runs), lambda r: _s(r.get("kill_to_resumed_s"))),
+        ("jobs enqueued", _enqueued),
+        ("calls that failed", _failed),
+        ("failed calls by error", _by_error),
+        ("enqueues in doubt", lambda r: f"{r.get('doubt_enqueue', '?')} ({r.get('doubt_enqueue_found', '?')} found "
+                                        "on the server, so counted)"),
+        ("completes in doubt", lambda r: f"{r.get('doubt_complete', '?')} ({r.get('doubt_complete_gone', '?')} rows "
+                                         "gone, so counted completed)"),
+    ]
+
+
+def _places(a: Mapping[str, Any]) -> str:
+    parts = [a.get(k, 0) for k in ("completed", "pending", "active", "scheduled", "dead")]
+    total = sum(int(p) for p in parts)
+    text = f"{a.get('enqueued', '?')} = " + " + ".join(map(str, parts))
+    return text + ("" if total == a.get("enqueued") else f" = {total}: MISMATCH")
+
+
+AUDIT_ROWS: list[Row] = [
+    ("audit", lambda a: "PASS" if a.get("passed") else "FAIL"),
+    ("enqueued = completed + pending + active + scheduled + dead", _places),
+    ("lost", lambda a: a.get("lost", "?")),
+    ("in two places", lambda a: a.get("in_two_places", "?")),
+    ("unknown ids on the server", lambda a: a.get("unknown", "?")),
+    ("completes accepted twice", lambda a: a.get("double_accepted", "?")),
+    ("zombie completes sent / accepted (must be 0)", lambda a: f"{a.get('zombie_sent', '?')} / "
+                                                               f"{a.get('zombie_accepted', '?')}"),
+    ("refused completes / with a token not superseded (must be 0)",
+     lambda a: f"{a.get('refused', '?')} / {a.get('refused_not_superseded', '?')}"),
+]
+
+
+def _table(runs: list[Mapping[str, Any]], rows: list[Row], of: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+           ) -> pd.DataFrame:
+    names = [str(r.get("name", "?")) for r in runs]
+    names = [n if names.count(n) == 1 else f"{n} ({k + 1})" for k, n in enumerate(names)]
+    return pd.DataFrame([{"figure": label, **{n: str(get(of(r))) for n, r in zip(names, runs)}}
+                         for label, get in rows])
+
+
+def _examples(runs: list[Mapping[str, Any]]) -> list[str]:
+    out = []
+    for r in runs:
+        for name, ids in (_audit(r).get("examples") or {}).items():
+            if ids:
+                out.append(f"{r.get('name', '?')}, e.g. {name}: {', '.join(map(str, ids[:5]))}")
+    return out
 
 
 def section(run: Run, out: Path) -> list[Block]:
-    rows = []
-    for r in _runs(run):
-        audit = r.get("audit") or {}
-        errors = r.get("errors") or {}
-        rows.append({
-            "cluster": r.get("name", "?"), "version": r.get("version", "?"),
-            "promoted after s": _s(r.get("kill_to_promoted_s")), "all nodes ok after s": _s(r.get("kill_to_ready_s")),
-            "enqueues resumed after s": _s(r.get("kill_to_resumed_s")),
-            "failed calls": f"{sum(errors.values())} of {r.get('ops', '?')}",
-            "enqueued": audit.get("enqueued", ""), "lost": audit.get("lost", ""),
-            "audit": "PASS" if audit.get("passed") else "FAIL",
-        })
-    return [Heading("Failover of a cluster master", anchor="failover"),
-            Para("A master is killed (SIGKILL) under a steady enqueue load; its replica takes the slots. The "
-                 "times run from the kill; the audit accounts for every job enqueued (echomq-bench failover)."),
-            Table(pd.DataFrame(rows), "Failover per cluster", id="failover-table"),
-            Notes(context_lines(run, trials="one kill per cluster"))]
+    runs = _runs(run)
+    blocks: list[Block] = [
+        Heading("Failover of a cluster master", anchor="failover"),
+        Para("A master is killed (SIGKILL) under a steady enqueue load; its replica takes the slots. The times run "
+             "from the kill. A call whose reply never came is in doubt: an enqueue whose id shows up anywhere is "
+             "counted as enqueued, a complete whose row is gone as completed. The audit then accounts for every "
+             "job enqueued (echomq-bench failover)."),
+        Table(_table(runs, _failover_rows(runs), lambda r: r), "Failover per cluster", id="failover-table"),
+        Table(_table(runs, AUDIT_ROWS, _audit), "The audit of every job, per cluster", id="failover-audit"),
+    ]
+    examples = _examples(runs)
+    if examples:
+        blocks.append(Notes(examples))
+    return blocks + [Notes(context_lines(run, trials="one kill per cluster"))]
