@@ -44,4 +44,4 @@ def test_report_renders_the_agreement_of_three_short_compares(tmp_path: Path) ->
     # Two trials a mode are too few for the modes to agree; they may be found apart, never agreeing.
     assert found.status != AGREE and set(found.short) == set(MODES)
     assert found.line in text and found.line in page
-    assert "Built from: slot, together, trial." in text
+    assert "Built from slot, together, trial." in text

@@ -1,10 +1,12 @@
 """The main job end to end, in its quick form: with no --server it takes
 every build installed here, measures each verb on each, compares them all
-against redis7.0, and its report opens with the build matrix."""
+against redis7.0, and its report and terminal open with the four answers,
+warned as too short to trust, the build matrix folded below them."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,13 +16,14 @@ from echomq_bench.commands.run import baseline_first
 from echomq_bench.microbench.verbs import MATRIX_CASES, VERB_LABELS
 from echomq_bench.records import files as results
 from echomq_bench.records.history import HISTORY_ENV, read_history
+from echomq_bench.report import QUICK_WARNING
 from echomq_bench.servers import installed_builds, parse_server_spec
 
 FOUR = ["redis6.2", "redis7.0", "valkey8.0", "valkey8.1"]
 
 
-def test_quick_run_on_every_build_opens_with_the_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_quick_run_on_every_build_answers_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
     assert [b.name for b in installed_builds()] == FOUR, "bash setup.sh installs all four builds"
     monkeypatch.setenv(HISTORY_ENV, str(tmp_path / "history.sqlite"))
     out = tmp_path / "run"
@@ -38,7 +41,20 @@ def test_quick_run_on_every_build_opens_with_the_matrix(tmp_path: Path, monkeypa
     assert compare["baseline"] == "redis7.0" and list(compare["builds"])[0] == "redis7.0"
 
     report = (out / "report.md").read_text()
-    assert report.index("## Build matrix") < report.index("## Conformance")
+    questions = ["Which build should I run?", "How long should my lease be?", "What does the reaper's cap cost?",
+                 "How does throughput grow with consumers?"]
+    assert report.index(QUICK_WARNING) < report.index(questions[0]) < report.index(questions[-1]) \
+        < report.index("## Build matrix") < report.index("## Conformance")
+    lines = printed.splitlines()
+    assert lines[0].startswith("WARNING: Quick run: too few trials") and max(map(len, lines)) <= 100
+    assert [line for line in lines if line in questions] == questions
+    # Two trials decide nothing, and the answer shows no interval it would not stand behind.
+    joined = " ".join(line.strip() for line in lines)
+    said = re.findall(r"(redis 6\.2\.14|valkey 8\.0\.1|valkey 8\.1\.8) costs [0-9.]+× redis 7\.0\.15's server time per "
+                      r"cycle \(too few trials for an interval, n = [0-2]\): inconclusive \([0-2] trials\)", joined)
+    assert sorted(said) == ["redis 6.2.14", "valkey 8.0.1", "valkey 8.1.8"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert [a["question"] for a in summary["answers"]] == questions
     matrix = report[report.index("## Build matrix"):report.index("## Conformance")]
     header = next(line for line in matrix.splitlines() if line.startswith("| build |"))
     for column in ["malloc", "server µs/cycle", "ratio to redis7.0", *(f"{v} µs" for v in VERB_LABELS.values()),
@@ -53,7 +69,6 @@ def test_quick_run_on_every_build_opens_with_the_matrix(tmp_path: Path, monkeypa
     assert "| libc |" in rows["redis6.2"] and "| libc |" in rows["valkey8.1"]
     assert "| jemalloc" in rows["redis7.0"] and "| jemalloc" in rows["valkey8.0"]
     assert "Allocator: redis7.0, valkey8.0: jemalloc" in matrix and "redis6.2, valkey8.1: libc" in matrix
-    assert "Build matrix (server µs; the ratio is the compare's verdict):" in printed
     assert "## Server time per verb" in report
 
     # Each part's figures reached the history, the verbs' among them.
