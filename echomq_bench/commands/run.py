@@ -4,8 +4,8 @@
 1. Which build should I run? Every build against redis7.0, together on one
    core, until each interval is within ±1% (or 16 trials).
 2. How long should my lease be? A sweep at a time scale of 10, which
-   confirms a lease in seconds and can only overstate false expiry and
-   recovery (docs/design/lease-model.md).
+   confirms a lease in seconds and can only overstate its false expiry
+   (docs/design/lease-model.md).
 3. What does the reaper's cap cost? One reap call's blocking time at
    caps 10, 100 and 1,000 beside a million live leases, and a mass crash's
    drain at the sweep's reap interval.

@@ -62,7 +62,7 @@ def _scale_text(s: dict[str, Any]) -> str:
     scale = float(s.get("time_scale") or 1)
     if scale == 1:
         return "run in real time"
-    return f"run {scale:g}x faster, which can only overstate both (docs/design/lease-model.md)"
+    return f"run {scale:g}x faster, which can only overstate false expiry (docs/design/lease-model.md)"
 
 
 def answer(run: Run, out: Path) -> Answer | None:
