@@ -1,6 +1,7 @@
 """`echomq-bench check`: the contract's conformance stories, played for real.
 
-J1..J5 hold the job row, L1..L6 the state machine (docs/contract.md). Each line is `ok` or `FAIL` with what was seen, then PASS n/n.
+J1..J5 hold the job row, L1..L6 the state machine (docs/contract.md).
+Each line is `ok` or `FAIL` with what was seen, then PASS n/n.
 Every story runs on its own throwaway queue and deletes its keys after.
 With `--out DIR` the lines are also kept as a record of kind "check", the
 same record `run` keeps in its check/ folder; either way no pandas or

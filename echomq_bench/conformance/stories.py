@@ -1,6 +1,7 @@
 """The contract's conformance stories, played for real against a server.
 
-J1..J5 hold the job row, L1..L6 the state machine (docs/contract.md). Each story returns what it saw or raises `Failed`; `run_check`
+J1..J5 hold the job row, L1..L6 the state machine (docs/contract.md).
+Each story returns what it saw or raises `Failed`; `run_check`
 turns them into `ok`/`FAIL` lines. Every story runs on its own throwaway
 queue and deletes its keys after.
 """

@@ -31,10 +31,12 @@ def test_results_api_reads_every_part_of_the_sample() -> None:
     assert set(compare.table("compare")["build"]) == FOUR and compare.summary["baseline"] == "redis7.0"
     assert set(compare.table("compare").columns) >= {"build", "trial", "metric", "value", "unit"}
     assert compare.meta["machine"]["cpu_count"] >= 1 and compare.meta["git"]["commit"]
-    # The main job's 12 s sweep is too short to confirm a lease: it names none, and says how long would.
+    # The main job's 12 s sweep at time scale 10 confirms a lease by its overruns' upper bound.
     lease = runs["lease"].summary
-    assert lease["recommended_lease_ms"] is None and lease["confirmed"] is False
-    assert lease["recommendation"].startswith("No lease is confirmed.")
+    assert lease["time_scale"] == 10 and lease["confirmed"] is True and lease["recommended_lease_ms"] > 0
+    chosen = next(x for x in lease["servers"][0]["leases"] if x["lease_ms"] == lease["recommended_lease_ms"])
+    assert chosen["overran_rate"]["hi"] <= lease["budget"] and chosen["live"] > 3_840   # none seen: 3.84/n
+    assert lease["recommendation"].startswith("Set the lease to ")
     assert len(runs["reapcost"].table("reapcost")) > 0
 
 
