@@ -40,8 +40,9 @@ def enqueue(keys: QueueKeys, job_id: str, payload: bytes | str) -> ScriptCall:
 
 def claim(keys: QueueKeys, lease_ms: int) -> ScriptCall:
     # The row key is built inside the script from the prefix: the id is
-    # unknown until ZPOPMIN hands it out.
-    return ScriptCall("claim", (keys.pending, keys.active), (keys.job_prefix, lease_ms))
+    # unknown until ZPOPMIN hands it out. A popped job whose row is damaged
+    # goes to the dead set.
+    return ScriptCall("claim", (keys.pending, keys.active, keys.dead), (keys.job_prefix, lease_ms))
 
 
 def complete(keys: QueueKeys, job_id: str, token: int) -> ScriptCall:
@@ -80,7 +81,7 @@ def fence(call: ScriptCall) -> Fence:
 
 
 def promote(keys: QueueKeys, limit: int) -> ScriptCall:
-    return ScriptCall("promote", (keys.schedule, keys.pending), (keys.job_prefix, limit))
+    return ScriptCall("promote", (keys.schedule, keys.pending, keys.dead), (keys.job_prefix, limit))
 
 
 def reap(keys: QueueKeys, limit: int, max_attempts: int) -> ScriptCall:

@@ -15,11 +15,14 @@
     EMQID     malformed id
     EMQKIND   the id's kind is not JOB
     EMQARG    token is not an integer in range
-    EMQSTALE  the job is not active, or its attempts moved past this token
+    EMQSTALE   the job is not active, or its attempts moved past this token
+    EMQDAMAGE  the row's key holds another type, or the active set another
+               type than a sorted set; nothing moves
 ]]
 --- @include "checkJobId"
 --- @include "intArg"
 --- @include "checkFence"
+--- @include "checkZsets"
 local rcall = redis.call
 local activeKey = KEYS[1]
 local jobKey = KEYS[2]
@@ -29,8 +32,8 @@ local token, tokenErr = intArg(tokenText, 'token', 1, 9007199254740992)
 
 local err = checkJobId(id) or tokenErr
 if err then return err end
-local stale = checkFence(jobKey, id, token, tokenText)
-if stale then return stale end
+local refused = checkFence(jobKey, id, token, tokenText) or checkZsets(activeKey)
+if refused then return refused end
 
 rcall('DEL', jobKey)
 rcall('ZREM', activeKey, id)

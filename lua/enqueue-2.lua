@@ -13,10 +13,13 @@
     "duplicate"  a row with that id exists already; it is left untouched
 
   Errors:
-    EMQID    malformed id
-    EMQKIND  the id's kind is not JOB
+    EMQID      malformed id
+    EMQKIND    the id's kind is not JOB
+    EMQDAMAGE  the row's key holds another type than a hash, or the pending
+               set another type than a sorted set; nothing is written
 ]]
 --- @include "checkJobId"
+--- @include "checkZsets"
 local rcall = redis.call
 local pendingKey = KEYS[1]
 local jobKey = KEYS[2]
@@ -26,9 +29,15 @@ local payload = ARGV[2]
 local err = checkJobId(id)
 if err then return err end
 
-if rcall('EXISTS', jobKey) == 1 then
-  return 'duplicate'
+-- TYPE, not EXISTS: a key of another type under the row's name is damage,
+-- not a job that is already there.
+local kind = rcall('TYPE', jobKey)['ok']
+if kind == 'hash' then return 'duplicate' end
+if kind ~= 'none' then
+  return redis.error_reply('EMQDAMAGE ' .. jobKey .. ' is a ' .. kind .. ', not a hash; nothing written')
 end
+err = checkZsets(pendingKey)
+if err then return err end
 rcall('HSET', jobKey, 'state', 'pending', 'attempts', 0, 'payload', payload)
 rcall('ZADD', pendingKey, 0, id)
 return 'enqueued'

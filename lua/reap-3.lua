@@ -16,11 +16,17 @@
   Reply:
     count reaped (integer), never more than limit
 
-  Errors:
-    EMQARG  the job key prefix is not the active set's base + 'job:', or
-            limit or max_attempts is not an integer in range; nothing moves
+  Damage: an expired id whose row is missing, holds another type, is not in
+  state active or lacks a whole attempts is buried in the dead set
+  (buryDamaged, last_error 'damaged: ... at reap'); the rest of the batch
+  moves as usual, and the count includes it.
 
-  Cost is O(log M + k) for an active set of M and k expired (takeDue).
+  Errors:
+    EMQARG     the job key prefix is not the active set's base + 'job:', or
+               limit or max_attempts is not an integer in range; nothing moves
+    EMQDAMAGE  the pending or dead set holds another type; nothing moves
+
+  Cost is O(log M + k) for an active set of M and k expired (dueIds, dropFirst).
   Promote and reap share the take and the move back to pending; only the
   split by attempts is reap's own, so promote reads no attempts it would not
   use.
@@ -28,9 +34,12 @@
 --- @include "checkJobPrefix"
 --- @include "intArg"
 --- @include "serverTimeMs"
---- @include "takeDue"
+--- @include "dueIds"
 --- @include "backToPending"
 --- @include "zaddZero"
+--- @include "checkZsets"
+--- @include "readRow"
+--- @include "buryDamaged"
 local rcall = redis.call
 local activeKey = KEYS[1]
 local pendingKey = KEYS[2]
@@ -39,14 +48,26 @@ local jobPrefix = ARGV[1]
 local limit, limitErr = intArg(ARGV[2], 'limit', 1, 100000)
 local maxAttempts, maxErr = intArg(ARGV[3], 'max_attempts', 1, 2147483647)
 local err = checkJobPrefix(jobPrefix, activeKey, 'active') or limitErr or maxErr
+  or checkZsets(pendingKey, deadKey)
 if err then return err end
 
-local expired = takeDue(activeKey, serverTimeMs(), limit)
+local expired = dueIds(activeKey, serverTimeMs(), limit)
+if expired['err'] then return notZset(activeKey) end
+-- Every row is read before the first write, so a refused read moves nothing.
+local found = {}
+for i = 1, #expired do
+  local attempts, why, refused = readRow(jobPrefix .. expired[i], 'active', false)
+  if refused then return redis.error_reply(refused) end
+  found[i] = attempts or why
+end
+dropFirst(activeKey, #expired)
 local back, dead = {}, {}
 for i = 1, #expired do
-  local jobKey = jobPrefix .. expired[i]
-  if tonumber(rcall('HGET', jobKey, 'attempts')) >= maxAttempts then
-    rcall('HSET', jobKey, 'state', 'dead', 'last_error', 'lease expired')
+  local attempts = found[i]
+  if type(attempts) == 'string' then
+    buryDamaged(jobPrefix, deadKey, expired[i], attempts .. ' at reap')
+  elseif attempts >= maxAttempts then
+    rcall('HSET', jobPrefix .. expired[i], 'state', 'dead', 'last_error', 'lease expired')
     dead[#dead + 1] = expired[i]
   else
     back[#back + 1] = expired[i]

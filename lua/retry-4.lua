@@ -25,11 +25,15 @@
     EMQKIND   the id's kind is not JOB
     EMQARG    token, delay_ms or max_attempts is not an integer in range
     EMQSTALE  the job is not active, or its attempts moved past this token
+    EMQDAMAGE the row's key holds another type, or the active set or the
+              set the job moves to another type than a sorted set; nothing
+              moves
 ]]
 --- @include "checkJobId"
 --- @include "intArg"
 --- @include "checkFence"
 --- @include "serverTimeMs"
+--- @include "checkZsets"
 local rcall = redis.call
 local activeKey = KEYS[1]
 local scheduleKey = KEYS[2]
@@ -44,8 +48,9 @@ local maxAttempts, maxErr = intArg(ARGV[5], 'max_attempts', 1, 2147483647)
 
 local err = checkJobId(id) or tokenErr or delayErr or maxErr
 if err then return err end
-local stale = checkFence(jobKey, id, token, tokenText)
-if stale then return stale end
+local refused = checkFence(jobKey, id, token, tokenText)
+  or checkZsets(activeKey, token < maxAttempts and scheduleKey or deadKey)
+if refused then return refused end
 
 rcall('ZREM', activeKey, id)
 -- The fence made token the row's attempts.

@@ -21,7 +21,7 @@ def slowed_lua(tmp_path_factory: pytest.TempPathFactory) -> Path:
     known sign (several times the cost of a cycle) that every verdict must find."""
     folder = tmp_path_factory.mktemp("lua-slow")
     shutil.copytree(LUA, folder, dirs_exist_ok=True)
-    claim = folder / "claim-2.lua"
+    claim = folder / "claim-3.lua"
     text = claim.read_text()
     marker = "local rcall = redis.call\n"
     assert marker in text

@@ -14,7 +14,7 @@ from tests.helpers import write_lua
 def test_six_scripts_discovered_with_headers() -> None:
     sources = discover()
     assert {v: s.numkeys for v, s in sources.items()} == {
-        "enqueue": 2, "claim": 2, "complete": 2, "retry": 4, "promote": 2, "reap": 3}
+        "enqueue": 2, "claim": 3, "complete": 2, "retry": 4, "promote": 3, "reap": 3}
     for source in sources.values():
         head = source.path.read_text().split("]]", 1)[0]
         assert "Input:" in head and "Reply:" in head and "KEYS[1]" in head

@@ -7,7 +7,7 @@
 2. An A/A comparison (one build against itself, 10 trials) says neither
    faster nor slower.
 3. A build made slower on purpose is reported `slower` every time: a copy
-   of lua/ whose claim-2.lua burns about 20% more server time (a Lua loop
+   of lua/ whose claim-3.lua burns about 20% more server time (a Lua loop
    calibrated on this server, claims to both copies in turn), passed as
    that build's own scripts folder.
 
@@ -79,8 +79,8 @@ def slow_scripts(spec: str, tmp: Path, extra_us: float | None = None) -> tuple[P
     The burn is a Lua loop, sized by measuring the claim with a first guess
     beside the original (`claim_costs`) and correcting.
     """
-    original = (lua_dir() / "claim-2.lua").read_text()
-    assert MARK in original, f"claim-2.lua: cannot find where to add the burn ({MARK})"
+    original = (lua_dir() / "claim-3.lua").read_text()
+    assert MARK in original, f"claim-3.lua: cannot find where to add the burn ({MARK})"
 
     def variant(loops: int) -> Path:
         # A new folder each time: the script loader caches by folder.
@@ -88,7 +88,7 @@ def slow_scripts(spec: str, tmp: Path, extra_us: float | None = None) -> tuple[P
         if not out.exists():
             shutil.copytree(lua_dir(), out)
             burn = f"local burn = 0\nfor i = 1, {loops} do burn = burn + i end  -- bench: a slower claim\n"
-            (out / "claim-2.lua").write_text(original.replace(MARK, burn + MARK))
+            (out / "claim-3.lua").write_text(original.replace(MARK, burn + MARK))
         return out
 
     loops = 200
