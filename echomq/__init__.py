@@ -6,13 +6,15 @@ from __future__ import annotations
 from .errors import (
     EchoMQError,
     InvalidArgumentError,
+    KeyspaceDamageError,
     OutcomeUnknownError,
+    ServerReplyError,
     ServerUnavailableError,
     StaleTokenError,
     WrongKindError,
 )
 from .ids import mint, parse_id
-from .queue import Job, Queue
+from .queue import EvictionWarning, Job, Queue
 from .worker import Worker, WorkerSettings, WorkerStats
 
 __all__ = [
@@ -29,5 +31,8 @@ __all__ = [
     "InvalidArgumentError",
     "ServerUnavailableError",
     "OutcomeUnknownError",
+    "KeyspaceDamageError",
+    "ServerReplyError",
+    "EvictionWarning",
 ]
 __version__ = "0.1.0"

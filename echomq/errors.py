@@ -9,12 +9,19 @@
     │                               the calls whose replies were lost may have run
     ├── OutcomeUnknownError         claim, complete or retry lost its reply and the
     │                               server's state cannot tell whether it landed
-    └── OutOfMemoryError            OOM: maxmemory reached under noeviction; the
-                                    refused script wrote nothing
+    ├── OutOfMemoryError            OOM: maxmemory reached under noeviction; the
+    │                               refused script wrote nothing
+    ├── KeyspaceDamageError         EMQDAMAGE, WRONGTYPE: a queue key or job row holds
+    │                               another type; the refused script moved nothing
+    └── ServerReplyError            any other error reply (NOPERM, BUSY, a script error),
+                                    with the server's message
 
 Wire errors are error replies whose first word is the code; `from_reply`
-maps them through one dict. redis-py strips the server's own OOM code into
-its OutOfMemoryError, which the Queue maps to ours.
+maps them through one dict, and every reply no code names to
+ServerReplyError, so no call of the client raises outside this tree.
+redis-py strips the server's own OOM code into its OutOfMemoryError, which
+the Queue maps to ours; Redis 6.2 wraps an OOM refused inside a script as
+"Error running script ... -OOM", which is mapped by that text.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ __all__ = [
     "RepliesLostError",
     "OutcomeUnknownError",
     "OutOfMemoryError",
+    "KeyspaceDamageError",
+    "ServerReplyError",
     "WIRE_CODES",
     "from_reply",
 ]
@@ -82,17 +91,38 @@ class OutOfMemoryError(EchoMQError):
     code = "OOM"
 
 
+class KeyspaceDamageError(EchoMQError):
+    """A key of the queue or a job's row holds another type than the contract's:
+    the script refused before it moved anything (docs/contract.md, damage)."""
+
+    code = "EMQDAMAGE"
+
+
+class ServerReplyError(EchoMQError):
+    """An error reply no echomq code names: the server's message, whole."""
+
+    code = "EMQREPLY"
+
+
 WIRE_CODES: dict[str, type[EchoMQError]] = {
     "EMQSTALE": StaleTokenError,
     "EMQKIND": WrongKindError,
     "EMQID": InvalidArgumentError,
     "EMQARG": InvalidArgumentError,
+    "EMQDAMAGE": KeyspaceDamageError,
+    "WRONGTYPE": KeyspaceDamageError,
     "OOM": OutOfMemoryError,
 }
+# Codes a server wraps inside another reply: Redis 6.2 answers a command a
+# script ran with "Error running script (call to f_...): @user_script:1:
+# -OOM command not allowed ...", where 7.0 passes "OOM ..." through.
+WRAPPED_CODES: tuple[tuple[str, str], ...] = (("-OOM ", "OOM"), ("WRONGTYPE ", "WRONGTYPE"))
 
 
-def from_reply(message: str) -> EchoMQError | None:
-    """The exception for an error reply, or None when it is not one of ours."""
+def from_reply(message: str) -> EchoMQError:
+    """The exception for an error reply: the class of its code, else ServerReplyError."""
     code = message.split(" ", 1)[0]
-    cls = WIRE_CODES.get(code)
-    return cls(message, code=code) if cls else None
+    if code not in WIRE_CODES:
+        code = next((name for marker, name in WRAPPED_CODES if marker in message), code)
+    cls = WIRE_CODES.get(code, ServerReplyError)
+    return cls(message, code=code if cls is not ServerReplyError else None)

@@ -44,7 +44,7 @@ def as_error(reply: Any) -> Any:
     if isinstance(reply, redis.exceptions.OutOfMemoryError):
         return OutOfMemoryError(f"OOM server is out of memory: {reply}")
     if isinstance(reply, redis.exceptions.ResponseError):
-        return from_reply(str(reply)) or reply
+        return from_reply(str(reply))
     return reply
 
 

@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 import time
+import warnings
 from typing import Any, Iterator, Literal
 
 import redis
@@ -19,7 +20,8 @@ from .scripts import Client, Scripts
 from . import verbs
 from .verbs import ScriptCall
 
-__all__ = ["Queue", "Job", "DEFAULT_MAX_PAYLOAD", "DEFAULT_REAP_LIMIT", "job_of_reply", "leased", "settle"]
+__all__ = ["Queue", "Job", "DEFAULT_MAX_PAYLOAD", "DEFAULT_REAP_LIMIT", "job_of_reply", "leased", "settle",
+           "EvictionWarning", "eviction_policy"]
 
 DEFAULT_MAX_PAYLOAD = 1 << 20
 DEFAULT_REAP_LIMIT = 100
@@ -67,10 +69,8 @@ def wire_errors(client: Client) -> Iterator[None]:
         # call wrote nothing: the OOM reply is all-or-nothing like any other.
         raise OutOfMemoryError(f"OOM server {describe(client)} is out of memory: {exc}") from None
     except redis.exceptions.ResponseError as exc:
-        mapped = from_reply(str(exc))
-        if mapped is None:
-            raise
-        raise mapped from None
+        # Every error reply lands in the tree: an unknown one as ServerReplyError.
+        raise from_reply(str(exc)) from None
     except redis.exceptions.AuthenticationError as exc:
         # Without a password redis-py's HELLO gets a reply about HELLO; say what is wrong.
         # A cluster client has no pool of its own to ask, so it gets the answer that covers both.
@@ -80,6 +80,37 @@ def wire_errors(client: Client) -> Iterator[None]:
         raise ServerUnavailableError(f"server {describe(client)} unavailable: {why} ({exc})") from exc
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise ServerUnavailableError(f"server {describe(client)} unavailable: {exc}") from exc
+
+
+class EvictionWarning(UserWarning):
+    """The server may evict keys under memory pressure: a job row can vanish."""
+
+
+def eviction_policy(client: Any) -> str | None:
+    """The server's maxmemory-policy, or None when it cannot be read (an ACL
+    without CONFIG, a managed server): on a cluster, the first node's that is
+    not noeviction."""
+    try:
+        got = client.config_get("maxmemory-policy")
+    except redis.exceptions.RedisError:
+        return None
+    values = got.values() if isinstance(got, dict) else ()
+    # A RedisCluster answers per node ({node: {name: value}}) or merged, by version.
+    found = [v for v in values if not isinstance(v, dict)] + [
+        x for v in values if isinstance(v, dict) for x in v.values()]
+    policies = [x.decode() if isinstance(x, bytes) else str(x) for x in found]
+    return next((p for p in policies if p != "noeviction"), policies[0] if policies else None)
+
+
+def warn_if_evicting(client: Any) -> None:
+    """BullMQ's start-up warning, here: under any policy but noeviction the
+    server may drop a job row to make room, and the job is then damaged (it
+    goes to the dead set when a script meets it: docs/contract.md)."""
+    policy = eviction_policy(client)
+    if policy is not None and policy != "noeviction":
+        warnings.warn(f"server {describe(client)} has maxmemory-policy {policy}: it may evict job rows; "
+                      "set maxmemory-policy noeviction so that a full server refuses enqueues instead",
+                      EvictionWarning, stacklevel=3)
 
 
 def describe(client: Any) -> str:
@@ -132,6 +163,7 @@ class Queue:
         with wire_errors(client):
             self.scripts = Scripts(client, lua_dir)
         self.leases = Leases()
+        warn_if_evicting(client)
 
     def _run(self, call: ScriptCall) -> Any:
         # A script's reply has the shape its header promises, not a type redis-py knows.

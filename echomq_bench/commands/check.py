@@ -68,14 +68,36 @@ def verdict(lines: list[Line]) -> str:
     return f"{'PASS' if passed == len(lines) else 'FAIL'} {passed}/{len(lines)}"
 
 
+# The settings the queue relies on: what a full server does to job rows, whether
+# the queue survives a restart, and how long a script may hold the server.
+RELIED_ON = ("maxmemory-policy", "appendonly", "save", "busy-reply-threshold", "lua-time-limit")
+
+
+def settings_lines(settings: dict[str, str]) -> list[str]:
+    """The settings line of a server's header, and a warning when rows can be evicted."""
+    shown = ", ".join(f"{name} {settings[name]!r}" if settings[name] == "" else f"{name} {settings[name]}"
+                      for name in RELIED_ON if name in settings)
+    lines = [f"settings: {shown or 'not readable (CONFIG GET refused)'}"]
+    policy = settings.get("maxmemory-policy")
+    if policy not in (None, "noeviction"):
+        lines.append(f"WARNING: maxmemory-policy {policy} may evict job rows; a job whose row is gone goes to the "
+                     "dead set when a script meets it. Set noeviction.")
+    return lines
+
+
 def _say_servers(servers: Sequence[Any]) -> Say:
-    """Each server's header names its build: version, allocator and binary."""
-    from echomq_bench.records.meta import build_text, describe_server
+    """Each server's header names its build (version, allocator and binary) and the settings the queue relies on."""
+    from echomq_bench.records.meta import build_text, describe_server, server_settings
 
     builds = {server.name: build_text(describe_server(server)) for server in servers}
+    settings = {server.name: server_settings(server.client()) for server in servers}
 
     def say(name: str, version: str, lines: list[Line] | None) -> None:
-        print(f"== {name}: {builds.get(name, version)} ==" if lines is None else verdict(lines), flush=True)
+        if lines is None:
+            print("\n".join([f"== {name}: {builds.get(name, version)} ==", *settings_lines(settings[name])]),
+                  flush=True)
+        else:
+            print(verdict(lines), flush=True)
 
     return say
 

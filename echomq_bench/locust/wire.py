@@ -214,8 +214,7 @@ class Wire:
 
 
 def _mapped(exc: redis.exceptions.ResponseError) -> Exception:
-    mapped = from_reply(str(exc))
-    return mapped if mapped is not None else exc
+    return from_reply(str(exc))
 
 
 

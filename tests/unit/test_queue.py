@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-
+import pytest
 
 import echomq
 from echomq import Queue
@@ -14,5 +14,26 @@ def test_public_surface_is_exactly_the_eight_verbs() -> None:
     assert set(echomq.__all__) == {
         "Queue", "Job", "mint", "parse_id", "EchoMQError", "StaleTokenError",
         "WrongKindError", "InvalidArgumentError", "ServerUnavailableError",
-        "Worker", "WorkerSettings", "WorkerStats", "OutcomeUnknownError",
+        "Worker", "WorkerSettings", "WorkerStats", "OutcomeUnknownError", "KeyspaceDamageError",
+        "ServerReplyError", "EvictionWarning",
     }
+
+
+@pytest.mark.parametrize(("reply", "cls", "code"), [
+    ("EMQDAMAGE emq:{q}:active is a string, not a sorted set; nothing moved", "KeyspaceDamageError", "EMQDAMAGE"),
+    ("WRONGTYPE Operation against a key holding the wrong kind of value", "KeyspaceDamageError", "WRONGTYPE"),
+    # Redis 6.2 wraps what a script's command answered inside its own error.
+    ("Error running script (call to f_1): @user_script:1: WRONGTYPE Operation against a key holding the wrong kind "
+     "of value", "KeyspaceDamageError", "WRONGTYPE"),
+    ("Error running script (call to f_1): @user_script:12: -OOM command not allowed when used memory > 'maxmemory'",
+     "OutOfMemoryError", "OOM"),
+    ("OOM command not allowed when used memory > 'maxmemory'.", "OutOfMemoryError", "OOM"),
+    ("NOPERM User alice has no permissions to run the 'hmget' command", "ServerReplyError", "EMQREPLY"),
+    ("BUSY Redis is busy running a script.", "ServerReplyError", "EMQREPLY"),
+])
+def test_every_error_reply_maps_into_the_tree(reply: str, cls: str, code: str) -> None:
+    from echomq import errors
+
+    mapped = errors.from_reply(reply)
+    assert type(mapped).__name__ == cls and isinstance(mapped, errors.EchoMQError)
+    assert mapped.code == code and str(mapped) == reply
