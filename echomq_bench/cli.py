@@ -31,12 +31,14 @@ class Command:
 
 COMMANDS: dict[str, Command] = {
     "check": Command("Play the conformance stories (J1-J5, L1-L6) on each server and say which pass."),
-    "run": Command("The main job on every installed build: check, verbs, compare, consumers, reap cost and a "
-                   "lease sweep, then the report with the build matrix.", every_build=True),
+    "run": Command("The main job on every installed build: which build, how long a lease, what the reaper's cap "
+                   "costs and how throughput grows, answered first in the terminal and the report.",
+                   every_build=True),
     "gate": Command("Fail when a verb got slower than the committed baseline, naming it."),
     "reapcost": Command("Measure what one reap or promote call costs the server against the set size and the "
                         "cap."),
-    "faults": Command("Inject ten faults under a steady load and audit where every job went."),
+    "faults": Command("Inject ten faults under a steady load on every installed build and audit where every job "
+                      "went.", every_build=True),
     "peers": Command("Run the same no-op jobs through echomq and eight peer queues, in two modes, on one server."),
     "lease": Command("Sweep leases on a real server, model them and recommend one."),
     "report": Command("Turn results folders into report.md, a self-contained report.html and PNG charts.",

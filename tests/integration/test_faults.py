@@ -17,13 +17,13 @@ import redis
 
 from echomq_bench.faults.load import LoadSettings
 from echomq_bench.commands.faults import QUICK, SCENARIOS, run_scenario
-from echomq_bench.servers import EmbeddedServer, parse_server_spec, start
+from echomq_bench.servers import EmbeddedServer, installed_builds, parse_server_spec, start
 from tests.helpers import ROOT
 
 
 
 @pytest.mark.slow
-def test_quick_faults_pass_on_both_builds(tmp_path: Path) -> None:
+def test_quick_faults_pass_on_every_installed_build(tmp_path: Path) -> None:
     out = tmp_path / "run"
     done = subprocess.run([sys.executable, "-m", "echomq_bench", "faults", "--quick", "--out", str(out)],
                           capture_output=True, text=True, cwd=tmp_path, timeout=600,
@@ -31,7 +31,9 @@ def test_quick_faults_pass_on_both_builds(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((out / "summary.json").read_text())
     entries = {(e["server"], e["scenario"]): e for e in summary["scenarios"]}
-    assert set(entries) == {(b, s) for b in ("redis", "valkey") for s in SCENARIOS}
+    builds = [b.name for b in installed_builds()]
+    assert len(builds) == 4, "bash setup.sh installs the four builds"
+    assert set(entries) == {(b, s) for b in builds for s in SCENARIOS}
     for (build, scenario), e in entries.items():
         assert e["passed"] is True, (build, scenario, [c for c in e["checks"] if not c["ok"]])
         assert e["double_accepted"] == 0 and e["jobs"] > 0
