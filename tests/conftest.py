@@ -11,6 +11,14 @@ import pytest
 from echomq_bench.records.history import HISTORY_ENV
 
 
+MODEL_EXAMPLES = 100   # the CI budget of the model-based test (tests/integration/test_model.py)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--model-examples", type=int, default=MODEL_EXAMPLES,
+                     help=f"examples the model-based test runs (default {MODEL_EXAMPLES}, each up to 40 steps)")
+
+
 @pytest.fixture(autouse=True, scope="session")
 def history_outside_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
