@@ -213,8 +213,13 @@ class Wire:
             raise _mapped(exc) from None
 
 
+# A cluster's redirections are routing for this module to follow, not answers.
+_ROUTING = (redis.exceptions.MovedError, redis.exceptions.AskError, redis.exceptions.TryAgainError,
+            redis.exceptions.ClusterDownError)
+
+
 def _mapped(exc: redis.exceptions.ResponseError) -> Exception:
-    return from_reply(str(exc))
+    return exc if isinstance(exc, _ROUTING) else from_reply(str(exc))
 
 
 
