@@ -19,6 +19,13 @@ honestly instead of hiding it:
 - what is left is the truth: `lost` are acknowledged enqueues that no node
   has; `in two places` are acknowledged completes whose job came back (the
   delete never reached the replica: the job runs again).
+
+Apart from the audit, every role records each call's invocation and outcome
+to a history, stamped with the fault from the kill until the cluster is ok
+again, and the history check (echomq_bench.measurement.historycheck)
+classifies every job from it and checks the fencing tokens. A claim the old
+master acknowledged and never replicated hands its token out again: the
+fencing check says so.
 """
 
 from __future__ import annotations
@@ -27,21 +34,24 @@ import argparse
 import os
 import signal
 import sys
-import threading
+import tempfile
 import time
-from dataclasses import dataclass, replace
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import redis
 
 from echomq.errors import EchoMQError
 from echomq.keys import QueueKeys
+from echomq_bench.faults.clusterload import ClusterLoad, Progress, cluster_client
+from echomq_bench.faults.historyrun import places
 from echomq_bench.load.audit import AuditReport, audit
-from echomq_bench.load.calls import RedisCalls
-from echomq_bench.load.engine import (
-    ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop, now, start_thread,
-)
+from echomq_bench.load.engine import now
 from echomq_bench.load.recorders import LedgerRecorder
+from echomq_bench.measurement.history import History
+from echomq_bench.measurement.historycheck import check_files
 from echomq_bench.records.record import Record
 from echomq_bench.records.writer import write_record
 from echomq_bench.servers import EmbeddedCluster, format_placements, spread_queues
@@ -50,42 +60,12 @@ from echomq_bench.servers import BUILTIN_BINARIES, ServerSpec, ServerSpecError
 __all__ = ["FailoverResult", "failover_spec", "run_failover", "failover_record", "configure", "run"]
 
 DEFAULT_NODE_TIMEOUT_MS = 1000
-LEASE_MS = 2000
-PAUSE_AFTER_ERROR_S = 0.02
+CONSUMERS = 2
+DRAIN_S = 10.0  # at most, for the consumers to empty the queues after the load
 LOAD_S = 2.0  # load before the kill and after recovery
 QUICK_LOAD_S = 0.5
-REAP_EVERY_S = 0.2
-
-
-class _Progress:
-    """What failover adds to the ledger: calls made, and when enqueues on the
-    victim's queue were acknowledged again after the kill."""
-
-    def __init__(self, ledger: LedgerRecorder) -> None:
-        self.ledger = ledger
-        self.ops = 0
-        self.victim_queue = ""
-        self.kill_at: float | None = None
-        self.resumed_at: float | None = None  # first acknowledged enqueue on the victim's queue sent after the kill
-        self.lock = threading.Lock()
-
-    def __call__(self, event: Event) -> None:
-        self.ledger(event)
-        with self.lock:
-            if event.verb == "enqueue":
-                self.ops += 1
-                # A call sent before the kill may still have been answered by the old master.
-                if (event.outcome == "enqueued" and self.kill_at is not None and event.t0 > self.kill_at
-                        and self.resumed_at is None and event.queue == self.victim_queue):
-                    self.resumed_at = event.t1
-            elif event.verb == "complete" and event.outcome in ("accepted", "refused"):
-                self.ops += 2
-
-    def kill(self, queue: str) -> float:
-        with self.lock:
-            self.victim_queue = queue
-            self.kill_at = now()
-        return self.kill_at
+FAULT = "failover"   # the fault kind the history names, from the kill until every node is ok
+HISTORY_FIGURES = ("lost", "recovered", "unexpected", "duplicated", "token_fell", "stale_accepted", "lease_overlap")
 
 
 @dataclass(frozen=True)
@@ -107,6 +87,11 @@ class FailoverResult:
     doubt_complete: int
     doubt_complete_gone: int
     report: AuditReport
+    history: dict[str, Any] = field(default_factory=dict)   # the history check (measurement.historycheck)
+
+    @property
+    def passed(self) -> bool:
+        return self.report.passed and bool(self.history.get("passed", True))
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "report"}
@@ -135,45 +120,6 @@ def failover_spec(spec: ServerSpec, node_timeout_ms: int = DEFAULT_NODE_TIMEOUT_
     return replace(spec, args=tuple(args))
 
 
-class _Load:
-    """One producer, the consumers and a reaper, each on its own cluster client."""
-
-    def __init__(self, cluster: EmbeddedCluster, names: list[str], rate: float, consumers: int,
-                 hear: _Progress) -> None:
-        keys = [QueueKeys(n) for n in names]
-        self.producer_stop, self.consumers_stop = Stop(), Stop()
-
-        def calls() -> RedisCalls:
-            return RedisCalls(_cluster_client(cluster))
-
-        self.producer = Producer(calls(), keys, ProducerPolicy(rate=rate, payload=b"work",
-                                                               backoff_s=PAUSE_AFTER_ERROR_S), hear)
-        drain = ConsumerPolicy(lease_ms=LEASE_MS, idle_s=0.005, backoff_s=PAUSE_AFTER_ERROR_S)
-        self.others: list[Any] = [Consumer(calls(), keys, drain, hear) for _ in range(consumers)]
-        self.others.append(Pump(calls(), keys, PumpPolicy(interval_s=REAP_EVERY_S, promote=False), hear))
-        self.threads: list[threading.Thread] = []
-
-    def start(self) -> None:
-        self.threads = [start_thread(self.producer, self.producer_stop)]
-        self.threads += [start_thread(role, self.consumers_stop) for role in self.others]
-
-    def stop_producer(self) -> None:
-        self.producer_stop.set()
-        self.threads[0].join()
-
-    def stop(self) -> None:
-        self.producer_stop.set()
-        self.consumers_stop.set()
-        for t in self.threads:
-            t.join()
-
-
-def _cluster_client(cluster: EmbeddedCluster) -> redis.RedisCluster:
-    # Short socket timeouts: a call to the dead master fails in a second,
-    # and redis-py then re-reads the slot map, which finds the new master.
-    return cluster.client(socket_timeout=1, socket_connect_timeout=1)
-
-
 def _promoted(cluster: EmbeddedCluster, masters_before: set[str]) -> str | None:
     """A node that serves slots now and did not before the kill, as any live node sees it."""
     for node in cluster.nodes:
@@ -194,45 +140,70 @@ def run_failover(
     *,
     queues: int = 3,
     rate: float = 300.0,
-    consumers: int = 2,
     before_s: float = 2.0,
     after_s: float = 2.0,
-    drain_s: float = 10.0,
     log: Any = None,
+    history_dir: Path | None = None,
 ) -> FailoverResult:
-    """Start the cluster, load it, kill the master of queue 0, audit. The
-    cluster is stopped on the way out."""
+    """Start the cluster, load it, kill the master of queue 0, audit and
+    check the history (kept in `history_dir`, else in a temporary folder).
+    The cluster is stopped on the way out."""
     say = log or (lambda text: None)
     spec = failover_spec(spec)
     cluster = EmbeddedCluster(spec)
     try:
-        masters = cluster.masters()
-        placements = spread_queues(cluster, queues, prefix="fo")
-        say(format_placements(placements))
-        names = [p.queue for p in placements]
-        victim = next(m for m in masters if m.name == placements[0].node)
-        progress = _Progress(LedgerRecorder())
-        load = _Load(cluster, names, rate, consumers, progress)
-        t_load = now()
-        load.start()
-        time.sleep(before_s)
-        say(f"killing master {victim.name} (pid {victim.pid}), which owns {placements[0].queue}")
-        assert victim.pid is not None
-        t_kill = progress.kill(names[0])
-        os.kill(victim.pid, signal.SIGKILL)
-        new_master = _wait_promoted(cluster, {m.name for m in masters}, victim.name, t_kill)
-        t_promoted = now()
-        cluster.wait_ready(60, expect_masters=len(masters))
-        times = _Times(t_kill, t_promoted, now(), 0.0)
-        say(f"replica {new_master} promoted after {times.promoted_s:.2f} s; cluster ok after {times.ready_s:.2f} s")
-        time.sleep(after_s)
-        load.stop_producer()
-        times = replace(times, load_s=now() - t_load)
-        _drain(cluster, names, drain_s)
-        load.stop()
-        return _result(cluster, names, (victim.name, new_master), times, progress)
+        with ExitStack() as stack:
+            if history_dir is None:
+                history_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="failover-history-")))
+            return _run(cluster, queues, rate, (before_s, after_s), say, history_dir)
     finally:
         cluster.stop()
+
+
+def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float, float], say: Any,
+         history_dir: Path) -> FailoverResult:
+    masters = cluster.masters()
+    placements = spread_queues(cluster, queues, prefix="fo")
+    say(format_placements(placements))
+    names = [p.queue for p in placements]
+    victim = next(m for m in masters if m.name == placements[0].node)
+    progress = Progress(LedgerRecorder())
+    load = ClusterLoad(cluster, names, rate, CONSUMERS, progress, history_dir)
+    nemesis = History(history_dir / "nemesis.jsonl")
+    t_load = now()
+    load.start()
+    time.sleep(load_s[0])
+    say(f"killing master {victim.name} (pid {victim.pid}), which owns {placements[0].queue}")
+    assert victim.pid is not None
+    load.fault.kind = FAULT
+    nemesis.note("start", FAULT)
+    t_kill = progress.kill(names[0])
+    os.kill(victim.pid, signal.SIGKILL)
+    new_master = _wait_promoted(cluster, {m.name for m in masters}, victim.name, t_kill)
+    t_promoted = now()
+    cluster.wait_ready(60, expect_masters=len(masters))
+    nemesis.note("stop", FAULT)
+    load.fault.kind = None
+    nemesis.close()
+    times = _Times(t_kill, t_promoted, now(), 0.0)
+    say(f"replica {new_master} promoted after {times.promoted_s:.2f} s; cluster ok after {times.ready_s:.2f} s")
+    time.sleep(load_s[1])
+    load.stop_producer()
+    times = replace(times, load_s=now() - t_load)
+    _drain(cluster, names, DRAIN_S)
+    load.stop()
+    result = _result(cluster, names, (victim.name, new_master), times, progress)
+    return replace(result, history=_history(cluster, names, history_dir))
+
+
+def _history(cluster: EmbeddedCluster, names: list[str], history_dir: Path) -> dict[str, Any]:
+    """The history check against what each of the queues' sets holds now."""
+    client = cluster_client(cluster)
+    final: dict[str, set[str]] = {}
+    for name in names:
+        for place, ids in places(client, QueueKeys(name)).items():
+            final.setdefault(place, set()).update(ids)
+    return check_files(history_dir.glob("*.jsonl"), final).to_dict()
 
 
 @dataclass(frozen=True)
@@ -263,7 +234,7 @@ def _wait_promoted(cluster: EmbeddedCluster, masters_before: set[str], victim: s
 
 def _drain(cluster: EmbeddedCluster, names: list[str], seconds: float) -> None:
     """Let the consumers empty the queues: lost claims come back when their lease expires."""
-    client = _cluster_client(cluster)
+    client = cluster_client(cluster)
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -276,8 +247,8 @@ def _drain(cluster: EmbeddedCluster, names: list[str], seconds: float) -> None:
 
 
 def _result(cluster: EmbeddedCluster, names: list[str], nodes: tuple[str, str], times: _Times,
-            progress: _Progress) -> FailoverResult:
-    client = _cluster_client(cluster)
+            progress: Progress) -> FailoverResult:
+    client = cluster_client(cluster)
     recorder = progress.ledger
     on_server: set[str] = set()
     for n in names:
@@ -334,18 +305,19 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     specs = [failover_spec(s) for s in args.server]  # refuses a URL before anything starts
+    out = new_run_dir("failover", args.out)
     results = []
     for spec in specs:
         result = run_failover(spec, queues=args.queues, rate=args.rate, before_s=args.before,
-                              after_s=args.after, log=lambda text: print(text, file=sys.stderr, flush=True))
+                              after_s=args.after, log=lambda text: print(text, file=sys.stderr, flush=True),
+                              history_dir=out / "history" / spec.name)
         results.append(result)
-    out = new_run_dir("failover", args.out)
     info = meta.collect([], queues=args.queues, rate=args.rate, before_s=args.before, after_s=args.after,
                         specs=[str(s) for s in specs])
     write_record(out, failover_record(results, info))
     print(record_text(out))
     print(f"results: {out}")
-    return 0 if all(r.report.passed for r in results) else 1
+    return 0 if all(r.passed for r in results) else 1
 
 
 def failover_record(results: list[FailoverResult], info: dict[str, Any]) -> Record:
@@ -359,6 +331,8 @@ def failover_record(results: list[FailoverResult], info: dict[str, Any]) -> Reco
             ("load", r.load_s, "s"),
             ("enqueued", r.report.enqueued, "jobs"), ("lost", r.report.lost, "jobs"),
             ("in_two_places", r.report.in_two_places, "jobs"), ("audit_passed", int(r.report.passed), "bool"),
+            *((f"history_{k}", (r.history.get("counts") or {}).get(k), "jobs") for k in HISTORY_FIGURES),
+            ("history_passed", int(bool(r.history.get("passed"))) if r.history else None, "bool"),
         ):
             rows.append({"server": r.name, "version": r.version, "metric": metric, "value": value, "unit": unit})
     return Record(kind="failover", summary={"runs": [r.to_dict() for r in results]}, meta=info,

@@ -22,15 +22,22 @@ every id minted against the server's sets (echomq_bench.load.audit):
     net-partition      through a fault proxy: a partition longer than the lease, then
                        half-open connections; every lost reply classified landed or not
 
-A scenario passes when its own checks and the audit hold; for
-restart-nopersist, detecting the loss exactly is the pass.
+Apart from the audit, every worker records each call's invocation and
+outcome to a history, and a checker that shares nothing with the audit
+classifies every job from it (lost, recovered, unexpected, duplicated) and
+checks the fencing tokens (echomq_bench.measurement.historycheck), per fault
+kind.
+
+A scenario passes when its own checks, the audit and the history check
+hold; for restart-nopersist, detecting the loss exactly is the pass.
 
 --soak DURATION runs the soak instead: one long load per build, struck by a
 seeded random schedule of process and network faults with recovery gaps
-between them, audited at the end (echomq_bench.faults.soak). Given several
---server, it soaks each build in turn with the same seed. It passes when
-nothing is lost, nothing is accepted twice and every call whose reply was
-lost is resolved.
+between them, audited and its history checked at the end
+(echomq_bench.faults.soak). Given several --server, it soaks each build in
+turn with the same seed. It passes when nothing is lost, nothing is
+accepted twice, every call whose reply was lost is resolved and the history
+check holds.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import argparse
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from echomq_bench.faults.historyrun import history_rows
 from echomq_bench.faults.load import LoadSettings
 from echomq_bench.faults.runner import Outcome, run_scenario
 from echomq_bench.faults.scenarios import FULL, QUICK, SCENARIOS, Plan
@@ -241,7 +249,9 @@ def _tidy(outcomes: list[Outcome]) -> list[dict[str, Any]]:
                                     ("refused_unexpected", o.refused_unexpected, "calls"),
                                     ("unanswered", o.unanswered, "calls"),
                                     ("recovery", o.recovery_s, "s"), ("server_main_cpu", o.server_cpu, "share"),
-                                    ("client_cpu", o.client_cpu, "cores"), ("passed", int(bool(o.passed)), "bool")):
+                                    ("client_cpu", o.client_cpu, "cores"), ("passed", int(bool(o.passed)), "bool"),
+                                    *history_rows(o.history)):
             rows.append({"server": o.server, "build": o.build, "scenario": o.scenario,
                          "metric": metric, "value": value, "unit": unit})
     return rows
+

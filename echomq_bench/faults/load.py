@@ -1,6 +1,8 @@
 """The load under fire: the load engine's producer, consumer and pump, one
 process each, whose every event is written to an event log that survives
-SIGKILL.
+SIGKILL, and whose every call is recorded in a history that does too
+(echomq_bench.measurement.history, durable: written before each call goes
+out and once its reply is in).
 
 A worker cannot hand its Ledger over when it is killed, so each one appends
 one line per event to its own file, with one `os.write` per line: the kernel
@@ -14,6 +16,10 @@ Clients here never retry on their own (redis-py retries a timed-out command
 by default): a complete that timed out may have landed, and resending it
 would turn its success into EMQSTALE. An unanswered call is logged as such
 and `Evidence.ledger` resolves it against what the server holds.
+
+The parent writes the nemesis's own history: each fault's window (`strike`)
+and the jobs it hit (`struck`); a shared `FaultFlag` names the fault striking
+now, so each worker stamps its history lines with it.
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ import os
 import random
 import signal
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 import redis
 from redis.backoff import NoBackoff
@@ -35,13 +42,15 @@ from redis.retry import Retry
 from echomq.errors import ServerUnavailableError
 from echomq.keys import QueueKeys
 from echomq_bench.faults.evidence import Answer, Evidence, last_event, read_logs
-from echomq_bench.load.calls import RedisCalls
+from echomq_bench.load.calls import Calls, RedisCalls
 from echomq_bench.load.engine import (
     ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop,
 )
+from echomq_bench.measurement.history import History, HistoryCalls
 from echomq_bench.measurement.workdist import parse_dist
 
-__all__ = ["Reachable", "LoadSettings", "FaultLog", "Worker", "Fleet", "Answer", "Evidence", "read_logs", "last_event"]
+__all__ = ["Reachable", "LoadSettings", "FaultLog", "FaultFlag", "Worker", "Fleet", "Answer", "Evidence", "read_logs",
+           "last_event"]
 
 PR_SET_PDEATHSIG = 1
 BACKOFF_S = 0.05
@@ -144,7 +153,7 @@ class FaultLog:
             self.log("X", f"{e.t1:.6f}", f"{where} {type(e.error).__name__}: {e.error}".replace("\n", " "))
 
 
-def _role(kind: str, calls: RedisCalls, settings: LoadSettings, name: str, log: _Log, seed: int) -> Any:
+def _role(kind: str, calls: Calls, settings: LoadSettings, name: str, log: _Log, seed: int) -> Any:
     rng = random.Random(seed)
     keys, hear = [QueueKeys(name)], FaultLog(log)
     if kind == "producer":
@@ -162,15 +171,47 @@ def _role(kind: str, calls: RedisCalls, settings: LoadSettings, name: str, log: 
     return Pump(calls, keys, pump, hear, rng)
 
 
-def _main(role: str, server: Reachable, settings: LoadSettings, name: str, path: Path, stop: Any,
-          parent: int, seed: int) -> None:
+class FaultFlag:
+    """The fault striking now, in memory the forked workers share: an index
+    into the kinds the Fleet was made with (0: none), one aligned int that a
+    worker reads once per round trip."""
+
+    def __init__(self, ctx: Any, kinds: Sequence[str]) -> None:
+        self.kinds = ("", *kinds)
+        self.value = ctx.Value("i", 0, lock=False)
+
+    def set(self, kind: str | None) -> None:
+        self.value.value = self.kinds.index(kind) if kind else 0
+
+    def __call__(self) -> str | None:
+        return self.kinds[self.value.value] or None
+
+
+@dataclass(frozen=True)
+class _Spawn:
+    """What one worker process is: its role and label, queue, files and seed."""
+
+    role: str
+    label: str
+    queue: str
+    log: Path
+    history: Path
+    seed: int
+
+
+def _main(spawn: _Spawn, server: Reachable, settings: LoadSettings, stop: Any, parent: int, flag: FaultFlag) -> None:
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    log = _Log(path)
+    log = _Log(spawn.log)
+    history = History(spawn.history, durable=True)
     until = Stop(stop, alive=lambda: os.getppid() == parent)
-    calls = _connect(server, settings, until, log)
-    if calls is not None:
-        _role(role, calls, settings, name, log, seed).run(until)
+    try:
+        calls = _connect(server, settings, until, log)
+        if calls is not None:
+            recorded = HistoryCalls(calls, history, spawn.label, fault=flag)
+            _role(spawn.role, recorded, settings, spawn.queue, log, spawn.seed).run(until)
+    finally:
+        history.close()
 
 
 @dataclass
@@ -193,7 +234,8 @@ class Fleet:
     """The worker processes of one scenario, forked so they start in
     milliseconds; each dies with the parent (PR_SET_PDEATHSIG)."""
 
-    def __init__(self, server: Reachable, queue_name: str, settings: LoadSettings, log_dir: Path, seed: int) -> None:
+    def __init__(self, server: Reachable, queue_name: str, settings: LoadSettings, log_dir: Path, seed: int,
+                 kinds: Sequence[str] = ()) -> None:
         self.server, self.queue_name, self.settings = server, queue_name, settings
         self.log_dir = log_dir
         self.ctx = mp.get_context("fork")
@@ -201,19 +243,42 @@ class Fleet:
         self.producers_stop = self.ctx.Event()
         self.workers: list[Worker] = []
         self.rng = random.Random(seed)
+        self.flag = FaultFlag(self.ctx, kinds)
+        self.history_dir = log_dir / "history"
+        self.nemesis = History(self.history_dir / "nemesis.jsonl")
 
     def start(self, role: str) -> Worker:
         index = sum(w.role == role for w in self.workers)
         path = self.log_dir / f"{role}-{index}.log"
+        spawn = _Spawn(role, f"{role}-{index}", self.queue_name, path, self.history_dir / f"{role}-{index}.jsonl",
+                       self.rng.randrange(2**32))
         stop = self.producers_stop if role == "producer" else self.stop_event
-        process = self.ctx.Process(
-            target=_main, name=f"echomq-{role}-{index}", daemon=True,
-            args=(role, self.server, self.settings, self.queue_name, path, stop, os.getpid(),
-                  self.rng.randrange(2**32)))
+        process = self.ctx.Process(target=_main, name=f"echomq-{role}-{index}", daemon=True,
+                                   args=(spawn, self.server, self.settings, stop, os.getpid(), self.flag))
         process.start()
         worker = Worker(role, index, path, process)
         self.workers.append(worker)
         return worker
+
+    @contextmanager
+    def strike(self, kind: str) -> Iterator[None]:
+        """A fault's window: the workers stamp their lines with it, the nemesis notes it open and closed."""
+        self.flag.set(kind)
+        self.nemesis.note("start", kind)
+        try:
+            yield
+        finally:
+            self.nemesis.note("stop", kind)
+            self.flag.set(None)
+
+    def struck(self, kind: str, jobs: Iterable[tuple[str, int, float]]) -> None:
+        """The jobs a fault hit (job, token, when): a consumer killed or frozen while it held them."""
+        for job, token, t in jobs:
+            self.nemesis.note("strike", kind, job, token, t)
+
+    def history_paths(self) -> list[Path]:
+        """The history's files: every worker's and the nemesis's (final once the fleet has stopped)."""
+        return sorted(self.history_dir.glob("*.jsonl"))
 
     def start_all(self) -> None:
         for _ in range(self.settings.producers):
@@ -242,6 +307,7 @@ class Fleet:
         self.stop_event.set()
         self.signal(self.workers, signal.SIGCONT)  # a stopped worker would never see the event
         self._join(self.workers, timeout)
+        self.nemesis.close()
 
     def _join(self, workers: list[Worker], timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -1,5 +1,6 @@
 """Running one fault scenario: its own server, the load forked around it, the fault
-injected, the queue drained, and every job audited; `Outcome` is what it found.
+injected, the queue drained, every job audited and the history checked;
+`Outcome` is what it found.
 
 The scenarios themselves are `echomq_bench.faults.scenarios`; the load is
 `echomq_bench.faults.load`.
@@ -21,6 +22,7 @@ from echomq.errors import EchoMQError
 from echomq.keys import QueueKeys
 from echomq_bench.faults.ambiguous import Ambiguity, classify
 from echomq_bench.faults.base import Check, Ctx, Injection, Plan, Scenario, active_tokens, held_attempts, members
+from echomq_bench.faults.historyrun import history_check, mark_struck
 from echomq_bench.faults.netscenarios import Through
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.faults.load import Evidence, Fleet, LoadSettings, read_logs
@@ -61,6 +63,7 @@ class Outcome:
     wall_s: float = 0.0
     skipped: str | None = None
     server_settings: dict[str, str] = field(default_factory=dict)
+    history: dict[str, Any] = field(default_factory=dict)   # the history check (measurement.historycheck)
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "checks"}
@@ -118,7 +121,8 @@ def _run(outcome: Outcome, spec: Any, scenario: Scenario, plan: Plan, base: Load
         log_dir = log_root / f"{spec.name}-{scenario.name}"
         log_dir.mkdir(parents=True, exist_ok=True)
         proxy = FaultProxy(server.host, server.port, seed=seed).start() if scenario.proxied else None
-        fleet = Fleet(server if proxy is None else Through(server, proxy), name, settings, log_dir, seed)
+        fleet = Fleet(server if proxy is None else Through(server, proxy), name, settings, log_dir, seed,
+                      kinds=(scenario.name,))
         ctx = Ctx(server, admin, keys, fleet, plan, random.Random(seed), proxy)
         cpu0, run0 = _cpu(admin)
         rusage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -126,7 +130,9 @@ def _run(outcome: Outcome, spec: Any, scenario: Scenario, plan: Plan, base: Load
         try:
             fleet.start_all()
             time.sleep(plan.warmup_s)
-            injection = scenario.inject(ctx)
+            with fleet.strike(scenario.name):
+                injection = scenario.inject(ctx)
+            mark_struck(fleet, scenario.name, injection)
             time.sleep(plan.after_s)
             fleet.stop_producers()
             drain(ctx, plan.drain_s + settings.lease_ms / 1000)
@@ -156,14 +162,16 @@ def _judge(scenario: Scenario, ctx: Ctx, injection: Injection, ev: Evidence) -> 
     own, recovery = scenario.check(ctx, injection, ev, held.ledger, held.report)
     # Elsewhere the classification is reported, not judged (see docs/guide/faults.md).
     ambiguous = [Check(held.ambiguity.ok, held.ambiguity.text())] if scenario.proxied else []
-    checks = own + ambiguous + held.checks
+    history, judged = history_check(ctx.fleet, ctx.admin, ctx.keys, scenario.expects_loss)
+    checks = own + ambiguous + held.checks + [history]
     report = held.report
     return dict(faults=injection.count, recovery_s=recovery, checks=checks, fault=injection.text,
                 jobs=report.enqueued, completed=report.completed, lost=report.lost,
                 double_accepted=report.double_accepted, refused_unexpected=held.refused_unexpected,
                 refused_expected=held.refused_expected, unanswered=ev.unanswered,
                 ambiguous=held.ambiguity.total, ambiguous_resolved=held.ambiguity.resolved,
-                audit={**report.to_dict(), "ambiguous": held.ambiguity.to_dict()}, passed=all(c.ok for c in checks))
+                audit={**report.to_dict(), "ambiguous": held.ambiguity.to_dict()}, passed=all(c.ok for c in checks),
+                history=judged)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The soak: one build under the steady fault load for a long while, struck
 by a seeded nemesis schedule (echomq_bench.faults.nemesis) that mixes
-process and network faults, then drained and audited like every scenario.
+process and network faults, then drained, audited and its history checked
+like every scenario.
 
 The load runs through a fault proxy the whole time, so a network fault can
 strike at any moment; the process faults act on the server or the workers
@@ -31,6 +32,7 @@ from echomq.errors import EchoMQError
 from echomq.keys import QueueKeys
 from echomq_bench.faults.base import QUICK, Check, Ctx, Injection, members
 from echomq_bench.faults.evidence import Evidence
+from echomq_bench.faults.historyrun import history_check, mark_struck
 from echomq_bench.faults.load import Fleet, LoadSettings, read_logs
 from echomq_bench.faults.nemesis import HOLD_S, KINDS, Fault, counts, schedule
 from echomq_bench.faults.netscenarios import BANDWIDTH, Through, net_latency, net_partition, net_reset, proxy_of
@@ -117,6 +119,7 @@ class SoakResult:
     wall_s: float = 0.0
     audit: dict[str, Any] = field(default_factory=dict)
     server_settings: dict[str, str] = field(default_factory=dict)
+    history: dict[str, Any] = field(default_factory=dict)   # the history check, per fault kind within
 
     @property
     def ambiguous_unresolved(self) -> int:
@@ -157,7 +160,7 @@ def run_soak(spec: Any, duration_s: float, seed: int, base: LoadSettings, log_ro
         log_dir = log_root / f"{spec.name}-soak"
         log_dir.mkdir(parents=True, exist_ok=True)
         proxy = FaultProxy(server.host, server.port, seed=seed).start()
-        fleet = Fleet(Through(server, proxy), keys.name, settings, log_dir, seed)
+        fleet = Fleet(Through(server, proxy), keys.name, settings, log_dir, seed, kinds=KINDS)
         ctx = Ctx(server, admin, keys, fleet, SOAK_PLAN, random.Random(seed), proxy)
         t0 = time.monotonic()
         try:
@@ -193,10 +196,12 @@ def _strike(ctx: Ctx, plan: tuple[Fault, ...], t0: float, duration_s: float, say
         start = time.monotonic()
         injection: Injection | None
         try:
-            injection = ACTIONS[fault.kind](ctx)
+            with ctx.fleet.strike(fault.kind):
+                injection = ACTIONS[fault.kind](ctx)
             text = injection.text
         except _INJECT_ERRORS as exc:
             injection, text = None, f"could not inject: {type(exc).__name__}: {redacted_url(str(exc))}"
+        mark_struck(ctx.fleet, fault.kind, injection)
         end = time.monotonic()
         say(f"  {start - t0:7.1f} s  {fault.kind:<12} {text}")
         out.append((fault, start, end, injection, text))
@@ -223,12 +228,13 @@ def _judge(ctx: Ctx, ev: Evidence, struck: list[Strike], times: tuple[float, flo
                      text, inj is not None and inj.count > 0, recovery_s(answered, start, end, limit))
               for (f, start, end, inj, text), limit in zip(struck, limits)]
     done = sum(f.injected for f in faults)
+    history, judged = history_check(ctx.fleet, ctx.admin, ctx.keys)
     checks = [Check(done == len(struck), f"{done}/{len(struck)} scheduled faults injected"),
-              Check(held.ambiguity.ok, held.ambiguity.text()), *held.checks]
+              Check(held.ambiguity.ok, held.ambiguity.text()), *held.checks, history]
     report = held.report
     return dict(faults=faults, timeline=per_second(answered, t0, t_end), jobs=report.enqueued,
                 completed=report.completed, lost=report.lost, double_accepted=report.double_accepted,
                 ambiguous=held.ambiguity.total, ambiguous_resolved=held.ambiguity.resolved,
                 unanswered=ev.unanswered, refused_expected=held.refused_expected,
                 refused_unexpected=held.refused_unexpected, checks=checks, passed=all(c.ok for c in checks),
-                audit={**report.to_dict(), "ambiguous": held.ambiguity.to_dict()})
+                audit={**report.to_dict(), "ambiguous": held.ambiguity.to_dict()}, history=judged)

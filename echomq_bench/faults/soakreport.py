@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from echomq_bench.faults.historyrun import history_rows
 from echomq_bench.faults.soak import SoakResult
 from echomq_bench.records.record import Record
 
@@ -30,7 +31,8 @@ def soak_tables(results: Sequence[SoakResult]) -> dict[str, list[dict[str, Any]]
     for r in results:
         who = {"server": r.server, "build": r.build}
         totals = [(m, getattr(r, m), unit) for m, unit in _TOTALS]
-        totals += [("faults", sum(r.injected.values()), "faults"), ("passed", int(r.passed), "bool")]
+        totals += [("faults", sum(r.injected.values()), "faults"), ("passed", int(r.passed), "bool"),
+                   *history_rows(r.history)]
         tables["faults"] += [{**who, "scenario": "soak", "metric": m, "value": v, "unit": u} for m, v, u in totals]
         tables["soak_faults"] += [{**who, "seed": r.seed, **f.__dict__} for f in r.faults]
         tables["soak_kinds"] += [{**who, **k} for k in r.kinds()]

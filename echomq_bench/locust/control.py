@@ -11,8 +11,9 @@
                     ones on the wire finish; a master asks each worker to
                     drain and send its books (runner.send_message) and
                     waits for them
-    test_stop       the coordinator settles, audits, prints and writes
-                    audit.json; a failed audit sets process_exit_code = 1
+    test_stop       the coordinator settles, audits, checks the history of
+                    every process, prints and writes audit.json; a failed
+                    audit or history check sets process_exit_code = 1
     quitting        the same when a run is cut short (Ctrl-C, SIGTERM)
     quit            an embedded server stops
 
@@ -40,6 +41,7 @@ from echomq_bench.records.meta import collect
 from echomq_bench import servers
 from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage
 from echomq_bench.locust.client import REQUEST_TYPE, Books
+from echomq_bench.locust.histories import check_run, final_places, held_ids, history_path, shipped
 from echomq_bench.locust.options import DEFAULTS, Settings, SettingsError, add_options
 from echomq_bench.locust.report import (Outcome, StepSample, machine_busy_s, node_table, output_dir, settle,
                                         step_table, write_outputs)
@@ -74,6 +76,8 @@ class Controller:
         self.session: Session | None = None
         self.finished = True
         self.collected: dict[str, dict[str, Any]] = {}
+        self.histories: dict[str, dict[str, Any]] = {}   # worker -> its shipped history
+        self.initial: set[str] = set()                    # ids the queues held before the run
         self.expected: set[str] = set()
         self.books_in = Event()
         self.samples: list[StepSample] = []
@@ -193,14 +197,15 @@ class Controller:
             self._warn_if_not_empty(run)
             if self.session is not None:
                 self.session.close()
-            self.session = Session(environment, settings, run)
+            self.session = Session(environment, settings, run, history_path(output_dir(options), run.run_id,
+                                                                            self.role))
         except (SettingsError, ServerError, EchoMQError, OSError) as exc:
             log.error("echomq: cannot start the run: %s", exc)
             gevent.spawn(environment.runner.quit if getattr(options, "headless", False) else environment.runner.stop)
             return
         setattr(options, RUN_OPTION, run.to_option())
         self.finished = False
-        self.collected, self.expected, self.samples = {}, set(), []
+        self.collected, self.histories, self.expected, self.samples = {}, {}, set(), []
         self.sampler = None
         if self.role == "local":
             self.session.start_producers()
@@ -242,8 +247,10 @@ class Controller:
         for name in run.queues:
             k = QueueKeys(name)
             held += sum(self.admin.zcard(key) for key in (k.pending, k.active, k.schedule, k.dead))
+        self.initial = held_ids(self.admin, run.queues) if held else set()
         if held:
-            log.warning("echomq: queue(s) %s already hold %d jobs; the audit counts them as unknown ids",
+            log.warning("echomq: queue(s) %s already hold %d jobs; the audit counts them as unknown ids, the "
+                        "history check leaves them out",
                         ",".join(run.queues), held)
 
     # -- the shape's samples -------------------------------------------------
@@ -305,15 +312,16 @@ class Controller:
         session = self.session
         if session is not None and session.run.run_id == run_id:
             session.drain(DRAIN_TIMEOUT_S)
-            books = session.books.to_message()
+            books, history = session.books.to_message(), shipped(session.history)
         else:
-            books = Books().to_message()  # joined after the run started: nothing to account for
-        environment.runner.send_message(BOOKS_MESSAGE, {"run_id": run_id, "books": books})
+            books, history = Books().to_message(), {}  # joined after the run started: nothing to account for
+        environment.runner.send_message(BOOKS_MESSAGE, {"run_id": run_id, "books": books, **history})
 
     def on_books(self, environment: Any, msg: Any, **_: Any) -> None:
         if self.session is None or msg.data["run_id"] != self.session.run.run_id:
             return
         self.collected[msg.node_id] = msg.data["books"]
+        self.histories[msg.node_id] = msg.data
         if self.expected <= set(self.collected):
             self.books_in.set()
 
@@ -372,6 +380,8 @@ class Controller:
                "load_processes": session.run.load_processes, "role": self.role,
                "server": f"{self.server_version} ({self._started().describe()})"}
         settings = session.settings
+        history = check_run(session.history, self.histories, output_dir(self.environment.parsed_options),
+                            session.run.run_id, final_places(self.admin, session.run.queues), self.initial)
         return Outcome(
             scenario=self.scenario, run=run, report=report, settled=settled, counters=dict(books.counters),
             recovery=recovery, seconds=seconds, cycles_per_s=report.completed / seconds if seconds else 0.0,
@@ -379,4 +389,5 @@ class Controller:
             steps=step_table(self.samples, settings.step_time_ms / 1000.0),
             meta=collect([self._started()], scenario=self.scenario, **settings.describe()),
             nodes=node_table(self.placements, dict(books.completed), usages, seconds) if self.cluster else [],
+            history=history,
         )

@@ -1,6 +1,6 @@
 """The end of a run: settle calls whose replies never came, audit the books
-against the server, summarise the flow and the consumer steps, write
-audit.json (and steps.csv when stepping)."""
+against the server, summarise the flow, the consumer steps and the history
+check per fault kind, write audit.json (and steps.csv when stepping)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from echomq_bench.load.audit import AuditReport, Ledger
 from echomq.keys import QueueKeys
 from echomq_bench.measurement.serverstats import SATURATED, bound
 from echomq_bench.locust.client import Books
+from echomq_bench.measurement.historycheck import HistoryCheck
 
 __all__ = ["settle", "limit", "StepSample", "step_table", "Outcome", "write_outputs", "output_dir", "machine_busy_s"]
 
@@ -130,17 +131,20 @@ class Outcome:
     steps: list[dict[str, Any]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     nodes: list[dict[str, Any]] = field(default_factory=list)  # on a cluster: one row per master
+    history: HistoryCheck | None = None
 
     @property
     def passed(self) -> bool:
-        return self.report.passed and self.missing_processes == 0
+        history_ok = self.history is None or self.history.passed
+        return self.report.passed and self.missing_processes == 0 and history_ok
 
     def to_dict(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "passed": self.passed, "run": self.run,
                 "audit": self.report.to_dict(), "settled_unresolved": self.settled,
                 "missing_processes": self.missing_processes, "flow": self.counters,
                 "seconds": self.seconds, "cycles_per_s": self.cycles_per_s,
-                "recovery_ms": self.recovery, "steps": self.steps, "nodes": self.nodes, "meta": self.meta}
+                "recovery_ms": self.recovery, "steps": self.steps, "nodes": self.nodes, "meta": self.meta,
+                "history": self.history.to_dict() if self.history is not None else None}
 
     def format(self) -> str:
         c = self.counters
@@ -175,6 +179,8 @@ class Outcome:
         if self.nodes:
             lines.append(format_nodes(self.nodes))
         lines.append(self.report.format())
+        if self.history is not None:
+            lines.append(self.history.format())
         return "\n".join(lines)
 
 

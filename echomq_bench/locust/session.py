@@ -13,6 +13,11 @@ deployment has beside its workers, as the load engine's roles over
 - zombies (crash scenario): crashed consumers that wake after their lease
   is gone and complete anyway.
 
+Every call the roles and the zombies make is recorded in the process's
+history (echomq_bench.measurement.history), each greenlet a process of its
+own; a crash is a nemesis strike on its job, a zombie's complete carries the
+fault `zombie`. The coordinator checks the merged history at the end.
+
 `RunInfo` is what the coordinator decides at test start (run id, server
 URL, queue names, how many processes load) and ships to workers inside
 Locust's parsed options.
@@ -20,11 +25,14 @@ Locust's parsed options.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
+import socket
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import gevent
@@ -33,7 +41,8 @@ from gevent.pool import Group
 from echomq.errors import EchoMQError
 from echomq_bench.load.engine import Producer, ProducerPolicy, Pump, PumpPolicy
 from echomq_bench.locust.calls import BooksRecorder, LocustCalls
-from echomq_bench.locust.client import Books, Claimed, EchoClient, Gate
+from echomq_bench.locust.client import Books, Claimed, Drained, EchoClient, Gate
+from echomq_bench.measurement.history import History, HistoryCalls
 from echomq_bench.locust.options import Settings
 from echomq_bench.locust.wire import AnyWire, ClusterRouter, ConnectionFactory, QueueWire, is_cluster_url
 
@@ -79,7 +88,7 @@ class RunInfo:
 class Session:
     """The process's part of one run."""
 
-    def __init__(self, environment: Any, settings: Settings, run: RunInfo) -> None:
+    def __init__(self, environment: Any, settings: Settings, run: RunInfo, history: Path | None = None) -> None:
         self.environment = environment
         self.settings = settings
         self.run = run
@@ -98,6 +107,10 @@ class Session:
         # Enqueue and complete lead with these keys: how an unanswered call names its queue.
         self.queue_names = {key: q.name for q in self.queues for key in (q.keys.pending, q.keys.active)}
         self.recorder = BooksRecorder(self.books)
+        # `history` None: a temporary file, shipped to the master with the books.
+        self.history = History(history, chunk=16384)
+        self.node = f"{socket.gethostname()}.{os.getpid()}"
+        self._actors = itertools.count()
 
     # -- for users ---------------------------------------------------------
 
@@ -111,6 +124,13 @@ class Session:
     def calls(self, client: EchoClient) -> LocustCalls:
         """The engine's calls protocol on a client's connection, each call a Locust request."""
         return LocustCalls(self.environment, client.wire, self.books, self.gate, self.queue_names)
+
+    def recorded(self, calls: LocustCalls, role: str) -> HistoryCalls:
+        """The calls of one greenlet, recorded in the history as a process of their own."""
+        return HistoryCalls(calls, self.history, self.actor(role), unsent=(Drained,))
+
+    def actor(self, role: str) -> str:
+        return f"{self.node}:{role}-{next(self._actors)}"
 
     def next_queue(self) -> QueueWire:
         """Consumers spread over the queues round-robin."""
@@ -131,7 +151,8 @@ class Session:
         keys = [q.keys for q in self.queues]
         for index in range(s.producers):
             turn = index % len(keys)  # each producer starts on its own queue
-            producer = Producer(self.calls(self.client()), keys[turn:] + keys[:turn], policy, self.recorder)
+            producer = Producer(self.recorded(self.calls(self.client()), "producer"), keys[turn:] + keys[:turn],
+                                policy, self.recorder)
             self.background.spawn(producer.run)
 
     def producer_policy(self) -> ProducerPolicy:
@@ -151,11 +172,13 @@ class Session:
         if s.reap_every_ms:
             policy = PumpPolicy(interval_s=s.reap_every_ms / 1000.0, reap_limit=s.reap_limit, promote=False,
                                 max_attempts=s.max_attempts, drain_rounds=DRAIN_ROUNDS)
-            self.background.spawn(Pump(self.calls(self.client()), keys, policy, self.recorder).run)
+            self.background.spawn(Pump(self.recorded(self.calls(self.client()), "reaper"), keys, policy,
+                                       self.recorder).run)
         if s.promote_every_ms:
             policy = PumpPolicy(interval_s=s.promote_every_ms / 1000.0, reap=False, promote_limit=s.promote_limit,
                                 max_attempts=s.max_attempts, drain_rounds=DRAIN_ROUNDS)
-            self.background.spawn(Pump(self.calls(self.client()), keys, policy, self.recorder).run)
+            self.background.spawn(Pump(self.recorded(self.calls(self.client()), "promoter"), keys, policy,
+                                       self.recorder).run)
 
     def _zombie(self, q: QueueWire, job: Claimed) -> None:
         """Sleep past the lease, wake once it is gone (reaped or re-claimed:
@@ -183,7 +206,21 @@ class Session:
                 return
             gevent.sleep(poll)
         self.books.counters["zombies"] += 1
-        client.complete(q, job.id, job.token, zombie=True)
+        self._zombie_complete(client, q, job)
+
+    def _zombie_complete(self, client: EchoClient, q: QueueWire, job: Claimed) -> None:
+        """The zombie's complete, in the history with the fault that made it."""
+        h, process = self.history, self.actor("zombie")
+        h.line("invoke", process, "complete", job.id, job.token, fault="zombie")
+        try:
+            accepted = client.complete(q, job.id, job.token, zombie=True)
+        except BaseException as exc:
+            sent = not isinstance(exc, Drained)
+            h.line("info" if sent else "fail", process, "complete", job.id, job.token, fault="zombie",
+                   extra=',"error":"%s"' % (type(exc).__name__ if sent else "not sent"))
+            raise
+        h.line("ok" if accepted else "fail", process, "complete", job.id, job.token, fault="zombie",
+               extra="" if accepted else ',"error":"StaleTokenError"')
 
     # -- the end -----------------------------------------------------------
 
@@ -196,7 +233,9 @@ class Session:
         self.books.unresolved.extend(stuck)
         self.background.kill(block=True, timeout=5)
         self.drained_at = time.perf_counter()
+        self.history.flush()
 
     def close(self) -> None:
         for wire in self.wires:
             wire.close()
+        self.history.close()

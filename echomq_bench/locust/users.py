@@ -92,8 +92,8 @@ class Consumer(EchoMQUser):
         super().on_start()
         self._books = BooksRecorder(self.session.books)
         self._deadlines: dict[str, float] = {}  # job id -> wall-clock lease deadline, while held
-        self.role = ConsumerRole(self.calls, [self.queue.keys], consumer_policy(self.settings), self._heard,
-                                 rng=self.rng)
+        self.role = ConsumerRole(self.session.recorded(self.calls, "user"), [self.queue.keys],
+                                 consumer_policy(self.settings), self._heard, rng=self.rng)
 
     @task
     def cycle(self) -> None:
@@ -111,6 +111,7 @@ class Consumer(EchoMQUser):
                 self.crash(Claimed(event.job_id, b"", event.token, deadline))
 
     def crash(self, job: Claimed) -> None:
+        self.session.history.note("strike", "crash", job.id, job.token)
         self.client.note_crash(self.queue, job, time.time())
         if self.rng.random() < self.settings.zombie_share:
             self.session.spawn_zombie(self.queue, job)

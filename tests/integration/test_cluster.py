@@ -233,6 +233,11 @@ def test_failover_replica_takes_over_and_the_audit_accounts_for_every_job(build:
     report = result.report
     assert report.enqueued > 100 and report.completed > 100
     assert report.passed, report.format()
+    # The history check, apart from the audit, with the jobs the failover touched counted under it.
+    history = result.history
+    assert history["passed"] is True, history
+    assert history["counts"]["ok"] > 100 and history["by_fault"]["failover"]["ok"] > 0, history
+    assert result.passed
 
 
 def test_master_clients_reach_each_master_alone(cluster: EmbeddedCluster) -> None:

@@ -51,7 +51,13 @@ def test_scenario_headless_audit_passes(scenario: str, build: str, tmp_path: Pat
     a, flow = audit["audit"], audit["flow"]
     assert a["completed"] > 0 and a["lost"] == 0 and a["double_accepted"] == 0
     assert a["completed"] + a["pending"] + a["active"] + a["scheduled"] + a["dead"] == a["enqueued"]
+    history = audit["history"]
+    assert history["passed"] is True and history["counts"]["ok"] > 0, history
+    assert history["processes"] >= 8 + 2 and "history check PASS" in output
+    assert sorted((tmp_path / "out" / "history").glob(f"{audit['run']['run_id']}-local.jsonl"))
     if scenario == "crash_reap":
+        assert history["by_fault"]["crash"]["ok"] > 0  # a zombie's job was struck by its crash first
+        assert history["leases"]["by_client"] > 0
         assert flow["crashes"] > 0 and flow["reaped"] > 0 and flow["recovered"] > 0
         assert a["zombie_sent"] > 0 and a["zombie_accepted"] == 0
         assert audit["recovery_ms"]["crash -> claim"]["count"] > 0
@@ -69,9 +75,9 @@ def test_broken_fence_fails_the_audit_and_the_exit_code(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "lua", lua)
     complete = lua / "complete-2.lua"
     text = complete.read_text()
-    fenced = "if stale then return stale end"
+    fenced = "local refused = checkFence(jobKey, id, token, tokenText) or checkZsets(activeKey)"
     assert fenced in text
-    complete.write_text(text.replace(fenced, ""))
+    complete.write_text(text.replace(fenced, "local refused = checkZsets(activeKey)"))
     args = ["-f", str(SCENARIOS / "crash_reap.py"), "--headless", "-u", "8", "-r", "8", "-t", "4s",
             "--csv", str(tmp_path / "run"), *STORY["crash_reap"]]
     code, output = finished(locust(args, tmp_path, env={**child_env(), "ECHOMQ_LUA_DIR": str(lua)}))
@@ -79,6 +85,10 @@ def test_broken_fence_fails_the_audit_and_the_exit_code(tmp_path: Path) -> None:
     assert audit["passed"] is False and audit["audit"]["zombie_accepted"] > 0
     assert code == 1, output[-4000:]
     assert "audit FAIL" in output
+    # The history check finds it on its own: a zombie's complete accepted after a newer claim.
+    history = audit["history"]
+    assert history["passed"] is False and history["counts"]["stale_accepted"] > 0, history
+    assert history["by_fault"]["crash"]["stale_accepted"] > 0 and "history check FAIL" in output
 
 
 def get(url: str, data: dict[str, str] | None = None) -> tuple[int, bytes]:
@@ -149,6 +159,9 @@ def distributed(tmp_path: Path, url: str, users: str, master_args: list[str],
     assert audit["run"]["role"] == "master" and audit["run"]["load_processes"] == 2
     assert audit["audit"]["zombie_sent"] > 0 and audit["audit"]["zombie_accepted"] == 0
     assert audit["flow"]["reaped"] > 0  # the master's pump
+    # Every load process's history, shipped with its books, checked on one clock (one machine).
+    assert audit["history"]["passed"] is True and audit["history"]["one_clock"] is True
+    assert len(list((tmp_path / "history").glob(f"{audit['run']['run_id']}-*.jsonl"))) == 3
     return audit, output
 
 

@@ -117,8 +117,8 @@ def test_a_soak_prints_its_seed_faults_audit_recovery_and_chart(tmp_path: Path) 
 # -- failover -----------------------------------------------------------------------------------------------------
 
 
-def test_failover_prints_the_kill_the_times_the_doubts_and_the_audit(tmp_path: Path) -> None:
-    from echomq_bench.commands.failover import FailoverResult, failover_record
+def _failover_result() -> Any:
+    from echomq_bench.commands.failover import FailoverResult
     from echomq_bench.load.audit import AuditReport
 
     audit = AuditReport(enqueued=600, completed=590, pending=10, active=0, scheduled=0, dead=0, lost=0,
@@ -130,6 +130,13 @@ def test_failover_prints_the_kill_the_times_the_doubts_and_the_audit(tmp_path: P
                             errors={"ConnectionError": 12, "ServerUnavailableError": 3}, ops=640, load_s=4.2,
                             doubt_enqueue=2, doubt_enqueue_found=1, doubt_complete=1, doubt_complete_gone=1,
                             report=audit)
+    return result
+
+
+def test_failover_prints_the_kill_the_times_the_doubts_and_the_audit(tmp_path: Path) -> None:
+    from echomq_bench.commands.failover import failover_record
+
+    result = _failover_result()
     write_record(tmp_path, failover_record([result], META))
     text = record_text(tmp_path)
     _fits(text)
@@ -147,6 +154,64 @@ def test_failover_prints_the_kill_the_times_the_doubts_and_the_audit(tmp_path: P
         assert _row(text, figure) == [figure, value]
     assert "600 = 590 + 10 + 0 + 0 + 0" in text
     assert "redis-cluster, e.g. refused: j1, j2" in text
+
+
+# -- the history check, in faults, the soak and failover ---------------------------------------------------------
+
+
+def _history(kind: str) -> dict[str, Any]:
+    """A history check's record as the runs keep it: 10 jobs, 2 under `kind`, one of them recovered."""
+    import json
+
+    from echomq_bench.measurement.historycheck import check, parse
+
+    jobs = [f"JOB00000000{i:02d}0" for i in range(10)]
+    lines = []
+    for i, job in enumerate(jobs):
+        fault = kind if i < 2 else None
+        enqueue = "info" if i == 0 else "ok"
+        lines += [{"type": "invoke", "process": "p", "f": "enqueue", "job": job, "t": i, "fault": fault},
+                  {"type": enqueue, "process": "p", "f": "enqueue", "job": job, "t": i + 0.1, "fault": fault}]
+    result = check(parse([[json.dumps(x) for x in lines]]), {"pending": set(jobs)})
+    return {**result.to_dict(), "ok": result.passed, "expects_loss": False}
+
+
+def test_the_history_check_is_printed_per_fault_kind(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from echomq_bench.commands.faults import faults_record
+    from echomq_bench.faults.soakreport import soak_record
+
+    crash = replace(_outcomes()[0], history=_history("crash"))
+    write_record(tmp_path / "faults", faults_record([crash], META, quick=True))
+    text = record_text(tmp_path / "faults")
+    _fits(text)
+    # scenario, jobs, ok, lost, recov., unexp., dup., unknown, refused, fencing
+    assert _rows(text, "crash")[2] == ["crash", "under fault", "1", "0", "1", "0", "0", "0", "0", "0/0/0"]
+    assert _rows(text, "crash")[3] == ["crash", "no fault", "8", "0", "0", "0", "0", "0", "0", "0/0/0"]
+    assert "Lost, unexp., dup. and fencing must be 0." in " ".join(text.split())
+    soak = replace(_soak(), history=_history("zombie"))
+    write_record(tmp_path / "soak", soak_record([soak], META))
+    text = record_text(tmp_path / "soak")
+    _fits(text)
+    assert _row(text, "history check") == ["history check", "PASS"]
+    assert _row(text, "redis", "zombie", "1") == ["redis", "zombie", "1", "0", "1", "0", "0", "0", "0", "0/0/0"]
+    assert _row(text, "redis", "none") == ["redis", "none", "8", "0", "0", "0", "0", "0", "0", "0/0/0"]
+
+
+def test_failover_prints_its_history_check(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from echomq_bench.commands.failover import failover_record
+
+    result = replace(_failover_result(), history=_history("failover"))
+    write_record(tmp_path, failover_record([result], META))
+    text = record_text(tmp_path)
+    _fits(text)
+    for figure, value in (("history check", "PASS"), ("jobs classified", "10"), ("recov.", "1"),
+                          ("fencing", "0 / 0 / 0"), ("under the failover (kill to every node ok)", "ok 1, recovered 1"),
+                          ("under no fault", "ok 8")):
+        assert _row(text, figure) == [figure, value]
 
 
 # -- gate ---------------------------------------------------------------------------------------------------------

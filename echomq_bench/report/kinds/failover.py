@@ -1,6 +1,7 @@
 """The report's section for a `failover` run: how long a cluster took to
 promote a replica and serve again after a master was killed, which calls
-failed or were left in doubt, and what the audit found of every job.
+failed or were left in doubt, what the audit found of every job, and what
+the history check found, per fault kind.
 
 Both tables have a row per figure and a column per cluster, so any number of
 clusters stays narrow; every figure is read from summary.json.
@@ -16,6 +17,7 @@ import pandas as pd
 from echomq_bench.records.files import Run
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
+from echomq_bench.report.historytables import LEGEND as HISTORY_LEGEND, verdict
 
 __all__ = ["section"]
 
@@ -98,6 +100,33 @@ AUDIT_ROWS: list[Row] = [
 ]
 
 
+def _history(r: Mapping[str, Any]) -> Mapping[str, Any]:
+    history = r.get("history")
+    return history if isinstance(history, Mapping) else {}
+
+
+def _classes(counts: Any) -> str:
+    if not isinstance(counts, Mapping):
+        return "none"
+    return ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "none"
+
+
+def _count(name: str) -> Callable[[Mapping[str, Any]], Any]:
+    return lambda h: (h.get("counts") or {}).get(name, "?")
+
+
+HISTORY_ROWS: list[Row] = [
+    ("history check", lambda h: verdict({**h, "ok": h.get("passed")}) or "not recorded"),
+    ("jobs classified", lambda h: h.get("jobs", "?")),
+    ("ok", _count("ok")), ("lost", _count("lost")), ("recov.", _count("recovered")),
+    ("unexp.", _count("unexpected")), ("dup.", _count("duplicated")), ("unknown", _count("indeterminate")),
+    ("refused", _count("refused")),
+    ("fencing", lambda h: " / ".join(str(_count(k)(h)) for k in ("token_fell", "stale_accepted", "lease_overlap"))),
+    ("under the failover (kill to every node ok)", lambda h: _classes((h.get("by_fault") or {}).get("failover"))),
+    ("under no fault", lambda h: _classes((h.get("by_fault") or {}).get("none"))),
+]
+
+
 def _table(runs: list[Mapping[str, Any]], rows: list[Row], of: Callable[[Mapping[str, Any]], Mapping[str, Any]]
            ) -> pd.DataFrame:
     names = [str(r.get("name", "?")) for r in runs]
@@ -112,6 +141,9 @@ def _examples(runs: list[Mapping[str, Any]]) -> list[str]:
         for name, ids in (_audit(r).get("examples") or {}).items():
             if ids:
                 out.append(f"{r.get('name', '?')}, e.g. {name}: {', '.join(map(str, ids[:5]))}")
+        for name, ids in (_history(r).get("examples") or {}).items():
+            if ids:
+                out.append(f"{r.get('name', '?')}, history check, e.g. {name}: {', '.join(map(str, ids[:5]))}")
     return out
 
 
@@ -126,6 +158,9 @@ def section(run: Run, out: Path) -> list[Block]:
         Table(_table(runs, _failover_rows(runs), lambda r: r), "Failover per cluster", id="failover-table"),
         Table(_table(runs, AUDIT_ROWS, _audit), "The audit of every job, per cluster", id="failover-audit"),
     ]
+    if any(_history(r) for r in runs):
+        blocks += [Table(_table(runs, HISTORY_ROWS, _history), "The history check of every job, per cluster",
+                         id="failover-history"), Notes([HISTORY_LEGEND])]
     examples = _examples(runs)
     if examples:
         blocks.append(Notes(examples))

@@ -1,5 +1,6 @@
-"""A `faults` record: each fault under load and the audit of every job; a
-soak's schedule, recovery per fault kind and timeline.
+"""A `faults` record: each fault under load, the audit of every job and the
+history check per fault kind; a soak's schedule, recovery and history check
+per fault kind, and timeline.
 
 Everything here is read from the record: summary.json holds each scenario's
 outcome (its figures, its audit, its checks, or why it was skipped) and each
@@ -17,6 +18,8 @@ import pandas as pd
 from echomq_bench.records.files import Run
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
+from echomq_bench.report.historytables import LEGEND as HISTORY_LEGEND, cells, verdict
+from echomq_bench.report.historytables import kinds as history_kinds
 
 __all__ = ["section"]
 
@@ -67,6 +70,16 @@ def _fault_table(outcomes: list[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _history_table(outcomes: list[Mapping[str, Any]]) -> pd.DataFrame:
+    """Per scenario, the jobs its fault struck and the others, each classified."""
+    rows = []
+    for o in outcomes:
+        for kind, counts in history_kinds(o.get("history") or {}):
+            rows.append({"scenario": o.get("scenario", "?"), "jobs": "no fault" if kind == "none" else "under fault",
+                         **cells(counts)})
+    return pd.DataFrame(rows)
+
+
 def _check_lines(checks: Iterable[Mapping[str, Any]]) -> list[str]:
     return [f"   {'ok  ' if c.get('ok') else 'FAIL'} {c.get('text', '')}" for c in checks]
 
@@ -88,6 +101,10 @@ def _server_blocks(server: str, outcomes: list[Mapping[str, Any]]) -> list[Block
     if ran:
         blocks += [Table(_fault_table(ran), f"{server}: the fault, the recovery, and calls refused or unanswered"),
                    Notes([LEGEND])]
+        history = _history_table(ran)
+        if len(history):
+            blocks += [Table(history, f"{server}: the history check, jobs under each scenario's fault and not"),
+                       Notes([HISTORY_LEGEND])]
     blocks += _skipped(server, outcomes)
     lines = []
     for o in ran:
@@ -105,9 +122,10 @@ def _scenario_blocks(run: Run) -> list[Block]:
     servers = list(dict.fromkeys(str(o.get("server", "?")) for o in outcomes))
     blocks: list[Block] = [Para(
         "Each scenario starts its own server, runs a steady load of producers, consumers and a pump, injects its "
-        "fault, drains the queue and audits every job minted against the server's sets (echomq-bench faults). A "
-        "scenario passes when its own checks and the audit hold; for restart-nopersist, detecting the loss "
-        "exactly is the pass.")]
+        "fault, drains the queue and audits every job minted against the server's sets (echomq-bench faults); "
+        "apart from the audit, the history check classifies every job from the calls' own history. A scenario "
+        "passes when its own checks, the audit and the history check hold; for restart-nopersist, detecting the "
+        "loss exactly is the pass.")]
     for server in servers:
         blocks += _server_blocks(server, [o for o in outcomes if str(o.get("server", "?")) == server])
     return blocks
@@ -132,6 +150,7 @@ def _soak_totals(soaks: list[Mapping[str, Any]]) -> pd.DataFrame:
         ("calls whose reply was lost", lambda s: s.get("ambiguous", "")),
         ("lost replies resolved", lambda s: s.get("ambiguous_resolved", "")),
         ("lost replies unresolved", lambda s: s.get("ambiguous_unresolved", "")),
+        ("history check", lambda s: verdict(s.get("history") or {}) or "not recorded"),
         ("verdict", lambda s: "PASS" if s.get("passed") else "FAIL"),
     ]
     return pd.DataFrame([{"figure": name, **{str(s.get("server", "?")): str(get(s)) for s in soaks}}
@@ -149,6 +168,11 @@ def _soak_kinds(run: Run, soaks: list[Mapping[str, Any]]) -> pd.DataFrame:
                          for r in rows])
 
 
+def _soak_history(soaks: list[Mapping[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame([{"server": s.get("server", "?"), "fault": kind, **cells(counts)}
+                         for s in soaks for kind, counts in history_kinds(s.get("history") or {})])
+
+
 def _num(value: Any) -> float | None:
     """A figure, or None for one not measured (absent, or NaN as a CSV reads an empty cell)."""
     return None if value is None or value != value else float(value)
@@ -163,8 +187,9 @@ def _soak_blocks(run: Run) -> list[Block]:
     blocks: list[Block] = [
         Para(f"Soak: {float(first.get('duration_s', 0)):g} s per build under the steady load, seed "
              f"{first.get('seed')} (replay with --seed {first.get('seed')}), a random schedule of process and "
-             "network faults with recovery gaps, audited at the end. It passes when nothing is lost, nothing is "
-             "accepted twice and every call whose reply was lost is resolved."),
+             "network faults with recovery gaps, audited and its history checked at the end. It passes when "
+             "nothing is lost, nothing is accepted twice, every call whose reply was lost is resolved and the "
+             "history check finds nothing lost, unexpected, duplicated or unfenced."),
         Table(_soak_totals(soaks), "Soak: faults, jobs and the audit per build", id="soak-table")]
     kinds = _soak_kinds(run, soaks)
     if len(kinds):
@@ -172,6 +197,10 @@ def _soak_blocks(run: Run) -> list[Block]:
     means = first.get("recovery_means", "as docs/guide/faults.md defines it")
     blocks.append(Notes([f"Recovery runs from {means}; a fault the load did not recover from before the next one "
                          "counts as not recovered (no p50 or p99 without a recovered fault)."]))
+    history = _soak_history(soaks)
+    if len(history):
+        blocks += [Table(history, "Soak: the history check per fault kind (jobs under no fault: none)"),
+                   Notes([HISTORY_LEGEND])]
     for soak in soaks:
         blocks.append(Notes([f"Soak on {soak.get('server', '?')}:", *_check_lines(_dicts(soak.get("checks")))]))
         png = run.path / str(soak.get("chart"))

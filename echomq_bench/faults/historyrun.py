@@ -1,0 +1,61 @@
+"""The history check of a run under faults: the jobs each fault hit, the
+queue's sets at the end, and the checker's verdict
+(echomq_bench.measurement.historycheck) as one more check of the run.
+
+The checker reads only the history files and the final sets: none of the
+evidence, ledger or audit the other checks use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from echomq.keys import QueueKeys
+from echomq.scripts import Client
+from echomq_bench.faults.base import Check, Injection, Lease
+from echomq_bench.faults.load import Fleet
+from echomq_bench.load.bulk import member_ids
+from echomq_bench.measurement.historycheck import FAILING, HistoryCheck, check_files
+
+__all__ = ["places", "mark_struck", "history_check", "history_rows"]
+
+
+def places(client: Client, keys: QueueKeys) -> dict[str, set[str]]:
+    """What each of the queue's four sets holds."""
+    return {place: set(member_ids(client, key)) for place, key in (
+        ("pending", keys.pending), ("active", keys.active), ("scheduled", keys.schedule), ("dead", keys.dead))}
+
+
+def mark_struck(fleet: Fleet, kind: str, injection: Injection | None) -> None:
+    """The jobs whose holders a fault killed or froze, as nemesis strikes."""
+    if injection is None:
+        return
+    leases: list[Lease] = [*injection.data.get("killed", ()), *injection.data.get("zombies", ())]
+    fleet.struck(kind, ((lease.jid, lease.token, lease.t) for lease in leases))
+
+
+def history_check(fleet: Fleet, admin: redis.Redis, keys: QueueKeys, expects_loss: bool = False
+                  ) -> tuple[Check, dict[str, Any]]:
+    """The check and the record of it; once the fleet has stopped. Where a
+    loss is expected (a restart with nothing on disk), the check holds when
+    the history shows one and nothing else fails."""
+    result: HistoryCheck = check_files(fleet.history_paths(), places(admin, keys))
+    if expects_loss:
+        others = [k for k in FAILING if k != "lost" and result.counts[k]]
+        ok = result.counts["lost"] > 0 and not others and not result.unpaired
+        text = f"{result.text()}; a loss is expected and must be found"
+    else:
+        ok, text = result.passed, result.text()
+    return Check(ok, text), {**result.to_dict(), "expects_loss": expects_loss, "ok": ok}
+
+
+def history_rows(history: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """The history check's figures as tidy (metric, value, unit) rows; none when it did not run."""
+    counts = history.get("counts") or {}
+    if not counts:
+        return []
+    fencing = sum(int(counts.get(k, 0)) for k in ("token_fell", "stale_accepted", "lease_overlap"))
+    return [*((f"history_{k}", counts.get(k, 0), "jobs") for k in ("lost", "recovered", "unexpected", "duplicated")),
+            ("history_fencing", fencing, "jobs"), ("history_passed", int(bool(history.get("ok"))), "bool")]

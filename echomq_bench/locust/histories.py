@@ -1,0 +1,66 @@
+"""The run's history across Locust's processes: each load process records
+its own (echomq_bench.locust.session), a worker ships its history with its
+books, and the coordinator writes one file per process beside audit.json and
+checks them together (echomq_bench.measurement.historycheck).
+
+Times in a history are each machine's monotonic clock. When every process
+ran on the coordinator's machine they are one clock; a worker on another
+machine makes the checker order operations only within each process's file.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import zlib
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from echomq.keys import QueueKeys
+from echomq.scripts import Client
+from echomq_bench.load.bulk import member_ids
+from echomq_bench.measurement.history import History
+from echomq_bench.measurement.historycheck import HistoryCheck, check_files
+
+__all__ = ["history_path", "held_ids", "final_places", "shipped", "check_run"]
+
+PLACES = ("pending", "active", "schedule", "dead")
+
+
+def history_path(folder: Path, run_id: str, name: str) -> Path:
+    """Where one process's history of one run goes: `history/<run>-<process>.jsonl`."""
+    return folder / "history" / f"{run_id}-{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.jsonl"
+
+
+def held_ids(client: Client, queues: Iterable[str]) -> set[str]:
+    """Every id the queues hold (before a run: jobs no enqueue of this run made)."""
+    return {i for name in queues for place in PLACES for i in member_ids(client, f"{QueueKeys(name).base}{place}")}
+
+
+def final_places(client: Client, queues: Iterable[str]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {p: set() for p in PLACES}
+    for name in queues:
+        for place in PLACES:
+            out[place] |= set(member_ids(client, f"{QueueKeys(name).base}{place}"))
+    return out
+
+
+def shipped(history: History) -> dict[str, Any]:
+    """A worker's history as its books message carries it."""
+    return {"history": zlib.compress(history.read_bytes(), 1), "host": socket.gethostname()}
+
+
+def check_run(own: History, received: Mapping[str, Mapping[str, Any]], folder: Path, run_id: str,
+              final: Mapping[str, set[str]], initial: set[str]) -> HistoryCheck:
+    """Write each worker's history beside the coordinator's, then check them all."""
+    own.flush()
+    paths = [own.path] if own.path is not None else []
+    hosts = {socket.gethostname()}
+    for node, data in received.items():
+        if not data.get("history"):
+            continue
+        path = history_path(folder, run_id, node)
+        path.write_bytes(zlib.decompress(data["history"]))
+        paths.append(path)
+        hosts.add(str(data.get("host")))
+    return check_files(paths, final, initial, one_clock=len(hosts) == 1)

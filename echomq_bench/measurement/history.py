@@ -1,0 +1,233 @@
+"""The history of a load: every operation's invocation and its outcome, one
+JSON object a line, for `echomq_bench.measurement.historycheck` to judge.
+
+    {"type":"invoke","process":"consumer-0","f":"claim","job":null,"token":null,"t":812.402113,
+     "server_ms":null,"fault":null,"lease_ms":1000}
+    {"type":"ok","process":"consumer-0","f":"claim","job":"JOB0Nvmd8aV5iy","token":2,"t":812.402388,
+     "server_ms":null,"fault":null,"lease_ms":1000}
+
+One line when a call is sent (`invoke`) and one when its outcome is known:
+`ok` (it took effect as the reply says), `fail` (refused before any write:
+EMQSTALE, EMQKIND, EMQID/EMQARG, OOM, EMQDAMAGE; or never sent) or `info`
+(no reply, or any other error: it may or may not have run). `t` is
+time.monotonic(), one clock for every process of a machine. `server_ms` is
+the server's time where a reply carries it; no verb's reply does today, so
+the recorders write null and the checker approximates (see
+docs/design/history-check.md). `fault` is the fault striking when the line
+was written, as the caller's `fault()` says.
+
+`HistoryCalls` wraps any object with the load engine's calls protocol (call,
+pipeline, command) and records each script call it passes on; the engine
+itself never hears of it. A `History` is one file: lines are formatted when
+recorded and written in chunks, once at the end for a load nobody kills. A
+load whose processes may be SIGKILLed makes it `durable`: the buffer goes to
+the kernel before each call is sent and once its reply is in (two writes a
+round trip), so a kill loses no line of a call that may have run; a call in
+flight at the kill has its invoke and no outcome, and reads as unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any, Callable, Protocol, Sequence
+
+from echomq.errors import (InvalidArgumentError, KeyspaceDamageError, OutOfMemoryError, StaleTokenError,
+                           WrongKindError)
+from echomq.verbs import ScriptCall
+
+__all__ = ["History", "HistoryCalls", "FaultNow", "CallsLike", "REFUSED", "clock"]
+
+clock = time.monotonic
+
+# Errors that prove a call wrote nothing: the scripts check these before their first write.
+REFUSED: tuple[type[BaseException], ...] = (StaleTokenError, WrongKindError, InvalidArgumentError, OutOfMemoryError,
+                                            KeyspaceDamageError)
+_LINE = '{"type":"%s","process":%s,"f":"%s","job":%s,"token":%s,"t":%.6f,"server_ms":%s,"fault":%s%s}\n'
+
+
+def _q(text: str | None) -> str:
+    """A JSON string; ids, verbs and process names take the fast path."""
+    if text is None:
+        return "null"
+    if text.isascii() and text.replace("-", "").replace(".", "").replace(":", "").replace("_", "").isalnum():
+        return '"' + text + '"'
+    return json.dumps(text)
+
+
+def _n(value: int | None) -> str:
+    return "null" if value is None else str(int(value))
+
+
+class History:
+    """One file of history lines. `path` None: an anonymous temporary file,
+    read back with `read_bytes` (a Locust worker ships its history so)."""
+
+    def __init__(self, path: Path | None, *, durable: bool = False, chunk: int = 4096) -> None:
+        self.path, self.durable, self.chunk = path, durable, chunk
+        self._spill: IO[bytes] | None = None
+        if path is None:
+            self._spill = tempfile.TemporaryFile()
+            self._fd: int | None = self._spill.fileno()
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._lines: list[str] = []
+        self.lines = 0
+
+    def line(self, type_: str, process: str, f: str, job: str | None = None, token: int | None = None, *,
+             t: float | None = None, fault: str | None = None, extra: str = "") -> None:
+        """Record one line; `extra` is preformatted JSON members, each led by a comma."""
+        if self._fd is None:
+            return  # closed: the run's history is final
+        self._lines.append(_LINE % (type_, _q(process), f, _q(job), _n(token), clock() if t is None else t,
+                                    "null", _q(fault), extra))
+        self.lines += 1
+        if len(self._lines) >= self.chunk:
+            self.flush()
+
+    def note(self, what: str, fault: str, job: str | None = None, token: int | None = None,
+             t: float | None = None) -> None:
+        """A nemesis line: a fault's window opens (`start`) or closes (`stop`),
+        or it strikes one job (`strike`: a consumer killed or frozen holding it)."""
+        self.line("info", "nemesis", what, job, token, t=t, fault=fault)
+
+    def sync(self) -> None:
+        """A call is about to go out, or its reply is in: a durable history
+        puts its lines in the kernel now, so a kill loses neither an invoke of
+        a call that may run nor the job and token a claim handed out."""
+        if self.durable:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._lines or self._fd is None:
+            return
+        data = "".join(self._lines).encode()
+        self._lines.clear()
+        while data:
+            data = data[os.write(self._fd, data):]
+
+    def read_bytes(self) -> bytes:
+        """Everything recorded so far (a temporary history's way out)."""
+        self.flush()
+        if self._spill is not None:
+            self._spill.seek(0)
+            data = self._spill.read()
+            self._spill.seek(0, os.SEEK_END)  # later lines go after, not over, what was read
+            return data
+        return self.path.read_bytes() if self.path is not None else b""
+
+    def close(self) -> None:
+        self.flush()
+        if self._spill is not None:
+            self._spill.close()
+        elif self._fd is not None:
+            os.close(self._fd)
+        self._fd = None
+
+
+class CallsLike(Protocol):
+    def call(self, call: ScriptCall) -> Any: ...
+
+    def pipeline(self, calls: Sequence[ScriptCall]) -> list[Any]: ...
+
+    def command(self, *args: Any) -> Any: ...
+
+
+class FaultNow:
+    """The fault striking now, for threads of one process: set it, clear it."""
+
+    def __init__(self) -> None:
+        self.kind: str | None = None
+
+    def __call__(self) -> str | None:
+        return self.kind
+
+
+def _text(value: Any) -> str:
+    return value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
+
+
+class HistoryCalls:
+    """A calls object that records into a History, as one `process`.
+
+    `fault()` names the fault striking now (None: none); `unsent` are
+    exceptions the wrapped calls raise before sending anything (a drain
+    gate), recorded as `fail`."""
+
+    def __init__(self, calls: CallsLike, history: History, process: str,
+                 fault: Callable[[], str | None] | None = None, unsent: tuple[type[BaseException], ...] = ()) -> None:
+        self.calls, self.history, self.process = calls, history, process
+        self.fault = fault or (lambda: None)
+        self.unsent = unsent
+
+    def call(self, call: ScriptCall) -> Any:
+        self._invoke([call])
+        try:
+            reply = self.calls.call(call)
+        except BaseException as exc:
+            self._done([call], [exc])
+            raise
+        self._done([call], [reply])
+        return reply
+
+    def pipeline(self, calls: Sequence[ScriptCall]) -> list[Any]:
+        self._invoke(calls)
+        try:
+            replies = self.calls.pipeline(calls)
+        except BaseException as exc:
+            self._done(calls, [exc] * len(calls))
+            raise
+        self._done(calls, replies)
+        return replies
+
+    def command(self, *args: Any) -> Any:
+        return self.calls.command(*args)  # plain reads (a backlog's ZCARD) change nothing: not recorded
+
+    def _invoke(self, calls: Sequence[ScriptCall]) -> None:
+        h, t, fault = self.history, clock(), self.fault()
+        for c in calls:
+            job, token, extra = _argv(c)
+            h.line("invoke", self.process, c.verb, job, token, t=t, fault=fault, extra=extra)
+        h.sync()
+
+    def _done(self, calls: Sequence[ScriptCall], replies: Sequence[Any]) -> None:
+        h, t, fault = self.history, clock(), self.fault()
+        for c, reply in zip(calls, replies):
+            job, token, extra = _argv(c)
+            if isinstance(reply, BaseException):
+                sent = not isinstance(reply, self.unsent)
+                type_ = "fail" if isinstance(reply, REFUSED) or not sent else "info"
+                extra += ',"error":%s' % _q(type(reply).__name__ if sent else "not sent")
+            else:
+                type_ = "ok"
+                job, token, value = _ok(c.verb, reply, job, token)
+                extra += "" if value is None else ',"value":%s' % value
+            h.line(type_, self.process, c.verb, job, token, t=t, fault=fault, extra=extra)
+        h.sync()
+
+
+def _argv(call: ScriptCall) -> tuple[str | None, int | None, str]:
+    """The job, token and extra members a call names in its ARGV (echomq.verbs' layouts)."""
+    verb, args = call.verb, call.args
+    if verb == "enqueue":
+        return _text(args[0]), None, ""
+    if verb in ("complete", "retry"):
+        return _text(args[0]), int(args[1]), ""
+    if verb == "claim" and len(args) > 1:
+        return None, None, ',"lease_ms":%d' % int(args[1])
+    return None, None, ""
+
+
+def _ok(verb: str, reply: Any, job: str | None, token: int | None) -> tuple[str | None, int | None, str | None]:
+    """The job, token and value an accepted reply carries: a claim's job and token, a count, a reply word."""
+    if verb == "claim":
+        if isinstance(reply, (list, tuple)) and len(reply) >= 3:
+            return _text(reply[0]), int(reply[2]), None
+        return None, None, None
+    if isinstance(reply, int):
+        return job, token, str(reply)
+    return job, token, _q(_text(reply)) if reply is not None else None
