@@ -43,30 +43,41 @@ local lease, leaseErr = intArg(ARGV[2], 'lease_ms', 1, 2147483647)
 -- Damaged ids one call buries before it gives up with {}: a bound on how
 -- long a keyspace full of damage can hold the server in one script.
 local DAMAGE_SCAN = 100
-local err = checkJobPrefix(jobPrefix, pendingKey, 'pending') or leaseErr or checkZsets(activeKey, deadKey)
+local err = checkJobPrefix(jobPrefix, pendingKey, 'pending') or leaseErr or checkZsets(activeKey)
 if err then return err end
+local deadChecked = false
 
 for _ = 1, DAMAGE_SCAN do
   local popped = redis.pcall('ZPOPMIN', pendingKey)
-  if popped['err'] then return notZset(pendingKey) end
+  if refused(popped) then return notZset(pendingKey) end
   if #popped == 0 then return {} end
   local id = popped[1]
   local jobKey = jobPrefix .. id
   -- One read and one write instead of HINCRBY, HSET and HGET: the script is
   -- atomic, so reading attempts and writing it back bumped is the same
   -- increment, one server call cheaper on every claim.
-  local attempts, payload, refused = readRow(jobKey, 'pending', true)
-  if refused then
+  local attempts, payload, denied = readRow(jobKey, 'pending', true)
+  if denied then
     -- Not damage: the server would not let this call read the row. Put the
     -- id back where ZPOPMIN found it (score 0, so the same place) and say why.
     rcall('ZADD', pendingKey, 0, id)
-    return redis.error_reply(refused)
+    return redis.error_reply(denied)
   end
   if attempts then
     local token = attempts + 1
     rcall('HSET', jobKey, 'state', 'active', 'attempts', token)
     rcall('ZADD', activeKey, serverTimeMs() + lease, id)
     return {id, payload, token}
+  end
+  -- The dead set is checked only when a job must go there, which damage
+  -- makes rare; a dead set of another type puts the popped id back.
+  if not deadChecked then
+    local refusal = checkZsets(deadKey)
+    if refusal then
+      rcall('ZADD', pendingKey, 0, id)
+      return refusal
+    end
+    deadChecked = true
   end
   buryDamaged(jobPrefix, deadKey, id, payload .. ' at claim')
 end

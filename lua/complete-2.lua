@@ -32,9 +32,11 @@ local token, tokenErr = intArg(tokenText, 'token', 1, 9007199254740992)
 
 local err = checkJobId(id) or tokenErr
 if err then return err end
-local refused = checkFence(jobKey, id, token, tokenText) or checkZsets(activeKey)
-if refused then return refused end
+local stale = checkFence(jobKey, id, token, tokenText)
+if stale then return stale end
 
+-- The set first: a refused ZREM (active of another type) has written nothing,
+-- and the DEL after it cannot be refused for a type.
+if refused(redis.pcall('ZREM', activeKey, id)) then return notZset(activeKey) end
 rcall('DEL', jobKey)
-rcall('ZREM', activeKey, id)
 return 'ok'

@@ -29,15 +29,16 @@ local payload = ARGV[2]
 local err = checkJobId(id)
 if err then return err end
 
--- TYPE, not EXISTS: a key of another type under the row's name is damage,
--- not a job that is already there.
-local kind = rcall('TYPE', jobKey)['ok']
-if kind == 'hash' then return 'duplicate' end
-if kind ~= 'none' then
-  return redis.error_reply('EMQDAMAGE ' .. jobKey .. ' is a ' .. kind .. ', not a hash; nothing written')
+-- HLEN, not EXISTS: a key of another type under the row's name is damage,
+-- not a job that is already there, and HLEN refuses it where EXISTS would
+-- count it (an integer reply, so no dearer than EXISTS).
+local fields = redis.pcall('HLEN', jobKey)
+if refused(fields) then
+  return redis.error_reply('EMQDAMAGE ' .. jobKey .. ' is not a hash; nothing written')
 end
-err = checkZsets(pendingKey)
-if err then return err end
+if fields > 0 then return 'duplicate' end
+-- The set first: if pending holds another type the ZADD is refused before
+-- anything is written, which no separate TYPE check needs to find.
+if refused(redis.pcall('ZADD', pendingKey, 0, id)) then return notZset(pendingKey) end
 rcall('HSET', jobKey, 'state', 'pending', 'attempts', 0, 'payload', payload)
-rcall('ZADD', pendingKey, 0, id)
 return 'enqueued'

@@ -48,16 +48,19 @@ local jobPrefix = ARGV[1]
 local limit, limitErr = intArg(ARGV[2], 'limit', 1, 100000)
 local maxAttempts, maxErr = intArg(ARGV[3], 'max_attempts', 1, 2147483647)
 local err = checkJobPrefix(jobPrefix, activeKey, 'active') or limitErr or maxErr
-  or checkZsets(pendingKey, deadKey)
 if err then return err end
 
 local expired = dueIds(activeKey, serverTimeMs(), limit)
-if expired['err'] then return notZset(activeKey) end
+if refused(expired) then return notZset(activeKey) end
+if #expired == 0 then return 0 end
+-- The sets it writes are checked only when it has something to move.
+err = checkZsets(pendingKey, deadKey)
+if err then return err end
 -- Every row is read before the first write, so a refused read moves nothing.
 local found = {}
 for i = 1, #expired do
-  local attempts, why, refused = readRow(jobPrefix .. expired[i], 'active', false)
-  if refused then return redis.error_reply(refused) end
+  local attempts, why, denied = readRow(jobPrefix .. expired[i], 'active', false)
+  if denied then return redis.error_reply(denied) end
   found[i] = attempts or why
 end
 dropFirst(activeKey, #expired)

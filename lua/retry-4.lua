@@ -48,11 +48,12 @@ local maxAttempts, maxErr = intArg(ARGV[5], 'max_attempts', 1, 2147483647)
 
 local err = checkJobId(id) or tokenErr or delayErr or maxErr
 if err then return err end
-local refused = checkFence(jobKey, id, token, tokenText)
-  or checkZsets(activeKey, token < maxAttempts and scheduleKey or deadKey)
-if refused then return refused end
+local refusal = checkFence(jobKey, id, token, tokenText)
+  or checkZsets(token < maxAttempts and scheduleKey or deadKey)
+if refusal then return refusal end
 
-rcall('ZREM', activeKey, id)
+-- The first write through pcall: active of another type refuses it, and nothing is written.
+if refused(redis.pcall('ZREM', activeKey, id)) then return notZset(activeKey) end
 -- The fence made token the row's attempts.
 if token < maxAttempts then
   rcall('ZADD', scheduleKey, serverTimeMs() + delay, id)

@@ -1,4 +1,6 @@
 --[[
+  refused(reply): whether a reply from redis.pcall is an error.
+
   notZset(key, kind): the EMQDAMAGE error reply for a queue key that is not
   a sorted set (kind: what it is, when known).
 
@@ -11,6 +13,11 @@
   source) is read through pcall instead, which costs nothing when it is
   right, and refused with notZset when it is not.
 ]]
+local function refused(reply)
+  -- pcall answers an error as a table with an err field; an integer reply has none.
+  return type(reply) == 'table' and reply['err'] ~= nil
+end
+
 local function notZset(key, kind)
   return redis.error_reply('EMQDAMAGE ' .. key .. ' is ' .. (kind and ('a ' .. kind) or 'of another type')
     .. ', not a sorted set; nothing moved')

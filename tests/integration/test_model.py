@@ -238,7 +238,9 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.q.promote(limit) == len(due)
         for _, jid in due:
             del self.m.schedule[jid]
-            if jid in self.m.damaged:
+            # Promote's state write finds a missing row or one of another type;
+            # damage inside a whole row (a spoiled attempts) is left to claim.
+            if self.m.damaged.get(jid) in ("row missing", "row is not a hash"):
                 event("promote: a damaged job buried")
                 self.m.bury_damaged(jid, "promote")
             else:
@@ -296,8 +298,13 @@ class QueueMachine(RuleBasedStateMachine):
         self.client.set(key, "x")
         verb = {"pending": lambda: self.q.enqueue(mint(), b"p"), "active": lambda: self.q.claim(LONG_MS),
                 "schedule": lambda: self.q.promote(100), "dead": lambda: self.q.reap(100)}[slot]
-        with pytest.raises(KeyspaceDamageError, match=f"^EMQDAMAGE {re.escape(key)} is "):
-            verb()
+        self._ripen()
+        if slot == "dead" and not any(e.due for e in self.m.active.values()):
+            # A reap with nothing due writes nothing, so it does not look at the dead set.
+            assert verb() == 0
+        else:
+            with pytest.raises(KeyspaceDamageError, match=f"^EMQDAMAGE {re.escape(key)} is "):
+                verb()
         assert self.client.get(key) == b"x"
         self.client.delete(key)
         if saved is not None:
