@@ -49,7 +49,7 @@ local deadChecked = false
 
 for _ = 1, DAMAGE_SCAN do
   local popped = redis.pcall('ZPOPMIN', pendingKey)
-  if refused(popped) then return notZset(pendingKey) end
+  if refused(popped) then return refusedReply(popped, pendingKey) end
   if #popped == 0 then return {} end
   local id = popped[1]
   local jobKey = jobPrefix .. id

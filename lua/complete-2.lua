@@ -37,6 +37,7 @@ if stale then return stale end
 
 -- The set first: a refused ZREM (active of another type) has written nothing,
 -- and the DEL after it cannot be refused for a type.
-if refused(redis.pcall('ZREM', activeKey, id)) then return notZset(activeKey) end
+local removed = redis.pcall('ZREM', activeKey, id)
+if refused(removed) then return refusedReply(removed, activeKey) end
 rcall('DEL', jobKey)
 return 'ok'

@@ -34,11 +34,13 @@ if err then return err end
 -- count it (an integer reply, so no dearer than EXISTS).
 local fields = redis.pcall('HLEN', jobKey)
 if refused(fields) then
+  if not string.find(fields['err'], 'WRONGTYPE', 1, true) then return fields end
   return redis.error_reply('EMQDAMAGE ' .. jobKey .. ' is not a hash; nothing written')
 end
 if fields > 0 then return 'duplicate' end
 -- The set first: if pending holds another type the ZADD is refused before
 -- anything is written, which no separate TYPE check needs to find.
-if refused(redis.pcall('ZADD', pendingKey, 0, id)) then return notZset(pendingKey) end
+local added = redis.pcall('ZADD', pendingKey, 0, id)
+if refused(added) then return refusedReply(added, pendingKey) end
 rcall('HSET', jobKey, 'state', 'pending', 'attempts', 0, 'payload', payload)
 return 'enqueued'

@@ -41,7 +41,7 @@ local err = checkJobPrefix(jobPrefix, scheduleKey, 'schedule') or limitErr
 if err then return err end
 
 local due = dueIds(scheduleKey, serverTimeMs(), limit)
-if refused(due) then return notZset(scheduleKey) end
+if refused(due) then return refusedReply(due, scheduleKey) end
 if #due == 0 then return 0 end
 -- The sets it writes are checked only when it has something to move.
 err = checkZsets(pendingKey, deadKey)

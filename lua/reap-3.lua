@@ -51,7 +51,7 @@ local err = checkJobPrefix(jobPrefix, activeKey, 'active') or limitErr or maxErr
 if err then return err end
 
 local expired = dueIds(activeKey, serverTimeMs(), limit)
-if refused(expired) then return notZset(activeKey) end
+if refused(expired) then return refusedReply(expired, activeKey) end
 if #expired == 0 then return 0 end
 -- The sets it writes are checked only when it has something to move.
 err = checkZsets(pendingKey, deadKey)

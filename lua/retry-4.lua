@@ -53,7 +53,8 @@ local refusal = checkFence(jobKey, id, token, tokenText)
 if refusal then return refusal end
 
 -- The first write through pcall: active of another type refuses it, and nothing is written.
-if refused(redis.pcall('ZREM', activeKey, id)) then return notZset(activeKey) end
+local removed = redis.pcall('ZREM', activeKey, id)
+if refused(removed) then return refusedReply(removed, activeKey) end
 -- The fence made token the row's attempts.
 if token < maxAttempts then
   rcall('ZADD', scheduleKey, serverTimeMs() + delay, id)

@@ -4,6 +4,12 @@
   notZset(key, kind): the EMQDAMAGE error reply for a queue key that is not
   a sorted set (kind: what it is, when known).
 
+  refusedReply(reply, key): the reply for a refused first write or read on a
+  queue set: notZset when the key held another type (WRONGTYPE), else the
+  server's own refusal unchanged. A script's first write is the only one
+  the server can refuse for memory (OOM under noeviction) or an ACL, and a
+  refused first write has written nothing, so the caller returns it as is.
+
   checkZsets(...): nil when every key given is a sorted set or absent; else
   notZset for the first that is not. A script checks the sets it writes
   after its first write: a key of another type (an operator's SET, a clash
@@ -21,6 +27,11 @@ end
 local function notZset(key, kind)
   return redis.error_reply('EMQDAMAGE ' .. key .. ' is ' .. (kind and ('a ' .. kind) or 'of another type')
     .. ', not a sorted set; nothing moved')
+end
+
+local function refusedReply(reply, key)
+  if string.find(reply['err'], 'WRONGTYPE', 1, true) then return notZset(key) end
+  return reply
 end
 
 local function checkZsets(...)

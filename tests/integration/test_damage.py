@@ -237,3 +237,39 @@ def test_a_server_that_may_evict_rows_is_named_by_queue_and_check(
     finally:
         client.config_set("maxmemory-policy", "noeviction")
         client.close()
+
+
+
+def test_a_full_server_refuses_new_jobs_and_drains_the_rest(q: Queue) -> None:
+    # A script meets maxmemory only at its first write, and only when that write
+    # is one that may grow memory: enqueue's ZADD. Every other verb's first write
+    # removes (ZPOPMIN, ZREM, ZREMRANGEBYRANK), so a full server still drains.
+    # Those writes go through pcall to tell a key of another type; an OOM must
+    # come through as OOM, not as damage.
+    from echomq.errors import OutOfMemoryError
+
+    first, second, third = mint(), mint(), mint()
+    for job_id in (first, second, third):
+        q.enqueue(job_id, b"p")
+    expiring = q.claim(1)
+    assert expiring is not None and expiring.id == first
+    time.sleep(0.01)
+    q.client.config_set("maxmemory-policy", "noeviction")
+    q.client.config_set("maxmemory", 1)
+    try:
+        before = snapshot(q.client)
+        with pytest.raises(OutOfMemoryError) as caught:
+            q.enqueue(mint(), b"p")
+        assert caught.value.code == "OOM"
+        assert snapshot(q.client) == before, "enqueue refused for memory yet changed the keyspace"
+        assert q.reap(100) == 1 and where(q, first) == ["pending"]
+        done = q.claim(60_000)
+        assert done is not None and done.id == first and q.complete(done.id, done.token) == "ok"
+        failing = q.claim(60_000)
+        assert failing is not None and failing.id == second
+        assert q.retry(failing.id, failing.token, "e", 0) == "scheduled"
+        time.sleep(0.01)
+        assert q.promote(100) == 1
+        assert (where(q, first), where(q, second), where(q, third)) == ([], ["pending"], ["pending"])
+    finally:
+        q.client.config_set("maxmemory", 0)
