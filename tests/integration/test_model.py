@@ -36,7 +36,8 @@ from tests.helpers import server_ms
 MAX_ATTEMPTS = 2
 SHORT_MS, LONG_MS = 1, 10**9
 RIPEN_S = 0.003  # > 2 ms, so a 1 ms deadline has surely passed on the server clock
-# Derandomized: the CI budget runs the same examples every time, so it cannot flake.
+# Derandomized: the CI budget draws the same choices every run; the examples follow
+# them except where a reply the model reads back (a score) differs.
 SETTINGS = settings(max_examples=100, stateful_step_count=40, deadline=None, database=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 BURIED: Counter[str] = Counter()   # damaged jobs the model buried, by the verb that met them
@@ -360,4 +361,9 @@ def test_server_follows_the_model(client: redis.Redis, request: pytest.FixtureRe
     BURIED.clear()
     run_state_machine_as_test(machine, settings=settings(SETTINGS, max_examples=examples))
     # The damage paths ran, at every verb that meets damage: the equality held through them.
-    assert {verb for verb, n in BURIED.items() if n} == {"claim", "reap", "promote"}, BURIED
+    # The damage paths ran and the equality held through them. Which verbs meet
+    # the damage depends on the examples drawn, and those depend on the server's
+    # clock readings the model takes back (scores decide promote's order), so
+    # only claim, which meets most of it, is required here; each verb's burial
+    # is pinned case by case in test_damage.
+    assert BURIED["claim"] > 0 and sum(BURIED.values()) > BURIED["claim"], BURIED
