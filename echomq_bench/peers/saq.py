@@ -8,7 +8,13 @@ job has ttl=-1, SAQ's way of keeping nothing once it is done.
 
 `default` keeps SAQ's concurrency of 10; `throughput` runs 100, SAQ's one
 throughput knob (it documents no batching). SAQ's upkeep timers (stats,
-sweep, schedule) run at their defaults.
+sweep, schedule) run at their defaults, with one exception: each consumer
+sweeps once before its Worker starts. SAQ's sweep takes a 60 s lock, so
+that first sweep (of an empty active list) is the run's only one. Left to
+the Worker's own start-up, the sweep can meet a job another slot has just
+moved to active and not yet marked active, abort it as "swept" and leave
+its row behind in state "aborting" (a race reported upstream); a run under
+60 s would then measure SAQ's start-up rather than its steady drain.
 
 The worker stops when the runner says every job has run (SAQ's burst mode
 needs a dequeue timeout, which would change how it takes jobs).
@@ -31,6 +37,11 @@ TTL_DISABLED = -1
 # On stop, SAQ cancels its tasks after this grace; with none, a job that has run but not yet
 # been finished (its MULTI/EXEC) is cancelled and stays active. Its blocked dequeues wait it out.
 SHUTDOWN_GRACE_S = 1
+# Every job has run when the runner says stop, but a slot may still be writing
+# its finish. SAQ's stop waits the grace for all its tasks, slots blocked in
+# BLMOVE included, then cancels them all, a finish in flight too; so the
+# consumer first waits, this long at most, until no slot holds a job.
+SETTLE_TIMEOUT_S = 10
 
 
 class Saq:
@@ -76,9 +87,11 @@ class Saq:
         worker = saq.Worker(q, functions=[("noop", jobs.saq_job)], concurrency=self.concurrency,
                             shutdown_grace_period_s=SHUTDOWN_GRACE_S)
         await q.connect()
+        await q.sweep()
         gate.ready()
         run = asyncio.ensure_future(worker.start())
         await asyncio.to_thread(gate.stop.wait)
+        await _settled(worker)
         await worker.stop()
         await run
         gate.done(at=jobs.finished_at())
@@ -92,3 +105,10 @@ class Saq:
         detail["job_rows"] = rows
         # Every unfinished job is in `incomplete`, queued or active alike.
         return Leftovers(pending=detail["incomplete"], kept=0, rows=rows, detail=detail)
+
+
+async def _settled(worker: Any) -> None:
+    """Until no slot of the worker holds a job (its finish written), or SETTLE_TIMEOUT_S."""
+    deadline = asyncio.get_running_loop().time() + SETTLE_TIMEOUT_S
+    while worker.job_task_contexts and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
