@@ -75,9 +75,9 @@ def test_broken_fence_fails_the_audit_and_the_exit_code(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "lua", lua)
     complete = lua / "complete-2.lua"
     text = complete.read_text()
-    fenced = "local refused = checkFence(jobKey, id, token, tokenText) or checkZsets(activeKey)"
+    fenced = "local stale = checkFence(jobKey, id, token, tokenText)"
     assert fenced in text
-    complete.write_text(text.replace(fenced, "local refused = checkZsets(activeKey)"))
+    complete.write_text(text.replace(fenced, "local stale = nil"))
     args = ["-f", str(SCENARIOS / "crash_reap.py"), "--headless", "-u", "8", "-r", "8", "-t", "4s",
             "--csv", str(tmp_path / "run"), *STORY["crash_reap"]]
     code, output = finished(locust(args, tmp_path, env={**child_env(), "ECHOMQ_LUA_DIR": str(lua)}))
