@@ -30,7 +30,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Coroutine
 
 __all__ = ["FaultProxy", "Faults"]
 
@@ -71,6 +71,9 @@ class FaultProxy:
         self._flowing: asyncio.Event | None = None
         self._heal: asyncio.TimerHandle | None = None
         self._server: asyncio.base_events.Server | None = None
+        # The loop holds its tasks only weakly: a link dropped by a reset would
+        # take its pumps with it, destroyed while pending. The proxy holds them.
+        self._tasks: set[asyncio.Task[None]] = set()
         self.port = 0
 
     # ----------------------------------------------------------------------
@@ -232,6 +235,12 @@ class FaultProxy:
                 writer.close()
         self._links.discard(link)
 
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.counts["accepted"] += 1
         link = _Link(writer)
@@ -246,14 +255,14 @@ class FaultProxy:
         if link not in self._links:  # reset while connecting
             link.upstream.close()
             return
-        link.tasks = [asyncio.create_task(self._pump(link, reader, link.upstream, to_client=False)),
-                      asyncio.create_task(self._pump(link, up_reader, writer, to_client=True))]
+        link.tasks = [self._spawn(self._pump(link, reader, link.upstream, to_client=False)),
+                      self._spawn(self._pump(link, up_reader, writer, to_client=True))]
 
     async def _pump(self, link: _Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                     to_client: bool) -> None:
         """Read one direction into a queue; a second task delivers it when due."""
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
-        deliver = asyncio.create_task(self._deliver(link, queue, writer, to_client))
+        deliver = self._spawn(self._deliver(link, queue, writer, to_client))
         link.tasks.append(deliver)
         due = 0.0
         try:
