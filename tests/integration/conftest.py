@@ -1,5 +1,5 @@
 """Every server the integration tests use, each kind started in one place:
-a plain server of each build, a server of each wheel build, a local cluster
+a plain server of each build, one of every installed build, a server of each wheel build, a local cluster
 of each build, a server that wants a password, one whose only user is a
 named ACL user, and one that speaks TLS. Tests whose subject is starting, restarting or killing a server
 call `start` themselves; every other test takes one of these."""
@@ -16,7 +16,7 @@ import redis
 
 from echomq import Queue
 from echomq_bench.faults.proxy import FaultProxy
-from echomq_bench.servers import DEFAULT_SPECS, EmbeddedCluster, EmbeddedServer, free_port, start
+from echomq_bench.servers import DEFAULT_SPECS, EmbeddedCluster, EmbeddedServer, free_port, installed_builds, start
 from echomq_bench.servers.spec import BUILTIN_BINARIES, CLUSTER_WORDS
 from echomq_bench.servers.tls import server_args, throwaway_certificate, tls_url
 
@@ -25,6 +25,7 @@ BUILDS = list(DEFAULT_SPECS)
 # not in BUILDS: every test on `server` twice more would double the suite's time
 # for builds whose conformance `check` already covers story by story.
 WHEEL_BUILDS = ["redis6.2", "valkey8.1"]
+INSTALLED_BUILDS = [b.name for b in installed_builds()]
 CLUSTER_BUILDS = list(CLUSTER_WORDS)
 PASSWORD = "Pa55-never-print-me"
 ACL_USER, ACL_PASSWORD = "alice", "knownpassacl"
@@ -64,6 +65,13 @@ def _build(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session", params=BUILDS)
 def server(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
     """A plain server of each build, shared by the session: take `client` to start from an empty one."""
+    with _embedded(request.param) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module", params=INSTALLED_BUILDS)
+def any_build(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
+    """A plain server of every build installed here, for the tests every build must pass."""
     with _embedded(request.param) as srv:
         yield srv
 

@@ -21,20 +21,10 @@ import redis
 
 from echomq import Queue, StaleTokenError, mint
 from echomq.errors import KeyspaceDamageError, ServerReplyError
-from echomq_bench.servers import EmbeddedServer, installed_builds, start
+from echomq_bench.servers import EmbeddedServer
 from tests.helpers import snapshot
 
 SETS = ("pending", "active", "schedule", "dead")
-
-
-@pytest.fixture(scope="module", params=[b.name for b in installed_builds()])
-def any_build(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
-    srv = start(request.param)
-    assert isinstance(srv, EmbeddedServer)
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture
