@@ -19,7 +19,7 @@ import redis
 from echomq.ids import encode, parse_id, mint
 from echomq.scripts import Client
 
-__all__ = ["id_block", "BulkFill", "server_ms", "SLICE", "delete_keys", "member_ids"]
+__all__ = ["id_block", "FixedIds", "BulkFill", "server_ms", "SLICE", "delete_keys", "member_ids"]
 
 SLICE = 10_000
 _LOW = 62**4  # four low digits come from the tables below
@@ -40,14 +40,31 @@ def id_block(n: int, kind: str = "JOB") -> list[str]:
         base = max(_next_value, parse_id(mint(kind)).value + 1)
         base = -(-base // _LOW) * _LOW
         _next_value = base + n
+    return _ids_from(base, n, kind)
+
+
+def _ids_from(base: int, n: int, kind: str) -> list[str]:
     out: list[str] = []
-    high = base // _LOW
+    high, low = divmod(base, _LOW)
     while len(out) < n:
         prefix = kind + encode(high, 7)
-        take = min(n - len(out), _LOW)
-        out.extend(prefix + _PAIRS[i // 3844] + _PAIRS[i % 3844] for i in range(take))
-        high += 1
+        take = min(n - len(out), _LOW - low)
+        out.extend(prefix + _PAIRS[i // 3844] + _PAIRS[i % 3844] for i in range(low, low + take))
+        high, low = high + 1, 0
     return out
+
+
+class FixedIds:
+    """The same ids in the same order on every run: blocks counted up from a
+    fixed value, for a measurement whose keyspace must not vary (the
+    instruction counts hash every key name)."""
+
+    def __init__(self, start: int = 10**15) -> None:
+        self._next = start
+
+    def __call__(self, n: int, kind: str = "JOB") -> list[str]:
+        base, self._next = self._next, self._next + max(n, 0)
+        return _ids_from(base, n, kind) if n > 0 else []
 
 
 # Rows (optional) and zset entries in one server-side loop; scores run

@@ -16,7 +16,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import redis
 
@@ -54,14 +54,18 @@ class Sizes:
 
 class Env:
     """The queues of one microbench session on one server, named with a
-    random tag so that a shared server's other keys are never touched;
-    `close()` deletes every queue it made."""
+    random tag so that a shared server's other keys are never touched
+    (or a given tag and id source, for a keyspace that repeats run after
+    run); `close()` deletes every queue it made."""
 
-    def __init__(self, client: redis.Redis, *, sizes: Sizes = Sizes(), lua_dir: Path | str | None = None) -> None:
+    def __init__(self, client: redis.Redis, *, sizes: Sizes = Sizes(), lua_dir: Path | str | None = None,
+                 tag: str | None = None, id_block: Callable[[int], list[str]] = id_block) -> None:
         self.client = client
         self.sizes = sizes
         self.lua_dir = lua_dir
-        self.tag = f"mb{secrets.token_hex(3)}"
+        # A fixed tag and ids give the same keyspace on every run (instruction counts).
+        self.tag = tag or f"mb{secrets.token_hex(3)}"
+        self.id_block = id_block
         self.bulk = BulkFill(client)
         client.script_load(NOOP_LUA)
         client.script_load(READ_100_LUA)
@@ -73,7 +77,7 @@ class Env:
         if "reference" not in self._filled:
             self._filled.add("reference")
             q = self.queue("reference")
-            self.bulk.fill(q.keys.pending, id_block(100), row_prefix=q.keys.job_prefix, state="pending",
+            self.bulk.fill(q.keys.pending, self.id_block(100), row_prefix=q.keys.job_prefix, state="pending",
                            attempts=1, payload=PAYLOAD)
 
     def read_100_eval(self) -> object:
@@ -104,7 +108,7 @@ class Env:
     # Populations, filled once per session on first use.
 
     def pending_rows(self, q: Queue, n: int) -> list[str]:
-        ids = id_block(n)
+        ids = self.id_block(n)
         self.bulk.fill(q.keys.pending, ids, row_prefix=q.keys.job_prefix, state="pending",
                        attempts=0, payload=PAYLOAD)
         return ids
@@ -129,7 +133,7 @@ class Env:
             return
         key, n = {"active": (q.keys.active, self.sizes.active),
                   "schedule": (q.keys.schedule, self.sizes.schedule)}[what]
-        self.bulk.fill(key, id_block(n), score0=server_ms(self.client) + 10 * LEASE_MS, step=1)
+        self.bulk.fill(key, self.id_block(n), score0=server_ms(self.client) + 10 * LEASE_MS, step=1)
 
     def close(self) -> None:
         for q in self._queues.values():
@@ -192,7 +196,7 @@ class Enqueue(Case):
         env.populate(self.q, "pending")
 
     def prepare(self, n: int) -> None:
-        self.ids = id_block(n)
+        self.ids = self.env.id_block(n)
 
     def before(self, i: int) -> tuple[Any, ...]:
         return self.ids[i], PAYLOAD
@@ -248,7 +252,7 @@ class Complete(Case):
         env.populate(self.q, "schedule")
 
     def prepare(self, n: int) -> None:
-        self.ids = id_block(n)
+        self.ids = self.env.id_block(n)
         self.env.active_rows(self.q, self.ids)
 
     def before(self, i: int) -> tuple[Any, ...]:
@@ -293,7 +297,7 @@ class _PerCall(Case):
         self._last: list[str] = []
 
     def prepare(self, n: int) -> None:
-        self.ids = id_block(n * self.k)
+        self.ids = self.env.id_block(n * self.k)
 
     def _rows(self, i: int, zkey: str, state: str) -> None:
         pipe = self.env.client.pipeline(transaction=False)
