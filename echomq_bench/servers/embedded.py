@@ -277,11 +277,16 @@ class EmbeddedServer(OneServer):
         # The spec's args last, so that a user's `--appendonly yes` wins.
         return base + self.baseline.args() + list(self._run_args)
 
+    def _environment(self) -> dict[str, str] | None:
+        """The server's environment: this process's own (None), unless a subclass needs another."""
+        return None
+
     def _launch(self, port: int) -> None:
         with open(self.dir / OUTPUT_NAME, "ab") as output:
             proc = subprocess.Popen(
                 self._command(port),
                 stdin=subprocess.DEVNULL,
+                env=self._environment(),
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 cwd=self.dir,
