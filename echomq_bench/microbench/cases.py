@@ -63,7 +63,6 @@ class Env:
         self.client = client
         self.sizes = sizes
         self.lua_dir = lua_dir
-        # A fixed tag and ids give the same keyspace on every run (instruction counts).
         self.tag = tag or f"mb{secrets.token_hex(3)}"
         self.id_block = id_block
         self.bulk = BulkFill(client)
