@@ -57,7 +57,11 @@ plan() {
   have valkey-server || echo "backports valkey-server"
   have valkey-benchmark || echo "backports valkey-tools"
   PATH="$(system_path)" python3 -c 'import venv, ensurepip' 2>/dev/null || echo "main python3-venv"
-  if [ "$mode" != run ]; then have chromium || echo "main chromium"; fi
+  if [ "$mode" != run ]; then
+    have chromium || echo "main chromium"
+    # The instruction-count gate runs the servers under callgrind.
+    have callgrind_control || echo "main valgrind"
+  fi
   if have node; then
     major=$(node_major) || major=0
     case "$major" in ''|*[!0-9]*) major=0 ;; esac

@@ -118,10 +118,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "fingerprint in the results history that wrote a baseline or named no regression")
     parser.add_argument("--update", action="store_true", help="measure and write the baseline(s); exits 0")
     add_quick(parser, "8 rounds and fewer calls (CI); wider allowances")
-    parser.add_argument("--tolerance", type=_fraction, default=DEFAULT_TOLERANCE,
+    parser.add_argument("--count", choices=("time", "instructions"), default="time",
+                        help="time: server time against the reference scripts (the default; sees memory, allocator "
+                             "and I/O); instructions: instructions per call under callgrind, per server binary "
+                             "(needs valgrind; docs/guide/gate.md)")
+    parser.add_argument("--passes", type=number(int, 5), default=None, metavar="N",
+                        help="with --count instructions --update: fresh servers the baseline pools (default 10)")
+    parser.add_argument("--tolerance", type=_fraction, default=None,
                         metavar="FRACTION",
                         help=f"allowed slowdown of the normalised figure, 0.2 = 20%% (default {DEFAULT_TOLERANCE})")
-    parser.add_argument("--ab-tolerance", type=_fraction, default=DEFAULT_AB_TOLERANCE, metavar="FRACTION",
+    parser.add_argument("--ab-tolerance", type=_fraction, default=None, metavar="FRACTION",
                         help=f"allowed slowdown against the baseline's script, interleaved "
                              f"(default {DEFAULT_AB_TOLERANCE})")
     parser.add_argument("--rounds", type=number(int, 1), default=None, metavar="N", help="rounds (default 20, quick 8)")
@@ -156,6 +162,16 @@ def run(args: argparse.Namespace) -> int:
     from echomq_bench.microbench.runner import FULL, QUICK
     from echomq_bench.servers import running
 
+    if args.count == "instructions":
+        from echomq_bench.commands.gate_counts import run_counts
+
+        return run_counts(args)
+    if args.passes is not None:
+        print("echomq-bench gate: error: --passes is for --count instructions; the timing gate's baseline "
+              "takes 3 passes", file=sys.stderr)
+        return 2
+    tolerance = DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
+    ab_tolerance = DEFAULT_AB_TOLERANCE if args.ab_tolerance is None else args.ab_tolerance
     settings = QUICK if args.quick else FULL
     if args.rounds:
         settings = replace(settings, rounds=args.rounds)
@@ -166,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with running(*args.server) as servers:
             found = run_gate(servers, GateOptions(baseline=args.baseline, settings=settings,
-                                                  tolerance=args.tolerance, ab_tolerance=args.ab_tolerance,
+                                                  tolerance=tolerance, ab_tolerance=ab_tolerance,
                                                   update=args.update, cases=args.verbs, confirm=not args.no_confirm),
                              out_dir=args.out)
     except BaselineError as exc:  # the history's baseline of a fingerprint, known once the server runs

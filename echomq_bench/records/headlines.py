@@ -157,6 +157,16 @@ def _gate(r: Record) -> Iterator[Headline]:
         yield from _each(b.get("build"), b.get("version"), figures)
 
 
+@extracts("counts")
+def _counts(r: Record) -> Iterator[Headline]:
+    for b in r.summary.get("builds") or ():
+        figures: list[tuple[str, Any, str, str]] = [("counts.regressions", len(b.get("regressions") or ()), "verbs",
+                                                     LOWER)]
+        figures += [(f"counts.{verb}.instructions", f.get("instructions"), "instructions", LOWER)
+                    for verb, f in (b.get("figures") or {}).items()]
+        yield from _each(b.get("build"), b.get("version"), figures)
+
+
 @extracts("verbs")
 def _verbs(r: Record) -> Iterator[Headline]:
     for b in r.summary.get("builds") or ():

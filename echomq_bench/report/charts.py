@@ -21,7 +21,7 @@ import pandas as pd  # noqa: E402
 from echomq_bench.measurement import latency  # noqa: E402
 
 __all__ = ["throughput_vs_consumers", "latency_quantiles", "read_hgrm", "rate_timeline", "forest", "lease_tradeoff",
-           "reap_against_cap", "consumers_growth", "MAX_LINES"]
+           "reap_against_cap", "consumers_growth", "instruction_parts", "MAX_LINES"]
 
 QUANTILE_TICKS = (50.0, 90.0, 99.0, 99.9, 99.99)
 
@@ -213,3 +213,31 @@ def consumers_growth(frame: pd.DataFrame, path: Path) -> Path:
     ax.legend(fontsize=7)
     fig.tight_layout()
     return _save(fig, path, "")
+
+
+def instruction_parts(frame: pd.DataFrame, path: Path, footer: str = "") -> Path:
+    """frame: build, verb, part, instructions (per call). One panel per build: a stacked bar per verb, one
+    segment per server command the script called and one for the Lua rest, so a reader sees where a
+    script's cost goes. The pumps moving 100 jobs are drawn per job moved, beside the single-job verbs."""
+    frame = frame.copy()
+    per_job = frame["verb"].str.endswith("_100")
+    frame.loc[per_job, "instructions"] = frame.loc[per_job, "instructions"] / 100
+    frame.loc[per_job, "verb"] = frame.loc[per_job, "verb"] + " / job"
+    builds = list(dict.fromkeys(frame["build"]))
+    parts = list(frame.groupby("part")["instructions"].sum().sort_values(ascending=False).index)
+    colours = dict(zip(parts, plt.get_cmap("tab20")(np.linspace(0, 1, max(len(parts), 2)))))
+    fig, axes = plt.subplots(1, len(builds), figsize=(5.5 * len(builds), 4.2), squeeze=False, sharey=True)
+    for ax, build in zip(axes[0], builds):
+        table = frame[frame["build"] == build].pivot_table(index="verb", columns="part", values="instructions",
+                                                           aggfunc="sum", sort=False).fillna(0.0)
+        bottom = np.zeros(len(table))
+        for part in [p for p in parts if p in table.columns]:
+            ax.barh(table.index, table[part], left=bottom, color=colours[part], label=part)
+            bottom += table[part].to_numpy()
+        ax.set_title(build)
+        ax.set_xlabel("instructions per call (callgrind)")
+    axes[0][0].invert_yaxis()  # the axes share y: once turns every panel so the first verb is on top
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, title="part")
+    fig.tight_layout()
+    return _save(fig, path, footer)

@@ -46,12 +46,13 @@ def test_node_from_elsewhere_is_left_alone(tmp_path: Path, base: Path) -> None:
     stub(other, "node", "v20.20.2")
     stub(other, "npm", "11.19.1")
     done = plan([base, other])
-    assert (done.returncode, done.stdout.splitlines()) == (0, SERVERS + ["main chromium"])
+    assert (done.returncode, done.stdout.splitlines()) == (0, SERVERS + ["main chromium", "main valgrind"])
 
 
 def test_no_node_asks_for_debians_node_and_npm(base: Path) -> None:
     done = plan([base])
-    assert (done.returncode, done.stdout.splitlines()) == (0, SERVERS + ["main chromium", "main nodejs", "main npm"])
+    assert (done.returncode, done.stdout.splitlines()) == (
+        0, SERVERS + ["main chromium", "main valgrind", "main nodejs", "main npm"])
 
 
 def test_run_needs_no_browser(tmp_path: Path, base: Path) -> None:
@@ -68,14 +69,15 @@ def test_a_venv_server_does_not_count_as_the_systems(tmp_path: Path, base: Path)
     stub(tmp_path / "node", "node", "v20.1.0")
     stub(tmp_path / "node", "npm", "10.0.0")
     activated = plan([venv / "bin", base, tmp_path / "node"], VIRTUAL_ENV=str(venv))
-    assert activated.stdout.splitlines() == SERVERS + ["main chromium"]
+    assert activated.stdout.splitlines() == SERVERS + ["main chromium", "main valgrind"]
     # A venv is known by its pyvenv.cfg too, without VIRTUAL_ENV.
     assert plan([venv / "bin", base, tmp_path / "node"]).stdout == activated.stdout
 
 
 def test_everything_present_asks_for_nothing(tmp_path: Path, base: Path) -> None:
     have = tmp_path / "have"
-    for name in ("redis-server", "redis-benchmark", "valkey-server", "valkey-benchmark", "chromium", "npm"):
+    for name in ("redis-server", "redis-benchmark", "valkey-server", "valkey-benchmark", "chromium",
+                 "callgrind_control", "npm"):
         stub(have, name)
     stub(have, "node", "v22.3.0")
     done = plan([base, have])

@@ -153,7 +153,9 @@ def section(run: Run, out: Path) -> list[Block]:
         Heading("Regression gate", anchor="gate"),
         Para("Each verb's server time (commandstats) over a reference script's, measured call by call in the same "
              "batches, against the same ratio in the baseline; a changed script also runs A/B against the "
-             "baseline's text (echomq-bench gate)."),
+             "baseline's text (echomq-bench gate). Server time sees what instruction counts miss: memory, the "
+             "allocator and I/O; for the scripts' own work, deterministic to within 1%, see "
+             "echomq-bench gate --count instructions."),
     ]
     for b in builds:
         blocks += _build_blocks(run, b)

@@ -1,0 +1,113 @@
+"""The count gate's decision rule, apart from any server.
+
+A baseline pools P fresh servers of one binary; what varies between them
+(the server's random hash seed and skiplist levels, the clock's digits in
+the scripts' strings) is the spread. A new run is one more draw. Its verb
+is flagged when it exceeds the one-sided 99.9% prediction bound of the
+baseline's runs:
+
+    allowed = max(FLOOR, t(0.999, P-1) * sd * sqrt(1 + 1/P) / mean)
+
+A flagged verb is counted once more on another fresh server; it is a
+regression only when that run is flagged too. Under the rule's normal
+model a verb of unchanged code fails with probability 1e-6 per run, and a
+change of k times the allowance is caught whenever both draws land above
+it. The measured rates are on the gate's page (docs/measurements).
+
+A regression names the part of the verb that grew most, in instructions
+per call: a server command the script called, or `lua`, the interpreter
+and scripting glue around them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+__all__ = ["FLOOR", "CONFIDENCE", "CountVerdict", "allowance", "judge", "largest_growth"]
+
+FLOOR = 0.005       # no allowance below 0.5%: a spread of a handful of runs can read near zero by chance
+CONFIDENCE = 0.999  # one-sided, per verb and per draw
+LUA = "lua"
+
+
+def allowance(mean: float, sd: float, passes: int) -> float:
+    """The largest change of one new run that the baseline's spread explains."""
+    from scipy.stats import t
+
+    if passes < 2 or mean <= 0:
+        raise ValueError(f"an allowance needs a positive mean and at least 2 runs, got mean {mean}, {passes} runs")
+    bound = float(t.ppf(CONFIDENCE, passes - 1)) * sd * math.sqrt(1 + 1 / passes) / mean
+    return max(FLOOR, bound)
+
+
+def _parts(figure: Mapping[str, Any]) -> dict[str, float]:
+    """A figure's instructions per call by part: each command, and the Lua rest."""
+    commands = figure.get("commands") or {}
+    parts = {name: float(c["instructions"]) for name, c in commands.items()}
+    parts[LUA] = float(figure["instructions"]) - sum(parts.values())
+    return parts
+
+
+def largest_growth(base: Mapping[str, Any], now: Mapping[str, Any]) -> tuple[str, float]:
+    """The part that grew most per call, and by how many instructions."""
+    before, after = _parts(base), _parts(now)
+    growth = {p: after.get(p, 0.0) - before.get(p, 0.0) for p in set(before) | set(after)}
+    part = max(sorted(growth), key=lambda p: growth[p])
+    return part, growth[part]
+
+
+@dataclass(frozen=True)
+class CountVerdict:
+    verb: str
+    base: float | None           # mean instructions per call in the baseline
+    now: float
+    change: float | None         # now / base - 1
+    allowed: float | None
+    grew: str = ""               # the part that grew most, when the verb is flagged
+    grew_by: float = 0.0         # ... in instructions per call
+    confirmed: bool | None = None  # None: not counted again
+    again: float | None = None   # the confirming run's change
+    missing: bool = False        # no figure for this verb in the baseline
+    script_changed: bool = False  # the script's text differs from the baseline's
+
+    @property
+    def flagged(self) -> bool:
+        return self.change is not None and self.allowed is not None and self.change > self.allowed
+
+    @property
+    def regressed(self) -> bool:
+        return self.missing or (self.flagged and self.confirmed is not False)
+
+    @property
+    def status(self) -> str:
+        if self.missing:
+            return "MISSING from the baseline"
+        if self.regressed:
+            return "COSTLIER"
+        if self.flagged:
+            return "ok (not confirmed)"
+        if self.change is not None and self.allowed is not None and self.change < -self.allowed:
+            return "cheaper"
+        return "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: (round(v, 5) if isinstance(v, float) else v) for k, v in vars(self).items()}
+        out["status"] = self.status
+        return out
+
+
+def judge(verb: str, now: Mapping[str, Any], base: Mapping[str, Any] | None, passes: int,
+          script_changed: bool = False) -> CountVerdict:
+    """One verb's verdict: its figure now (instructions, commands) against the baseline's."""
+    current = float(now["instructions"])
+    if base is None:
+        return CountVerdict(verb, None, current, None, None, missing=True, script_changed=script_changed)
+    mean = float(base["instructions"])
+    verdict = CountVerdict(verb, mean, current, current / mean - 1, allowance(mean, float(base["sd"]), passes),
+                           script_changed=script_changed)
+    if verdict.flagged:
+        part, by = largest_growth(base, now)
+        verdict = CountVerdict(**{**vars(verdict), "grew": part, "grew_by": by})
+    return verdict

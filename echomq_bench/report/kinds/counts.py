@@ -1,0 +1,103 @@
+"""A `counts` record: each verb's instructions per call under callgrind
+against the baseline of the same server binary, the part that grew where a
+verb got costlier, a chart of where each verb's instructions go, and the
+verdict per build as the section's last lines.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from echomq_bench.records.files import Run
+from echomq_bench.report.context import context_lines
+from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
+
+__all__ = ["section", "verdict_line"]
+
+
+def _builds(run: Run) -> list[Mapping[str, Any]]:
+    return [b for b in run.summary.get("builds") or () if isinstance(b, Mapping)]
+
+
+def _pct(x: Any) -> str:
+    return "" if x is None else f"{float(x) * 100:+.2f}%"
+
+
+def _verdict_table(b: Mapping[str, Any]) -> pd.DataFrame:
+    rows = []
+    for v in b.get("verdicts") or ():
+        grew = f"{v['grew']} +{float(v['grew_by']):,.0f}" if v.get("grew") else ""
+        rows.append({"verb": v.get("verb"), "baseline": "-" if v.get("base") is None else f"{float(v['base']):,.0f}",
+                     "now": f"{float(v.get('now') or 0):,.0f}", "change": _pct(v.get("change")),
+                     "allowed": "" if v.get("allowed") is None else f"+{float(v['allowed']) * 100:.2f}%",
+                     "again": _pct(v.get("again")), "grew most": grew,
+                     "script": "changed" if v.get("script_changed") else "same",
+                     "verdict": str(v.get("status", "?")).split(" (")[0]})
+    return pd.DataFrame(rows)
+
+
+def _figure_table(b: Mapping[str, Any]) -> pd.DataFrame:
+    rows = []
+    for verb, f in (b.get("figures") or {}).items():
+        commands = f.get("commands") or {}
+        top = sorted(commands.items(), key=lambda kv: -float(kv[1]["instructions"]))[:3]
+        lua = float(f["instructions"]) - sum(float(c["instructions"]) for c in commands.values())
+        rows.append({"verb": verb, "instructions / call": f"{float(f['instructions']):,.0f}",
+                     "Lua and glue": f"{lua / float(f['instructions']):.0%}",
+                     "costliest commands": ", ".join(f"{k} {float(c['instructions']) / float(f['instructions']):.0%}"
+                                                     for k, c in top)})
+    return pd.DataFrame(rows)
+
+
+def verdict_line(b: Mapping[str, Any]) -> str:
+    build = b.get("build", "?")
+    if b.get("updated"):
+        return f"UPDATED: the count baseline of {build} written ({b.get('runs')} fresh servers)"
+    if b.get("regressions"):
+        return f"COSTLIER on {build}: {', '.join(b['regressions'])}"
+    return f"PASS on {build}: {len(b.get('verdicts') or ())} verbs within their allowance"
+
+
+def _origin(b: Mapping[str, Any]) -> str:
+    binary = b.get("binary") or {}
+    source = b.get("baseline_from") or {}
+    text = (f"{b.get('version', '?')}: {binary.get('path', '?')}, sha256 {str(binary.get('sha256', ''))[:12]}, "
+            f"build id {str(binary.get('build_id', ''))[:12] or 'none'}, {binary.get('libc', '?')}; "
+            f"{b.get('valgrind', '?')}.")
+    if b.get("updated"):
+        return text + f" Baseline written: {b.get('baseline')}."
+    return text + (f" Baseline {b.get('baseline')}: {source.get('passes', '?')} fresh servers, "
+                   f"{source.get('created_utc') or '?'}, revision {source.get('revision') or '?'}, recorded on "
+                   f"{source.get('recorded_on') or '?'} (a count baseline holds on any machine with this binary).")
+
+
+def section(run: Run, out: Path) -> list[Block]:
+    builds = _builds(run)
+    blocks: list[Block] = [
+        Heading("Instruction-count gate", anchor="counts"),
+        Para("Each verb's instructions per call, counted under callgrind inside EVALSHA on a fresh server, "
+             "against the baseline of the same server binary; a verb over its allowance (from the baseline's "
+             "spread) is counted again on another fresh server and fails only if it is over again "
+             "(echomq-bench gate --count instructions). Instructions miss memory, allocator and I/O effects: "
+             "the timing gate covers those.")]
+    for b in builds:
+        blocks += [Heading(str(b.get("build", "?")), level=3), Para(_origin(b))]
+        if b.get("verdicts"):
+            blocks.append(Table(_verdict_table(b), f"{b.get('build')}: instructions per call against the baseline"))
+        blocks.append(Table(_figure_table(b), f"{b.get('build')}: where each verb's instructions go"))
+    parts = run.tables.get("counts")
+    if parts is not None and len(parts):
+        from echomq_bench.report import charts
+
+        png = charts.instruction_parts(parts, out / "counts_parts.png", footer=" ".join(context_lines(run)))
+        blocks.append(Image(png, "Instructions per call by part: each server command a script called, and the "
+                                 "Lua interpreter and scripting glue around them (the pumps per job moved)"))
+    settings = (builds[0].get("settings") if builds else None) or {}
+    notes = [f"Per verb: {settings.get('calls', '?')} calls counted ({settings.get('heavy_calls', '?')} of the "
+             f"pumps moving 100) after {settings.get('warmup', '?')} uncounted, on populations "
+             f"{settings.get('sizes', '?')}; allowed: the one-sided 99.9% prediction bound of the baseline's runs, "
+             "at least 0.5%; again: the confirming run's change."]
+    return blocks + [Notes(notes + context_lines(run)), *(Para(verdict_line(b)) for b in builds)]

@@ -1,0 +1,79 @@
+"""The instruction-count gate on real servers under callgrind: what a count holds,
+that it moves with the work a script does, and the gate's verdicts end to end
+against the committed baselines of Debian's binaries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from echomq_bench.cli import main
+from echomq_bench.counts.baseline import CountBaselineError, count_baseline_path, load_count_baseline
+from echomq_bench.counts.identity import binary_identity
+from echomq_bench.counts.measure import CountRun, count_spec
+from echomq_bench.microbench.baseline import default_baseline_dir, slowed_copy
+from echomq_bench.servers import parse_server_spec
+from echomq_bench.servers.embedded import spec_binary
+
+# Small windows: what these tests check is far above a small window's spread.
+CALLS = 100
+
+
+def _count(build: str, lua: Path | None = None) -> CountRun:
+    return count_spec(parse_server_spec(build), lua_dir=lua, calls=CALLS, heavy_calls=50)
+
+
+def test_a_count_holds_each_command_a_script_calls_and_grows_with_the_script(tmp_path: Path) -> None:
+    plain = _count("valkey")
+    claim = plain.verbs["claim"]
+    # claim pops the oldest job and leases it: one ZPOPMIN, one ZADD, one TIME per call.
+    for command in ("ZPOPMIN", "ZADD", "TIME"):
+        assert claim.commands[command][0] == pytest.approx(1.0), command
+    # reap with nothing expired reads the clock and looks, and writes nothing.
+    assert set(plain.verbs["reap_0"].commands) == {"TIME", "ZRANGE"}
+    assert set(plain.verbs["enqueue_duplicate"].commands) <= {"HLEN", "EXISTS", "TYPE", "ZSCORE", "HEXISTS"}
+    assert 0 < claim.lua < claim.instructions
+    # 1,000 more loop iterations in claim: claim grows by about what they cost, the others do not move.
+    slow = _count("valkey", slowed_copy(tmp_path / "slow", "claim", 1000))
+    grew = slow.verbs["claim"].instructions - claim.instructions
+    lua_grew = slow.verbs["claim"].lua - claim.lua
+    assert grew > 0.05 * claim.instructions
+    assert lua_grew == pytest.approx(grew, rel=0.05)
+    for verb in ("enqueue", "complete", "reap_1"):
+        assert slow.verbs[verb].instructions == pytest.approx(plain.verbs[verb].instructions, rel=0.03), verb
+    assert slow.scripts["claim"] != plain.scripts["claim"] and slow.scripts["complete"] == plain.scripts["complete"]
+
+
+def _committed_baseline(build: str) -> Path:
+    spec = parse_server_spec(build)
+    binary = binary_identity(spec_binary(spec))
+    path = count_baseline_path(default_baseline_dir(), spec.name, binary)
+    try:
+        load_count_baseline(path, binary)
+    except CountBaselineError as exc:
+        pytest.skip(f"the committed count baselines are of other binaries than this machine's: {exc}")
+    return path
+
+
+def test_the_gate_passes_unchanged_code_and_names_a_costlier_claim_and_the_part_that_grew(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _committed_baseline("redis")
+    assert main(["gate", "--count", "instructions", "--server", "redis", "--out", str(tmp_path / "same")]) == 0
+    printed = capsys.readouterr().out
+    assert "PASS on redis: 10 verbs within their allowance" in printed
+    summary = json.loads((tmp_path / "same" / "summary.json").read_text())
+    assert summary["kind"] == "counts" and summary["passed"] is True
+    assert (tmp_path / "same" / "counts.csv").is_file()
+
+    # About +8% in claim's own Lua: over any allowance, and on two fresh servers.
+    monkeypatch.setenv("ECHOMQ_LUA_DIR", str(slowed_copy(tmp_path / "slow", "claim", 500)))
+    assert main(["gate", "--count", "instructions", "--server", "redis", "--out", str(tmp_path / "slow-run")]) == 1
+    printed = capsys.readouterr().out
+    assert "FAIL: costlier in instructions: redis:claim (+" in printed and ", lua +" in printed
+    build = json.loads((tmp_path / "slow-run" / "summary.json").read_text())["builds"][0]
+    assert build["regressions"] == ["claim"] and build["runs"] == 2
+    verdict = next(v for v in build["verdicts"] if v["verb"] == "claim")
+    assert (verdict["grew"], verdict["confirmed"], verdict["script_changed"]) == ("lua", True, True)
+    assert verdict["again"] > verdict["allowed"]
