@@ -23,6 +23,9 @@ from echomq_bench.servers import DEFAULT_SPECS, parse_server_spec, start
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--bench-server", action="append", default=None, metavar="SPEC",
                      help="server spec as for echomq-bench --server (repeatable; default redis and valkey)")
+    parser.addoption("--bench-count-instructions", action="store_true", default=False,
+                     help="also count each verb's instructions per call under callgrind (a second, fresh server "
+                          "per build; needs valgrind) and put them in extra_info")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -49,6 +52,17 @@ def env(bench_server: object) -> Iterator[Env]:
     yield e
     e.close()
     client.close()
+
+
+@pytest.fixture(scope="session")
+def instruction_counts(request: pytest.FixtureRequest, bench_server: object) -> dict[str, Any]:
+    """Per verb, the count gate's figure on this build (instructions and per-command parts), or {}."""
+    if not request.config.getoption("--bench-count-instructions"):
+        return {}
+    from echomq_bench.counts.measure import count_spec
+
+    run = count_spec(bench_server.spec)  # type: ignore[attr-defined]
+    return {verb: vc.to_dict() for verb, vc in run.verbs.items()}
 
 
 _ROWS = pytest.StashKey[list]()

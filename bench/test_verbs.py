@@ -12,6 +12,8 @@ round with plain HSET/ZADD. pytest-benchmark times the client round trip;
     server_ratio_read_100 (promote_100, reap_100) over a script that reads 100 rows
     ping_client_us        PING round trip, measured between the verb's calls
     client_ratio_ping     median round trip / ping_client_us
+    instructions          (--bench-count-instructions) instructions per call under
+                          callgrind, and instructions_by_command: per server command
 
 Run:  pytest bench/ --benchmark-group-by=group --benchmark-columns=min,median,iqr,max,rounds
 Save and compare:  --benchmark-autosave, then --benchmark-compare --benchmark-compare-fail=median:25%
@@ -32,7 +34,7 @@ REFERENCE_CALLS = 60
 
 
 @pytest.mark.parametrize("case_name", [c.name for c in VERB_CASES])
-def test_verb(benchmark, env: Env, case_name: str) -> None:  # type: ignore[no-untyped-def]
+def test_verb(benchmark, env: Env, instruction_counts: dict, case_name: str) -> None:  # type: ignore[no-untyped-def]
     case = CASES[case_name](env)
     n = HEAVY_ROUNDS if case.heavy else ROUNDS
     case.prepare(n)
@@ -71,6 +73,10 @@ def test_verb(benchmark, env: Env, case_name: str) -> None:  # type: ignore[no-u
             "server_ratio_read_100": round(typical_us / typical(batch.ref_us), 4)} if batch.ref_us else {}),
         "ping_client_us": round(ping_rtt, 2),
         "client_ratio_ping": round(rtt_us / ping_rtt, 4),
+        # With --bench-count-instructions: the count gate's figure, deterministic where the times are not.
+        **({"instructions": instruction_counts[case_name]["instructions"],
+            "instructions_by_command": instruction_counts[case_name]["commands"]}
+           if case_name in instruction_counts else {}),
     })
 
 
