@@ -14,6 +14,13 @@ What a dump gives, per window:
     lua               the rest: the Lua interpreter, argument conversion and
                       the scripting glue
 
+Each server draws a hash seed from /dev/urandom when it starts; the seed
+sets where every key lands in the server's tables, and so how many
+entries each lookup of the same few queue keys walks past, call after
+call: an offset per server that no number of calls averages away. The
+server starts in its own user and mount namespace with /dev/urandom bound
+to a file of fixed bytes, so every server draws the same seed.
+
 glibc picks memcpy, strlen and their kin by the CPU's features when it
 loads. The server starts with those features masked (GLIBC_TUNABLES), so
 it runs the SSE2 versions every x86-64 CPU has and a count does not depend
@@ -28,6 +35,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Mapping
 
 from echomq_bench.servers.embedded import EmbeddedServer
@@ -45,6 +53,10 @@ SCRIPT_ENTRIES = frozenset({"evalShaCommand", "evalCommand", "evalRoCommand", "e
 PINNED_CPU_FEATURES = ("AVX512F", "AVX512VL", "AVX512BW", "AVX512DQ", "AVX2", "AVX", "FMA", "BMI1", "BMI2",
                        "LZCNT", "MOVBE", "ERMS", "FSRM", "SSE4_2", "SSE4_1", "SSSE3", "POPCNT", "RTM",
                        "AVX_Fast_Unaligned_Load")
+# Run the rest of the command with /dev/urandom bound to the file given first ($0).
+_PINNED_SEED_PREFIX = ("unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+                       'mount --bind "$0" /dev/urandom && exec "$@"')
+SEED_BYTES = bytes(range(64))
 START_TIMEOUT_S = 120.0   # valgrind's start, reading the server's symbols, takes seconds
 CONTROL_TIMEOUT_S = 120.0
 
@@ -54,12 +66,28 @@ class CallgrindError(RuntimeError):
 
 
 def valgrind_version() -> str:
-    """`valgrind-3.19.0`, or CallgrindError naming how to install it."""
+    """`valgrind-3.19.0`, or CallgrindError naming how to install it or what else is missing."""
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise CallgrindError("valgrind is not installed; instruction counts run the server under callgrind: "
                              "apt-get install valgrind")
+    _check_namespaces()
     done = subprocess.run(["valgrind", "--version"], capture_output=True, text=True, check=False)
     return done.stdout.strip()
+
+
+@lru_cache(maxsize=1)
+def _check_namespaces() -> None:
+    """CallgrindError unless this user may start a process in its own user and mount namespace."""
+    try:
+        done = subprocess.run([*_PINNED_SEED_PREFIX, "/dev/null", "true"], capture_output=True, text=True,
+                              timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = subprocess.CompletedProcess([], 1, "", str(exc))
+    if done.returncode != 0:
+        raise CallgrindError(
+            "cannot pin the server's hash seed: starting it in its own user and mount namespace failed "
+            f"({(done.stderr or '').strip()[:200] or 'exit ' + str(done.returncode)}); unprivileged user "
+            "namespaces must be on (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)")
 
 
 def command_name(function: str) -> str:
@@ -137,7 +165,11 @@ class CountingServer(EmbeddedServer):
             raise CallgrindError(f"{spec.name}: the server did not start under callgrind: {exc}") from None
 
     def _command(self, port: int) -> list[str]:
-        return ["valgrind", "--tool=callgrind", "--collect-atstart=no", f"--toggle-collect={COLLECTED}",
+        # exec all the way down: the pid this process started is the server's.
+        seed = self.dir / "fixed-random"
+        seed.write_bytes(SEED_BYTES)
+        return [*_PINNED_SEED_PREFIX, str(seed),
+                "valgrind", "--tool=callgrind", "--collect-atstart=no", f"--toggle-collect={COLLECTED}",
                 "--compress-strings=no", f"--callgrind-out-file={self.dir / 'callgrind.out'}",
                 *super()._command(port)]
 

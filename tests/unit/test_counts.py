@@ -224,3 +224,16 @@ def test_the_timing_gate_refuses_passes(capsys: pytest.CaptureFixture[str]) -> N
 
     assert main(["gate", "--passes", "5"]) == 2
     assert "--passes is for --count instructions" in capsys.readouterr().err
+
+
+def test_without_user_namespaces_the_count_gate_says_what_to_turn_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    import echomq_bench.counts.callgrind as callgrind
+
+    monkeypatch.setattr(callgrind, "_PINNED_SEED_PREFIX", ("sh", "-c", "echo 'unshare: Operation not permitted' >&2; "
+                                                           "exit 1"))
+    callgrind._check_namespaces.cache_clear()
+    try:
+        with pytest.raises(callgrind.CallgrindError, match="unshare: Operation not permitted.*unprivileged_userns"):
+            callgrind.valgrind_version()
+    finally:
+        callgrind._check_namespaces.cache_clear()
