@@ -108,7 +108,7 @@ def run_counts(args: argparse.Namespace) -> int:
     print(record_text(run_dir))
     print(f"results: {run_dir}")
     bad = [f"{r.build}:{v.verb} " + ("(missing from the baseline)" if v.missing else
-                                     f"(+{v.change * 100:.1f}%, {v.grew} +{v.grew_by:,.0f} per call)")
+                                     f"(+{v.change * 100:.1f}%, {v.named()})")
            for r in found for v in r.verdicts if v.regressed]
     if bad and not args.update:
         print(f"FAIL: costlier in instructions: {', '.join(bad)}")

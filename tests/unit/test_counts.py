@@ -237,3 +237,12 @@ def test_without_user_namespaces_the_count_gate_says_what_to_turn_on(monkeypatch
             callgrind.valgrind_version()
     finally:
         callgrind._check_namespaces.cache_clear()
+
+
+def test_a_verdict_names_each_command_the_script_now_calls_more_often() -> None:
+    base = _figure(100_000, ZADD=5_000)
+    now = _figure(113_000, ZADD=5_000, ZINTERCARD=5_500)
+    verdict = judge("claim", now, base, 10)
+    assert (verdict.grew, verdict.grew_by, dict(verdict.more_calls or {})) == ("lua", 7_500, {"ZINTERCARD": 1.0})
+    assert verdict.named() == "lua +7,500 per call; calls ZINTERCARD +1 per call"
+    assert verdict.to_dict()["more_calls"] == {"ZINTERCARD": 1.0}

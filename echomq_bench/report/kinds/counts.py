@@ -30,6 +30,7 @@ def _verdict_table(b: Mapping[str, Any]) -> pd.DataFrame:
     rows = []
     for v in b.get("verdicts") or ():
         grew = f"{v['grew']} +{float(v['grew_by']):,.0f}" if v.get("grew") else ""
+        grew += "".join(f"; {k} +{float(n):g} calls" for k, n in (v.get("more_calls") or {}).items())
         rows.append({"verb": v.get("verb"), "baseline": "-" if v.get("base") is None else f"{float(v['base']):,.0f}",
                      "now": f"{float(v.get('now') or 0):,.0f}", "change": _pct(v.get("change")),
                      "allowed": "" if v.get("allowed") is None else f"+{float(v['allowed']) * 100:.2f}%",
