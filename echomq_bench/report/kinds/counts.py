@@ -30,14 +30,21 @@ def _verdict_table(b: Mapping[str, Any]) -> pd.DataFrame:
     rows = []
     for v in b.get("verdicts") or ():
         grew = f"{v['grew']} +{float(v['grew_by']):,.0f}" if v.get("grew") else ""
-        grew += "".join(f"; {k} +{float(n):g} calls" for k, n in (v.get("more_calls") or {}).items())
+        grew += "".join(f", +{float(n):g} {k}" for k, n in (v.get("more_calls") or {}).items())
         rows.append({"verb": v.get("verb"), "baseline": "-" if v.get("base") is None else f"{float(v['base']):,.0f}",
                      "now": f"{float(v.get('now') or 0):,.0f}", "change": _pct(v.get("change")),
                      "allowed": "" if v.get("allowed") is None else f"+{float(v['allowed']) * 100:.2f}%",
                      "again": _pct(v.get("again")), "grew most": grew,
-                     "script": "changed" if v.get("script_changed") else "same",
                      "verdict": str(v.get("status", "?")).split(" (")[0]})
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    # Columns only a flagged verb fills are left out when none was.
+    return frame.drop(columns=[c for c in ("again", "grew most") if c in frame and not frame[c].astype(bool).any()])
+
+
+def _changed_scripts(b: Mapping[str, Any]) -> str:
+    changed = [str(v.get("verb")) for v in b.get("verdicts") or () if v.get("script_changed")]
+    return (f"Scripts that differ from the baseline's, counted as they are now: {', '.join(changed)}."
+            if changed else "Every script is the baseline's.")
 
 
 def _figure_table(b: Mapping[str, Any]) -> pd.DataFrame:
@@ -88,6 +95,7 @@ def section(run: Run, out: Path) -> list[Block]:
         blocks += [Heading(str(b.get("build", "?")), level=3), Para(_origin(b))]
         if b.get("verdicts"):
             blocks.append(Table(_verdict_table(b), f"{b.get('build')}: instructions per call against the baseline"))
+            blocks.append(Para(_changed_scripts(b)))
         blocks.append(Table(_figure_table(b), f"{b.get('build')}: where each verb's instructions go"))
     parts = run.tables.get("counts")
     if parts is not None and len(parts):
