@@ -4,9 +4,11 @@
         [--planted 10] [--costlier 0.02] [--detect 0.01] [--baseline DIR] [--as-another-machine]
         [--skip-unchanged] [--skip-planted]
 
-1. Calibrate a busy loop in claim by instructions: count claim on a fresh
-   server with a copy of lua/ whose claim spins CALIBRATION iterations, and
-   take (that count - the baseline's mean) / CALIBRATION per iteration.
+1. Calibrate a busy loop in claim by instructions: count claim on two fresh
+   servers with copies of lua/ whose claim spins SHORT and LONG iterations;
+   the slope between them is the cost per iteration, and what the short
+   loop adds beyond SHORT iterations over the baseline's mean is the loop's
+   fixed cost. Each planted run prints the change the gate measured.
 2. Run `echomq-bench gate --count instructions` --unchanged times on
    unchanged code: each must exit 0.
 3. Run it --planted times with ECHOMQ_LUA_DIR at a copy whose claim costs
@@ -40,11 +42,12 @@ from echomq_bench.microbench.baseline import default_baseline_dir, slowed_copy
 from echomq_bench.servers import parse_server_spec
 from echomq_bench.servers.embedded import spec_binary
 
-CALIBRATION = 2000
+SHORT, LONG = 200, 2000
 
 
-def gate(spec: str, baseline: Path, lua: Path | None) -> tuple[int, list[str], float, int]:
-    """One gate process: its exit code, the verbs it names as costlier, its wall time, its servers."""
+def gate(spec: str, baseline: Path, lua: Path | None) -> tuple[int, list[str], float, int, float]:
+    """One gate process: its exit code, the verbs it names as costlier, its wall time, its servers and
+    the change it measured in claim."""
     env = dict(__import__("os").environ)
     if lua is not None:
         env["ECHOMQ_LUA_DIR"] = str(lua)
@@ -57,19 +60,22 @@ def gate(spec: str, baseline: Path, lua: Path | None) -> tuple[int, list[str], f
         summary = json.loads((Path(out) / "summary.json").read_text()) if (Path(out) / "summary.json").exists() else {}
     named = [v for b in summary.get("builds", []) for v in b.get("regressions", [])]
     servers = sum(int(b.get("runs") or 0) for b in summary.get("builds", []))
+    claim = [v.get("change") for b in summary.get("builds", []) for v in b.get("verdicts", []) if v["verb"] == "claim"]
     if done.returncode not in (0, 1):
         print(done.stderr[-2000:], file=sys.stderr)
-    return done.returncode, named, wall, servers
+    return done.returncode, named, wall, servers, float(claim[0]) if claim else float("nan")
 
 
-def per_iteration(spec_text: str, baseline: Path, tmp: Path) -> tuple[float, float]:
-    """Instructions per busy-loop iteration in claim, and claim's baseline mean."""
+def calibrate(spec_text: str, baseline: Path, tmp: Path) -> tuple[float, float, float]:
+    """Instructions per busy-loop iteration in claim, the loop's fixed cost, and claim's baseline mean."""
     spec = parse_server_spec(spec_text)
     binary = binary_identity(spec_binary(spec))
     base = load_count_baseline(count_baseline_path(baseline, spec.name, binary), binary)
     mean = float(base["figures"]["claim"]["instructions"])
-    run = count_spec(spec, lua_dir=slowed_copy(tmp / "calibration", "claim", CALIBRATION))
-    return (run.verbs["claim"].instructions - mean) / CALIBRATION, mean
+    short, long = (count_spec(spec, lua_dir=slowed_copy(tmp / f"calibration-{n}", "claim", n)).verbs["claim"]
+                   .instructions for n in (SHORT, LONG))
+    slope = (long - short) / (LONG - SHORT)
+    return slope, short - mean - SHORT * slope, mean
 
 
 def another_machine(baseline: Path, tmp: Path) -> Path:
@@ -106,25 +112,27 @@ def main() -> int:
             baseline = another_machine(baseline, tmp)
         if not a.skip_unchanged:
             results = [gate(a.server, baseline, None) for _ in range(a.unchanged)]
-            passed = sum(code == 0 for code, _, _, _ in results)
-            walls = sorted(w for _, _, w, _ in results)
-            confirmed = sum(servers > 1 for _, _, _, servers in results)
+            passed = sum(r[0] == 0 for r in results)
+            walls = sorted(r[2] for r in results)
+            confirmed = sum(r[3] > 1 for r in results)
             print(f"{a.server} unchanged: passed {rate(passed, len(results))}; a first count over its allowance, "
                   f"cleared by the confirming server, in {confirmed}; wall s min {walls[0]:.1f} "
                   f"median {walls[len(walls) // 2]:.1f} max {walls[-1]:.1f}; named: "
-                  f"{sorted({v for _, named, _, _ in results for v in named}) or 'nothing'}", flush=True)
+                  f"{sorted({v for r in results for v in r[1]}) or 'nothing'}", flush=True)
         if a.skip_planted:
             return 0
-        per_iter, mean = per_iteration(a.server, baseline, tmp)
+        per_iter, fixed, mean = calibrate(a.server, baseline, tmp)
         print(f"{a.server} calibration: claim {mean:,.0f} instructions per call, the loop {per_iter:.1f} per "
-              f"iteration", flush=True)
+              f"iteration and {fixed:,.0f} fixed", flush=True)
         for label, fraction in (("costlier", a.costlier), ("detect", a.detect)):
-            iterations = round(fraction * mean / per_iter)
+            iterations = max(1, round((fraction * mean - fixed) / per_iter))
             lua = slowed_copy(tmp / label, "claim", iterations)
             results = [gate(a.server, baseline, lua) for _ in range(a.planted)]
-            alone = sum(code == 1 and named == ["claim"] for code, named, _, _ in results)
-            print(f"{a.server} claim +{fraction:.0%} ({iterations} iterations): failed naming claim alone "
-                  f"{rate(alone, len(results))}; exits {[code for code, _, _, _ in results]}", flush=True)
+            alone = sum(r[0] == 1 and r[1] == ["claim"] for r in results)
+            changes = sorted(r[4] for r in results)
+            print(f"{a.server} claim +{fraction:.0%} ({iterations} iterations; the gate measured "
+                  f"{changes[0]:+.2%} to {changes[-1]:+.2%}, median {changes[len(changes) // 2]:+.2%}): failed "
+                  f"naming claim alone {rate(alone, len(results))}; exits {[r[0] for r in results]}", flush=True)
     return 0
 
 
