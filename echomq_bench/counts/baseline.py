@@ -11,7 +11,6 @@ reader only, the machine it was recorded on.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import statistics
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, Sequence
 
 from echomq_bench.counts.identity import BinaryIdentity
 from echomq_bench.counts.measure import CountRun
+from echomq_bench.microbench.baseline import read_baseline_file
 
 __all__ = ["SCHEMA", "PASSES", "MIN_PASSES", "CountBaselineError", "count_baseline_path", "load_count_baseline",
            "baseline_data", "write_count_baseline"]
@@ -48,12 +48,8 @@ def load_count_baseline(path: Path, binary: BinaryIdentity) -> dict[str, Any]:
         raise CountBaselineError(
             f"no count baseline for {binary.version} (binary sha256 {binary.sha256[:12]}, {binary.libc}) at {path}; "
             f"write one with: echomq-bench gate --count instructions --update")
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CountBaselineError(f"{path}: not a readable count baseline ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("figures"), dict):
-        raise CountBaselineError(f"{path}: not a count baseline (want schema {SCHEMA!r} with figures)")
+    data = read_baseline_file(path, SCHEMA, CountBaselineError, readable="count baseline",
+                              kind="count baseline")
     theirs = BinaryIdentity.from_dict(data.get("binary") or {})
     if theirs.key != binary.key:
         raise CountBaselineError(

@@ -20,10 +20,11 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
-from echomq_bench.counts.callgrind import CallgrindError, CountingServer, Window
+from echomq_bench.counts.callgrind import CountingServer, Window
 from echomq_bench.counts.identity import BinaryIdentity, binary_identity
+from echomq_bench.microbench.cases import Sizes
 
 __all__ = ["COUNTED", "CALLS", "HEAVY_CALLS", "WARMUP", "SIZES", "VerbCount", "CountRun", "count_server",
            "count_spec", "script_shas"]
@@ -37,14 +38,8 @@ WARMUP = 100
 TAG = "count"
 
 
-def _sizes() -> Any:
-    from echomq_bench.microbench.cases import Sizes
-
-    # 20,000 rows: the keyspace stays between 16,384 and 32,768 keys, whatever a window adds.
-    return Sizes(pending=20_000, active=1_000, schedule=1_000)
-
-
-SIZES = _sizes()
+# 20,000 rows: the keyspace stays between 16,384 and 32,768 keys, whatever a window adds.
+SIZES = Sizes(pending=20_000, active=1_000, schedule=1_000)
 
 
 @dataclass(frozen=True)
@@ -149,11 +144,3 @@ def count_spec(spec: Any, *, lua_dir: Path | str | None = None, calls: int = CAL
         return count_server(server, lua_dir=lua_dir, calls=calls, heavy_calls=heavy_calls, progress=progress)
     finally:
         server.stop()
-
-
-def counts_of(runs: Sequence[CountRun]) -> dict[str, list[float]]:
-    """Each verb's instructions per call, run by run."""
-    return {verb: [r.verbs[verb].instructions for r in runs] for verb in runs[0].verbs}
-
-
-__all__ += ["counts_of", "CallgrindError"]

@@ -16,8 +16,9 @@ from echomq_bench.records.fingerprint import fingerprint, fingerprint_id
 if TYPE_CHECKING:
     from echomq_bench.microbench.figures import Measurement
 
-__all__ = ["SCHEMA", "UPDATE_PASSES", "BaselineError", "baseline_path", "load_baseline", "write_baseline",
-           "script_texts", "write_scripts", "slowed_copy", "shown", "pass_drift", "fingerprint", "fingerprint_id"]
+__all__ = ["SCHEMA", "UPDATE_PASSES", "BaselineError", "baseline_path", "load_baseline", "read_baseline_file",
+           "write_baseline", "script_texts", "write_scripts", "slowed_copy", "shown", "pass_drift", "fingerprint",
+           "fingerprint_id"]
 
 SCHEMA = "echomq-gate-baseline/1"
 UPDATE_PASSES = 3
@@ -55,12 +56,18 @@ def load_baseline(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise BaselineError(f"no baseline at {path}; write one with: echomq-bench gate --update "
                             f"--baseline {path.parent if path.name.startswith('gate-') else path}")
+    return read_baseline_file(path, SCHEMA, BaselineError)
+
+
+def read_baseline_file(path: Path, schema: str, error: type[ValueError], *, readable: str = "baseline",
+                       kind: str = "gate baseline") -> dict[str, Any]:
+    """A baseline file's JSON, refused with `error` unless it declares `schema` and holds figures."""
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise BaselineError(f"{path}: not a readable baseline ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("figures"), dict):
-        raise BaselineError(f"{path}: not a gate baseline (want schema {SCHEMA!r} with figures)")
+        raise error(f"{path}: not a readable {readable} ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != schema or not isinstance(data.get("figures"), dict):
+        raise error(f"{path}: not a {kind} (want schema {schema!r} with figures)")
     return data
 
 
