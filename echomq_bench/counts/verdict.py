@@ -17,7 +17,7 @@ it. The measured rates are on the gate's page (docs/measurements).
 A regression names the part of the verb that grew most, in instructions
 per call: a server command the script called, or `lua`, the interpreter
 and scripting glue around them. Every redis.call costs glue as well as its
-command (about 7,000 instructions on Redis 7.0), so a script that calls one
+command (docs/measurements/2026-12-02-count-gate.md measures it), so a script that calls one
 more command grows in `lua` too; the verdict also names each command the
 script now calls more often per call.
 """
