@@ -7,14 +7,18 @@ from .errors import (
     EchoMQError,
     InvalidArgumentError,
     KeyspaceDamageError,
+    MalformedReplyError,
     OutcomeUnknownError,
+    OutOfMemoryError,
+    RepliesLostError,
     ServerReplyError,
     ServerUnavailableError,
     StaleTokenError,
     WrongKindError,
 )
 from .ids import mint, parse_id
-from .queue import EvictionWarning, Job, Queue
+from .queue import Job, Queue
+from .wire import EvictionWarning
 from .worker import Worker, WorkerSettings, WorkerStats
 
 __all__ = [
@@ -32,6 +36,9 @@ __all__ = [
     "ServerUnavailableError",
     "OutcomeUnknownError",
     "KeyspaceDamageError",
+    "MalformedReplyError",
+    "OutOfMemoryError",
+    "RepliesLostError",
     "ServerReplyError",
     "EvictionWarning",
 ]

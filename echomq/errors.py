@@ -13,6 +13,9 @@
     │                               refused script wrote nothing
     ├── KeyspaceDamageError         EMQDAMAGE, WRONGTYPE: a queue key or job row holds
     │                               another type; the refused script moved nothing
+    ├── MalformedReplyError         a reply the client cannot read as the contract's
+    │                               (an id that is not ASCII, a token that is not a
+    │                               number): what it named is left to the server
     └── ServerReplyError            any other error reply (NOPERM, BUSY, a script error),
                                     with the server's message
 
@@ -36,6 +39,7 @@ __all__ = [
     "OutcomeUnknownError",
     "OutOfMemoryError",
     "KeyspaceDamageError",
+    "MalformedReplyError",
     "ServerReplyError",
     "WIRE_CODES",
     "from_reply",
@@ -96,6 +100,16 @@ class KeyspaceDamageError(EchoMQError):
     the script refused before it moved anything (docs/contract.md, damage)."""
 
     code = "EMQDAMAGE"
+
+
+class MalformedReplyError(EchoMQError):
+    """A reply that breaks the contract's shape, from a script of another
+    version or a server that is not the one the Queue loaded scripts on. The
+    call that got it may have changed the queue: a claim's job stays leased
+    under a name the client cannot give, and returns through reap when the
+    lease expires."""
+
+    code = "EMQMALFORMED"
 
 
 class ServerReplyError(EchoMQError):

@@ -17,10 +17,20 @@ instead of guessing (docs/design/outcomes.md):
   ours (sent again), stale (the lease is gone and the call did not land) or
   unknown (`OutcomeUnknownError`).
 
+- enqueue: the row is read. It holds our payload: the job is in the
+  queue ("enqueued"). It holds another: the id was taken ("duplicate").
+  It is absent: either the enqueue never ran, or it ran and a worker has
+  since claimed and completed the job, which deletes its row, so the call
+  raises `OutcomeUnknownError`; sending it again could run the job twice.
+
 A complete deletes its row, so an absent row alone does not say whose
 complete deleted it. `Leases` remembers when this Queue sent each claim:
 while the lease that claim took cannot have expired, no other worker can
-have held the job, so an absent row means our own call landed.
+have held the job, so an absent row means our own call landed. That holds
+only on the dataset the claim was made on. A server that restarted empty,
+a replica promoted in its place, or a master that resynced from another
+also shows an absent row, so each lease keeps the server's `Identity` at
+its claim, and an absence proves nothing once the identity has changed.
 """
 
 from __future__ import annotations
@@ -37,8 +47,8 @@ import redis
 from . import verbs
 from .verbs import ScriptCall
 
-__all__ = ["ReplyLost", "send_once", "send_all_once", "Row", "Verdict", "judge", "judge_complete",
-           "judge_retry", "Leases", "LEASE_SAFETY", "REAP_ERROR"]
+__all__ = ["ReplyLost", "send_once", "send_all_once", "Row", "Verdict", "Identity", "judge", "judge_complete",
+           "judge_retry", "judge_enqueue", "Leases", "LEASE_SAFETY", "REAP_ERROR"]
 
 # A lease is trusted for this share of its length, less LEASE_SLACK_S: the
 # server times leases with its own clock, this side with its monotonic one.
@@ -136,6 +146,29 @@ class Row:
     state: str
     attempts: int
     last_error: bytes | None = None
+    payload: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Which server process, and which history of its dataset, answered.
+
+    `run_id` is new each time a server starts, so a restart (empty without
+    persistence, or reloaded from an older snapshot) changes it, as does a
+    failover to another server. `replid` is the replication history: a
+    replica promoted in place, or a master turned replica of another (which
+    resyncs and drops its dataset), changes it with the same process."""
+
+    run_id: str
+    replid: str
+
+    @classmethod
+    def of(cls, info: dict[str, Any]) -> Identity | None:
+        """From an INFO reply; None when the reply lacks either field."""
+        run_id, replid = info.get("run_id"), info.get("master_replid")
+        if run_id is None or replid is None:
+            return None
+        return cls(str(run_id), str(replid))
 
 
 @dataclass(frozen=True)
@@ -182,6 +215,19 @@ def judge_retry(row: Row | None, token: int, error: bytes, max_attempts: int, le
     return Verdict("unknown", why=f"the row is {state}, and our lease may have expired and been reaped")
 
 
+def judge_enqueue(row: Row | None, payload: bytes) -> Verdict:
+    """An enqueue whose reply was lost. It writes the row when it lands, and
+    completion deletes the row, so an absent row cannot tell "never ran"
+    from "ran and completed already"."""
+    if row is None:
+        return Verdict("unknown", why="the row is absent: the enqueue did not run, or it ran and the job was "
+                                      "claimed and completed since, which deletes its row; sending it again "
+                                      "could run the job twice")
+    if row.payload == payload:
+        return Verdict("landed", "enqueued", f"the row holds this payload, state {row.state}")
+    return Verdict("landed", "duplicate", "the row holds another payload: the id was taken")
+
+
 def judge(call: ScriptCall, row: Row | None, lease_live: bool) -> Verdict:
     """The verdict on a complete or retry call whose reply was lost, by its verb."""
     fence = verbs.fence(call)
@@ -192,25 +238,32 @@ def judge(call: ScriptCall, row: Row | None, lease_live: bool) -> Verdict:
 
 class Leases:
     """When this Queue sent each claim it got a job from: (id, token) -> the
-    monotonic time until which that lease surely holds. Bounded: the oldest
-    entries go first; a forgotten lease only means less can be proved."""
+    monotonic time until which that lease surely holds, and the server's
+    identity as the Queue knew it then. Bounded: the oldest entries go
+    first; a forgotten lease only means less can be proved."""
 
     def __init__(self, limit: int = MAX_LEASES) -> None:
-        self._until: OrderedDict[tuple[str, int], float] = OrderedDict()
+        self._until: OrderedDict[tuple[str, int], tuple[float, Identity | None]] = OrderedDict()
         self._limit = limit
         self._lock = threading.Lock()
 
-    def add(self, job_id: str, token: int, sent: float, lease_ms: int) -> None:
+    def add(self, job_id: str, token: int, sent: float, lease_ms: int, identity: Identity | None) -> None:
         until = sent + lease_ms / 1000 * LEASE_SAFETY - LEASE_SLACK_S
         with self._lock:
-            self._until[(job_id, token)] = until
+            self._until[(job_id, token)] = (until, identity)
             while len(self._until) > self._limit:
                 self._until.popitem(last=False)
 
-    def live(self, job_id: str, token: int) -> bool:
+    def live(self, job_id: str, token: int, identity: Identity | None) -> bool:
+        """Whether the lease surely still holds on the dataset it was taken on:
+        its time has not run out, and the server now is the one it was
+        claimed from (an unknown identity proves nothing)."""
         with self._lock:
-            until = self._until.get((job_id, token))
-        return until is not None and time.monotonic() < until
+            entry = self._until.get((job_id, token))
+        if entry is None or identity is None:
+            return False
+        until, claimed_on = entry
+        return claimed_on == identity and time.monotonic() < until
 
     def drop(self, job_id: str, token: int) -> None:
         with self._lock:

@@ -32,7 +32,8 @@ import redis
 
 from .errors import EchoMQError, OutOfMemoryError, RepliesLostError, from_reply
 from .outcome import ReplyLost, send_all_once
-from .queue import Job, Queue, describe, job_of_reply, wire_errors
+from .queue import Job, Queue, job_of_reply
+from .wire import describe, wire_errors
 from .scripts import Client, Scripts, evalsha
 from .verbs import ScriptCall
 

@@ -45,9 +45,10 @@ from typing import Any, Callable, Iterator, Sequence
 import redis
 
 from . import pipeline, verbs
-from .errors import (EchoMQError, InvalidArgumentError, OutcomeUnknownError, RepliesLostError,
-                     ServerUnavailableError, StaleTokenError)
-from .queue import INT31, MAX_LIMIT, Job, Queue, check_int, leased, settle
+from .errors import (EchoMQError, InvalidArgumentError, MalformedReplyError, OutcomeUnknownError,
+                     RepliesLostError, ServerUnavailableError, StaleTokenError)
+from .args import INT31, MAX_LIMIT, check_int
+from .queue import Job, Queue, leased, settle
 from .verbs import ScriptCall
 
 __all__ = ["Worker", "WorkerSettings", "WorkerStats", "Handler", "OnSettled", "OUTCOMES"]
@@ -100,7 +101,8 @@ class WorkerSettings:
             value = getattr(self, f.name)
             if f.name in ranges:
                 if value is not None or f.name not in ("batch", "pump_interval_ms"):
-                    check_int(f.name, value, *ranges[f.name])
+                    # Frozen, so set through object: the int the scripts will be sent, not an IntEnum.
+                    object.__setattr__(self, f.name, check_int(f.name, value, *ranges[f.name]))
             elif not isinstance(value, bool):
                 raise InvalidArgumentError(f"{f.name} must be True or False, got {value!r}")
 
@@ -239,8 +241,16 @@ class Worker:
         resent: a claim sent again would lease another job. A job a lost claim
         leased returns through reap once its lease expires."""
         lease_ms = self.settings.lease_ms
-        jobs = [job for r in replies if not _is_error(r) and (job := leased(self.queue, r, sent, lease_ms))]
-        failed = [r for r in replies if _is_error(r)]
+        jobs, failed = [], []
+        for reply in replies:
+            try:
+                job = None if _is_error(reply) else leased(self.queue, reply, sent, lease_ms)
+            except MalformedReplyError as exc:  # one unreadable reply: its lease runs out, the rest run
+                reply = exc
+            if _is_error(reply):
+                failed.append(reply)
+            elif job is not None:
+                jobs.append(job)
         self.stats.claimed += len(jobs)
         if failed:
             self._error("claim", failed[0], len(failed))

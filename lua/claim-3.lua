@@ -13,10 +13,12 @@
     {id, payload, token}  token is the job's attempts after this claim
     {}                    pending is empty (of jobs whose rows can be read)
 
-  Damage: a popped id whose row is missing, holds another type, is not in
-  state pending, or lacks a whole attempts or a payload is buried in the
-  dead set (buryDamaged, last_error 'damaged: ... at claim') and the next
-  id is popped, up to DAMAGE_SCAN of them per call; it is never handed out.
+  Damage: a popped member that is not a JOB id (any ZADD can put one in
+  pending, and no complete or retry would accept it), or whose row is
+  missing, holds another type, is not in state pending, or lacks a whole
+  attempts or a payload, is buried in the dead set (buryDamaged, last_error
+  'damaged: ... at claim') and the next id is popped, up to DAMAGE_SCAN of
+  them per call; it is never handed out.
 
   Errors:
     EMQARG     the job key prefix is not the pending set's base + 'job:', or
@@ -28,6 +30,7 @@
   same cluster slot as the declared keys. The script checks that it is the
   queue's own before the pop: a row write refused after it would lose the job.
 ]]
+--- @include "checkJobId"
 --- @include "checkJobPrefix"
 --- @include "intArg"
 --- @include "serverTimeMs"
@@ -56,7 +59,12 @@ for _ = 1, DAMAGE_SCAN do
   -- One read and one write instead of HINCRBY, HSET and HGET: the script is
   -- atomic, so reading attempts and writing it back bumped is the same
   -- increment, one server call cheaper on every claim.
-  local attempts, payload, denied = readRow(jobKey, 'pending', true)
+  local attempts, payload, denied
+  if checkJobId(id) then
+    payload = 'member is not a JOB id'  -- what is wrong, as readRow would say it
+  else
+    attempts, payload, denied = readRow(jobKey, 'pending', true)
+  end
   if denied then
     -- Not damage: the server would not let this call read the row. Put the
     -- id back where ZPOPMIN found it (score 0, so the same place) and say why.

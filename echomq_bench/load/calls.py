@@ -37,7 +37,7 @@ import redis
 
 from echomq.errors import EchoMQError, InvalidArgumentError
 from echomq.pipeline import as_error, send_calls
-from echomq.queue import wire_errors
+from echomq.wire import wire_errors
 from echomq.scripts import Client, Scripts
 from echomq.verbs import ScriptCall
 

@@ -60,7 +60,7 @@ def _owners(target: Any) -> tuple[list[str], Callable[[int], str]]:
             if name not in order:
                 order.append(name)
         return order, owner
-    from echomq.queue import describe
+    from echomq.wire import describe
 
     only = describe(target)
     return [only], lambda slot: only
@@ -105,7 +105,7 @@ def master_clients(target: Any) -> dict[str, redis.Redis]:
         # redis-py leaves get_primaries unannotated; it answers ClusterNodes.
         nodes = {n.name: n for n in target.get_primaries()}  # type: ignore[no-untyped-call]
         return {name: target.get_redis_connection(nodes[name]) for name in order}
-    from echomq.queue import describe
+    from echomq.wire import describe
 
     return {describe(target): target}
 

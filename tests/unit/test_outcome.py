@@ -9,7 +9,8 @@ import pytest
 
 from echomq import verbs
 from echomq.keys import QueueKeys
-from echomq.outcome import LEASE_SAFETY, Leases, Row, Verdict, judge, judge_complete, judge_retry
+from echomq.outcome import (LEASE_SAFETY, Identity, Leases, Row, Verdict, judge, judge_complete,
+                            judge_enqueue, judge_retry)
 
 ERR = b"boom"
 
@@ -51,18 +52,51 @@ def test_a_retry_whose_error_reads_like_reap_is_never_judged_by_it() -> None:
         "unknown", why="the row is dead, attempts 3, and our lease may have expired and been reaped")
 
 
+SERVER = Identity("a" * 40, "b" * 40)
+
+
 def test_leases_hold_for_a_safe_share_of_their_length() -> None:
     leases = Leases(limit=2)
     now = time.monotonic()
-    leases.add("JOB00000000001", 1, now, 10_000)
-    leases.add("JOB00000000002", 1, now - 10, 10_000)   # sent 10 s ago: expired
-    assert leases.live("JOB00000000001", 1) and not leases.live("JOB00000000002", 1)
-    assert not leases.live("JOB00000000001", 2)          # another token is another lease
-    leases.add("JOB00000000003", 1, now - 10_000 * LEASE_SAFETY / 1000 + 0.5, 10_000)
-    assert leases.live("JOB00000000003", 1)
-    assert not leases.live("JOB00000000001", 1)          # the oldest went when the third came
+    leases.add("JOB00000000001", 1, now, 10_000, SERVER)
+    leases.add("JOB00000000002", 1, now - 10, 10_000, SERVER)   # sent 10 s ago: expired
+    assert leases.live("JOB00000000001", 1, SERVER) and not leases.live("JOB00000000002", 1, SERVER)
+    assert not leases.live("JOB00000000001", 2, SERVER)          # another token is another lease
+    leases.add("JOB00000000003", 1, now - 10_000 * LEASE_SAFETY / 1000 + 0.5, 10_000, SERVER)
+    assert leases.live("JOB00000000003", 1, SERVER)
+    assert not leases.live("JOB00000000001", 1, SERVER)          # the oldest went when the third came
     leases.drop("JOB00000000003", 1)
-    assert not leases.live("JOB00000000003", 1)
+    assert not leases.live("JOB00000000003", 1, SERVER)
+
+
+@pytest.mark.parametrize("claimed_on, now", [
+    (SERVER, Identity("c" * 40, SERVER.replid)),   # the server restarted: a new run id
+    (SERVER, Identity(SERVER.run_id, "d" * 40)),   # a replica promoted, or a master resynced: a new history
+    (SERVER, None),                                # the identity cannot be read now
+    (None, SERVER),                                # nor could it when the claim went out
+])
+def test_a_lease_proves_nothing_on_another_server_or_an_unknown_one(claimed_on: Identity | None,
+                                                                     now: Identity | None) -> None:
+    leases = Leases()
+    leases.add("JOB00000000001", 1, time.monotonic(), 10_000, claimed_on)
+    assert not leases.live("JOB00000000001", 1, now)
+    assert leases.live("JOB00000000001", 1, claimed_on) is (claimed_on is not None)
+
+
+def test_an_identity_is_read_from_info_or_not_at_all() -> None:
+    assert Identity.of({"run_id": "r", "master_replid": "m", "redis_version": "7.0.15"}) == Identity("r", "m")
+    assert Identity.of({"run_id": "r"}) is None
+
+
+@pytest.mark.parametrize("row, kind, reply", [
+    (None, "unknown", ""),                              # never ran, or ran and was completed since
+    (Row("pending", 0, payload=b"ours"), "landed", "enqueued"),
+    (Row("active", 1, payload=b"ours"), "landed", "enqueued"),   # claimed already: still the job we sent
+    (Row("pending", 0, payload=b"theirs"), "landed", "duplicate"),
+])
+def test_judge_enqueue(row: Row | None, kind: str, reply: str) -> None:
+    verdict = judge_enqueue(row, b"ours")
+    assert (verdict.kind, verdict.reply) == (kind, reply)
 
 
 KEYS = QueueKeys("q")

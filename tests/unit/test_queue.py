@@ -15,7 +15,7 @@ def test_public_surface_is_exactly_the_eight_verbs() -> None:
         "Queue", "Job", "mint", "parse_id", "EchoMQError", "StaleTokenError",
         "WrongKindError", "InvalidArgumentError", "ServerUnavailableError",
         "Worker", "WorkerSettings", "WorkerStats", "OutcomeUnknownError", "KeyspaceDamageError",
-        "ServerReplyError", "EvictionWarning",
+        "MalformedReplyError", "OutOfMemoryError", "RepliesLostError", "ServerReplyError", "EvictionWarning",
     }
 
 

@@ -1,0 +1,187 @@
+"""Outcomes stay true when completion has deleted the evidence: through the
+fault proxy, on a plain redis.Redis with redis-py's default retry on.
+
+Completion deletes the job's row, so a row that is gone proves nothing by
+itself: an enqueue resent after its job ran would run it again, and a
+complete judged on a server that came back empty would be reported done."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from echomq import OutcomeUnknownError, Queue, mint
+from echomq_bench.faults.proxy import FaultProxy
+from echomq_bench.servers import DEFAULT_SPECS, EmbeddedServer, start
+from tests.helpers import wait_until
+
+IN_FLIGHT_MS = 300  # each direction: long enough for a worker to run the job before the reply arrives
+
+
+@pytest.fixture
+def name() -> str:
+    return f"lost-{secrets.token_hex(3)}"
+
+
+class Runner(threading.Thread):
+    """A worker on its own connection that claims and completes every job the
+    moment it is pending, and counts how often each id ran."""
+
+    def __init__(self, client: redis.Redis, name: str) -> None:
+        super().__init__(daemon=True)
+        self.queue = Queue(client, name)
+        self.runs: Counter[str] = Counter()
+        self.ran = threading.Event()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            job = self.queue.claim(30_000)
+            if job is None:
+                self.done.wait(0.002)
+                continue
+            self.runs[job.id] += 1
+            self.queue.complete(job.id, job.token)
+            self.ran.set()
+
+    def __enter__(self) -> Runner:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.done.set()
+        self.join()
+
+
+def _reset_once_it_ran(proxy: FaultProxy, runner: Runner) -> threading.Thread:
+    """The enqueue's reply is still in the proxy when its job has run: reset then."""
+    def cut() -> None:
+        assert runner.ran.wait(5), "the job never ran"
+        proxy.clear()
+        proxy.reset()
+    thread = threading.Thread(target=cut, daemon=True)
+    thread.start()
+    return thread
+
+
+def _drain(runner: Runner, client: redis.Redis) -> None:
+    """Until the queue has nothing pending or active: whatever a resend put back has run."""
+    queue = runner.queue
+    for _ in range(500):
+        if client.zcard(queue.keys.pending) == 0 and client.zcard(queue.keys.active) == 0:
+            return
+        runner.done.wait(0.01)
+    raise AssertionError("the queue did not drain")
+
+
+def test_under_the_defaults_a_resent_enqueue_runs_its_job_twice(proxy: FaultProxy, client: redis.Redis,
+                                                                 name: str) -> None:
+    """The hazard, with the script called the usual way: redis-py resends the
+    enqueue after the reset, finds no row (completion deleted it) and the job
+    is enqueued anew."""
+    q = Queue(redis.Redis(port=proxy.port), name)
+    job_id = mint()
+    with Runner(client, name) as runner:
+        proxy.latency(IN_FLIGHT_MS)
+        cut = _reset_once_it_ran(proxy, runner)
+        call = q.scripts["enqueue"](keys=(q.keys.pending, q.keys.job(job_id)), args=(job_id, b"x"), client=q.client)
+        cut.join()
+        _drain(runner, client)
+    assert call == b"enqueued" and proxy.counts["resets"] >= 1
+    assert runner.runs[job_id] == 2
+
+
+def test_a_lost_enqueue_whose_job_already_ran_is_outcome_unknown_and_runs_once(proxy: FaultProxy,
+                                                                                client: redis.Redis,
+                                                                                name: str) -> None:
+    q = Queue(redis.Redis(port=proxy.port), name)
+    job_id = mint()
+    with Runner(client, name) as runner:
+        proxy.latency(IN_FLIGHT_MS)
+        cut = _reset_once_it_ran(proxy, runner)
+        with pytest.raises(OutcomeUnknownError, match="sending it again could run the job twice"):
+            q.enqueue(job_id, b"x")
+        cut.join()
+        _drain(runner, client)
+    assert runner.runs[job_id] == 1
+    assert client.exists(q.keys.job(job_id)) == 0
+
+
+def test_a_lost_enqueue_reply_is_read_from_the_row(proxy: FaultProxy, client: redis.Redis, name: str) -> None:
+    q = Queue(redis.Redis(port=proxy.port), name)
+    ours, taken = mint(), mint()
+    Queue(client, name).enqueue(taken, b"theirs")
+    proxy.drop_next_reply()
+    assert q.enqueue(ours, b"ours") == "enqueued"
+    proxy.drop_next_reply()
+    assert q.enqueue(taken, b"ours") == "duplicate"
+    assert proxy.counts["replies_dropped"] == 2
+    assert client.hget(q.keys.job(ours), "payload") == b"ours"
+    assert client.hget(q.keys.job(taken), "payload") == b"theirs"
+    assert sorted(m.decode() for m in client.zrange(q.keys.pending, 0, -1)) == sorted([ours, taken])
+
+
+@pytest.fixture(params=list(DEFAULT_SPECS))
+def own_server(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
+    """A server of its own, to restart without persistence (it comes back empty)."""
+    srv = start(request.param)
+    assert isinstance(srv, EmbeddedServer)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_a_complete_lost_before_an_empty_restart_is_outcome_unknown_not_completed(own_server: EmbeddedServer,
+                                                                                 name: str) -> None:
+    """The request is held in a partition; the server restarts empty meanwhile.
+    The row is gone and the lease still runs, which alone would read as
+    "our complete deleted it"; the server's run id says it was another server."""
+    with FaultProxy(own_server.host, own_server.port) as proxy:
+        q = Queue(redis.Redis(port=proxy.port), name)
+        q.enqueue(mint(), b"x")
+        job = q.claim(60_000)
+        assert job is not None
+        before = own_server.client().info("server")["run_id"]
+
+        def restart_then_heal() -> None:
+            own_server.restart()
+            proxy.heal()
+        proxy.blackhole()
+        timer = threading.Timer(0.3, restart_then_heal)
+        timer.start()
+        with pytest.raises(OutcomeUnknownError, match="our lease may have expired"):
+            q.complete(job.id, job.token)
+        timer.join()
+        assert own_server.client().info("server")["run_id"] != before
+        assert own_server.client().dbsize() == 0  # the job is gone: it was never completed
+
+
+def test_a_complete_lost_after_a_reset_of_the_dataset_is_told_by_the_replication_id(
+        own_server: EmbeddedServer, request: pytest.FixtureRequest, name: str) -> None:
+    """A master made a replica of another server resyncs from it and drops its
+    dataset, with the same run id: its replication id changes."""
+    other = start(request.node.callspec.params["own_server"])
+    try:
+        with FaultProxy(own_server.host, own_server.port) as proxy:
+            q = Queue(redis.Redis(port=proxy.port), name)
+            q.enqueue(mint(), b"x")
+            job = q.claim(60_000)
+            assert job is not None
+            direct = own_server.client()
+            run_id = direct.info("server")["run_id"]
+            direct.replicaof(other.host, other.port)
+            assert wait_until(lambda: direct.info("replication").get("master_link_status") == "up"
+                              and direct.dbsize() == 0, 10), "the resync never replaced the dataset"
+            direct.replicaof("no", "one")
+            proxy.drop_next_reply()  # the complete is refused (no row): only its reply is lost
+            with pytest.raises(OutcomeUnknownError, match="our lease may have expired"):
+                q.complete(job.id, job.token)
+            assert direct.info("server")["run_id"] == run_id  # the same process all along
+    finally:
+        other.stop()
