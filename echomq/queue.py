@@ -104,7 +104,7 @@ class Queue:
         key = self.keys.pending if state == "pending" else self.keys.dead
         with wire_errors(self.client):
             ids = self.client.zrange(key, "+", "-", desc=True, bylex=True, offset=0, num=limit)
-        return [i.decode("ascii", "backslashreplace") for i in ids]
+        return [_text(i) for i in ids]
 
     def pending_size(self) -> int:
         with wire_errors(self.client):
@@ -216,7 +216,7 @@ def server_identity(queue: Queue) -> Identity | None:
     client: Any = queue.client
     try:
         if isinstance(client, redis.RedisCluster):
-            info = client.info(target_nodes=client.get_node_from_key(queue.keys.pending))
+            info = client.info(target_nodes=client.get_node_from_key(queue.keys.pending))  # type: ignore[no-untyped-call]
         else:
             info = client.info()
     except redis.exceptions.RedisError:
@@ -252,7 +252,7 @@ def _row(queue: Queue, call: ScriptCall, job_id: str, lost: Exception | None) ->
     if state is None:
         return None
     return Row(_text(state), _whole(attempts), last_error if isinstance(last_error, bytes) else None,
-               payload[0] if payload else None)
+               payload[0] if payload and isinstance(payload[0], bytes) else None)
 
 
 def _unknown(call: ScriptCall, subject: str, lost: Exception, verdict: Verdict) -> OutcomeUnknownError:
@@ -263,7 +263,7 @@ def _unknown(call: ScriptCall, subject: str, lost: Exception, verdict: Verdict) 
 def _whole(value: object) -> int:
     # A row's attempts no script wrote reads as -1: never equal to a token, so never "ours".
     try:
-        return int(value or 0)  # type: ignore[call-overload]
+        return int(value) if isinstance(value, (bytes, str)) else 0
     except ValueError:
         return -1
 

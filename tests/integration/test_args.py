@@ -66,7 +66,7 @@ def _script_accepts(q: Queue, client: redis.Redis, verb: str, arg: str, wire: An
         return False
     call = _call(q, verb, arg, wire)
     try:
-        client.evalsha(q.scripts.sha(verb), len(call.keys), *call.keys, *call.args)
+        client.execute_command(*call.evalsha(q.scripts.sha(verb)))
     except redis.exceptions.ResponseError as exc:
         if str(exc).startswith(f"EMQARG {arg} "):
             return False

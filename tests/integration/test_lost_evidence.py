@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from echomq import OutcomeUnknownError, Queue, mint
+from echomq import OutcomeUnknownError, Queue, mint, verbs
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.servers import DEFAULT_SPECS, EmbeddedServer, start
 from tests.helpers import wait_until
@@ -89,7 +89,8 @@ def test_under_the_defaults_a_resent_enqueue_runs_its_job_twice(proxy: FaultProx
     with Runner(client, name) as runner:
         proxy.latency(IN_FLIGHT_MS)
         cut = _reset_once_it_ran(proxy, runner)
-        call = q.scripts["enqueue"](keys=(q.keys.pending, q.keys.job(job_id)), args=(job_id, b"x"), client=q.client)
+        enqueue = verbs.enqueue(q.keys, job_id, b"x")
+        call = q.scripts["enqueue"](keys=enqueue.keys, args=enqueue.args, client=q.client)
         cut.join()
         _drain(runner, client)
     assert call == b"enqueued" and proxy.counts["resets"] >= 1
