@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Mapping
@@ -59,6 +60,7 @@ _PINNED_SEED_PREFIX = ("unshare", "--user", "--map-root-user", "--mount", "sh", 
 SEED_BYTES = bytes(range(64))
 START_TIMEOUT_S = 120.0   # valgrind's start, reading the server's symbols, takes seconds
 CONTROL_TIMEOUT_S = 120.0
+REHASH_TIMEOUT_S = 120.0
 
 
 class CallgrindError(RuntimeError):
@@ -171,7 +173,25 @@ class CountingServer(EmbeddedServer):
         return [*_PINNED_SEED_PREFIX, str(seed),
                 "valgrind", "--tool=callgrind", "--collect-atstart=no", f"--toggle-collect={COLLECTED}",
                 "--compress-strings=no", f"--callgrind-out-file={self.dir / 'callgrind.out'}",
-                *super()._command(port)]
+                *super()._command(port), *self._debug_args()]
+
+    def _debug_args(self) -> tuple[str, ...]:
+        # DEBUG HTSTATS tells when the keyspace's rehash is done (rehash_done). Redis 6.2
+        # allows DEBUG from anywhere and knows no such option; later servers need it.
+        ident = self.identity
+        if ident is not None and ident.product == "redis" and int(ident.version.split(".")[0]) < 7:
+            return ()
+        return ("--enable-debug-command", "local")
+
+    def rehash_done(self, client: Any, timeout: float = REHASH_TIMEOUT_S) -> None:
+        """Wait until no table of the keyspace is being rehashed: the server's
+        cron finishes a rehash a step per tick, and no window may hold that work
+        (a fixed pause of 1 s was short on a loaded machine under valgrind)."""
+        deadline = time.monotonic() + timeout
+        while b"rehashing target" in client.execute_command("DEBUG", "HTSTATS", "0"):
+            if time.monotonic() > deadline:
+                raise CallgrindError(f"{self.name}: the keyspace was still rehashing after {timeout:.0f} s")
+            time.sleep(0.1)
 
     def _environment(self) -> dict[str, str]:
         # glibc's CPU-specific string functions pinned to the baseline ones (see the module's docstring).

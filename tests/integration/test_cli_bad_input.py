@@ -206,7 +206,7 @@ def test_oversized_retry_error_is_refused_never_truncated(client: redis.Redis) -
 
 @pytest.mark.parametrize("kwargs, fragment", [
     ({"max_attempts": 0}, "max_attempts"), ({"max_attempts": 2**31}, "max_attempts"),
-    ({"max_attempts": "3"}, "max_attempts"), ({"max_attempts": True}, "max_attempts"),
+    ({"max_attempts": "3.0"}, "max_attempts"), ({"max_attempts": True}, "max_attempts"),
     ({"max_payload_bytes": -1}, "max_payload_bytes"), ({"max_payload_bytes": 1.5}, "max_payload_bytes"),
     ({"max_payload_bytes": (512 << 20) + 1}, "max_payload_bytes"),
 ])
