@@ -76,7 +76,12 @@ def drain(ctx: Ctx, timeout: float) -> None:
     k = ctx.keys
     while time.monotonic() < deadline:
         try:
-            if ctx.admin.zcard(k.pending) + ctx.admin.zcard(k.active) + ctx.admin.zcard(k.schedule) == 0:
+            # One transaction: three separate reads let a reap move a job from active to
+            # pending between them, and the queue read as drained with that job still pending.
+            pipe = ctx.admin.pipeline(transaction=True)
+            for key in (k.pending, k.active, k.schedule):
+                pipe.zcard(key)
+            if sum(pipe.execute()) == 0:
                 return
         except redis.RedisError:
             pass
