@@ -69,6 +69,13 @@ def server(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
         yield srv
 
 
+@pytest.fixture(params=BUILDS)
+def fresh_server(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
+    """A server of each build for one test alone, to restart or reconfigure (it comes back empty)."""
+    with _embedded(request.param) as srv:
+        yield srv
+
+
 @pytest.fixture(scope="module", params=INSTALLED_BUILDS)
 def any_build(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
     """A plain server of every build installed here, for the tests every build must pass."""

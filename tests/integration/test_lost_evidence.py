@@ -10,14 +10,13 @@ from __future__ import annotations
 import secrets
 import threading
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 import redis
 
 from echomq import OutcomeUnknownError, Queue, mint, verbs
 from echomq_bench.faults.proxy import FaultProxy
-from echomq_bench.servers import DEFAULT_SPECS, EmbeddedServer, start
+from echomq_bench.servers import EmbeddedServer, start
 from tests.helpers import wait_until
 
 IN_FLIGHT_MS = 300  # each direction: long enough for a worker to run the job before the reply arrives
@@ -127,31 +126,20 @@ def test_a_lost_enqueue_reply_is_read_from_the_row(proxy: FaultProxy, client: re
     assert sorted(m.decode() for m in client.zrange(q.keys.pending, 0, -1)) == sorted([ours, taken])
 
 
-@pytest.fixture(params=list(DEFAULT_SPECS))
-def own_server(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
-    """A server of its own, to restart without persistence (it comes back empty)."""
-    srv = start(request.param)
-    assert isinstance(srv, EmbeddedServer)
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-def test_a_complete_lost_before_an_empty_restart_is_outcome_unknown_not_completed(own_server: EmbeddedServer,
+def test_a_complete_lost_before_an_empty_restart_is_outcome_unknown_not_completed(fresh_server: EmbeddedServer,
                                                                                  name: str) -> None:
     """The request is held in a partition; the server restarts empty meanwhile.
     The row is gone and the lease still runs, which alone would read as
     "our complete deleted it"; the server's run id says it was another server."""
-    with FaultProxy(own_server.host, own_server.port) as proxy:
+    with FaultProxy(fresh_server.host, fresh_server.port) as proxy:
         q = Queue(redis.Redis(port=proxy.port), name)
         q.enqueue(mint(), b"x")
         job = q.claim(60_000)
         assert job is not None
-        before = own_server.client().info("server")["run_id"]
+        before = fresh_server.client().info("server")["run_id"]
 
         def restart_then_heal() -> None:
-            own_server.restart()
+            fresh_server.restart()
             proxy.heal()
         proxy.blackhole()
         timer = threading.Timer(0.3, restart_then_heal)
@@ -159,22 +147,22 @@ def test_a_complete_lost_before_an_empty_restart_is_outcome_unknown_not_complete
         with pytest.raises(OutcomeUnknownError, match="our lease may have expired"):
             q.complete(job.id, job.token)
         timer.join()
-        assert own_server.client().info("server")["run_id"] != before
-        assert own_server.client().dbsize() == 0  # the job is gone: it was never completed
+        assert fresh_server.client().info("server")["run_id"] != before
+        assert fresh_server.client().dbsize() == 0  # the job is gone: it was never completed
 
 
 def test_a_complete_lost_after_a_reset_of_the_dataset_is_told_by_the_replication_id(
-        own_server: EmbeddedServer, request: pytest.FixtureRequest, name: str) -> None:
+        fresh_server: EmbeddedServer, request: pytest.FixtureRequest, name: str) -> None:
     """A master made a replica of another server resyncs from it and drops its
     dataset, with the same run id: its replication id changes."""
-    other = start(request.node.callspec.params["own_server"])
+    other = start(request.node.callspec.params["fresh_server"])
     try:
-        with FaultProxy(own_server.host, own_server.port) as proxy:
+        with FaultProxy(fresh_server.host, fresh_server.port) as proxy:
             q = Queue(redis.Redis(port=proxy.port), name)
             q.enqueue(mint(), b"x")
             job = q.claim(60_000)
             assert job is not None
-            direct = own_server.client()
+            direct = fresh_server.client()
             run_id = direct.info("server")["run_id"]
             direct.replicaof(other.host, other.port)
             assert wait_until(lambda: direct.info("replication").get("master_link_status") == "up"
