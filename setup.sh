@@ -61,6 +61,8 @@ plan() {
     have chromium || echo "main chromium"
     # The instruction-count gate runs the servers under callgrind.
     have callgrind_control || echo "main valgrind"
+    # The locale test builds en_US.UTF-8 into a folder of its own from these definitions.
+    [ -f /usr/share/i18n/locales/en_US ] || echo "main locales"
   fi
   if have node; then
     major=$(node_major) || major=0

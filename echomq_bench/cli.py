@@ -30,7 +30,7 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {
-    "check": Command("Play the conformance stories (J1-J5, L1-L6) on each server and say which pass."),
+    "check": Command("Play the conformance stories (J1-J6, L1-L6) on each server and say which pass."),
     "run": Command("The main job on every installed build: which build, how long a lease, what the reaper's cap "
                    "costs and how throughput grows, answered first in the terminal and the report.",
                    every_build=True),

@@ -1,6 +1,6 @@
 """`echomq-bench check`: the contract's conformance stories, played for real.
 
-J1..J5 hold the job row, L1..L6 the state machine (docs/contract.md).
+J1..J6 hold the job row, L1..L6 the state machine (docs/contract.md).
 Each line is `ok` or `FAIL` with what was seen, then PASS n/n.
 Every story runs on its own throwaway queue and deletes its keys after.
 With `--out DIR` the lines are also kept as a record of kind "check", the
@@ -25,7 +25,7 @@ Row = dict[str, Any]
 def configure(parser: argparse.ArgumentParser) -> None:
     from echomq_bench.options import add_out
 
-    parser.description = "Play the contract's conformance stories (J1-J5, L1-L6) on each server."
+    parser.description = "Play the contract's conformance stories (J1-J6, L1-L6) on each server."
     add_out(parser, "none: the lines are printed only")
 
 

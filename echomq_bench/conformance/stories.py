@@ -1,6 +1,6 @@
 """The contract's conformance stories, played for real against a server.
 
-J1..J5 hold the job row, L1..L6 the state machine (docs/contract.md).
+J1..J6 hold the job row, L1..L6 the state machine (docs/contract.md).
 Each story returns what it saw or raises `Failed`; `run_check`
 turns them into `ok`/`FAIL` lines. Every story runs on its own throwaway
 queue and deletes its keys after.
@@ -158,6 +158,30 @@ def j5(client: redis.Redis) -> str:
             "decoded and re-parsed on the far side of the wire")
 
 
+# Digits just inside and just past 2^64-1 ('LygHa16AHYF'), chosen where a
+# collating compare and a byte compare disagree: under en_US.UTF-8 'LZ...'
+# sorts above 'Ly...' and 'Lyga...' below 'LygH...'.
+WITHIN_BOUND = ("JOBLygHa16AHYF", "JOBLZzzzzzzzzz", "JOBKzzzzzzzzzz")
+PAST_BOUND = ("JOBLygHa16AHYG", "JOBLyga0000000", "JOBz0000000000")
+
+
+def j6(client: redis.Redis) -> str:
+    q = _queue(client)
+    try:
+        sha = q.scripts.sha("enqueue")
+        for jid in WITHIN_BOUND + PAST_BOUND:
+            call = verbs.enqueue(q.keys, jid, b"x").evalsha(sha)
+            # redis-py leaves execute_command unannotated.
+            code = wire_error(lambda: client.execute_command(*call))  # type: ignore[no-untyped-call]
+            want = "EMQID" if jid in PAST_BOUND else "no error (replied b'enqueued')"
+            expect(code == want, f"raw EVALSHA of {jid} answered {code}")
+        expect(q.pending_size() == len(WITHIN_BOUND), f"pending {q.pending_size()}")
+    finally:
+        _cleanup(q)
+    return (f"the id's digits are bounded by 2^64-1 byte by byte: {len(WITHIN_BOUND)} ids at or under the bound "
+            f"enqueued, {len(PAST_BOUND)} just past it answered EMQID, whatever the server's collation locale")
+
+
 def l1(client: redis.Redis) -> str:
     scripts = set(discover())
     expected = {"enqueue", "claim", "complete", "retry", "promote", "reap"}
@@ -300,7 +324,7 @@ def l6(client: redis.Redis) -> str:
 
 STORIES: list[tuple[str, str, Callable[[redis.Redis], str]]] = [
     ("J1", "surface", j1), ("J2", "idempotent", j2), ("J3", "kind", j3),
-    ("J4", "dividend", j4), ("J5", "cargo", j5),
+    ("J4", "dividend", j4), ("J5", "cargo", j5), ("J6", "bounds", j6),
     ("L1", "surface", l1), ("L2", "happy", l2), ("L3", "fence", l3),
     ("L4", "schedule", l4), ("L5", "dead", l5), ("L6", "reap", l6),
 ]

@@ -3,15 +3,29 @@
   EMQID for a malformed id, EMQKIND for a well-formed id of another kind.
   The common case is one length test and one pattern match, allocating
   nothing: 2^64-1 in base62 is 'LygHa16AHYF', so a first digit below 'L'
-  ([0-9A-K]) is always in range; fixed width and an ASCII-ordered alphabet
-  make the string compare below a numeric compare.
+  ([0-9A-K]) is always in range. Above that the digits are compared byte
+  by byte: base62's alphabet is in ASCII order, so byte order is numeric
+  order. Lua's < and > on strings call strcoll, which follows the server's
+  collation locale: under en_US.UTF-8 'Lyga...' sorts below 'LygH...' and
+  'LZ...' above 'Ly...', so a string compare would accept an id past the
+  bound and refuse one within it.
 ]]
+local JOB_ID_MAX_DIGITS = 'LygHa16AHYF'
+
+local function digitsAboveMax(digits)
+  for i = 1, #JOB_ID_MAX_DIGITS do
+    local have, bound = string.byte(digits, i), string.byte(JOB_ID_MAX_DIGITS, i)
+    if have ~= bound then return have > bound end
+  end
+  return false
+end
+
 local function checkJobId(id)
   if #id == 14 and string.find(id, '^JOB[0-9A-K][0-9A-Za-z]+$') then
     return nil
   end
   if #id ~= 14 or not string.find(id, '^[A-Z][A-Z][A-Z][0-9A-Za-z]+$')
-      or string.sub(id, 4) > 'LygHa16AHYF' then
+      or digitsAboveMax(string.sub(id, 4)) then
     return redis.error_reply('EMQID id must be 3 upper-case letters and 11 base62 digits')
   end
   if string.sub(id, 1, 3) ~= 'JOB' then

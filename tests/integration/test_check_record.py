@@ -12,7 +12,7 @@ from echomq_bench.records.record import read_record
 from echomq_bench.report import build_report
 
 ROOT = Path(__file__).resolve().parents[2]
-STORIES = 11  # J1-J5 and L1-L6
+STORIES = 12  # J1-J6 and L1-L6
 
 
 def test_check_out_writes_a_check_record_without_pandas(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ def section(run: Run, out: Path) -> list[Block]:
     failed = t[~t["ok"].astype(bool)]
     blocks: list[Block] = [
         Heading("Conformance", anchor="check"),
-        Para("The queue's contract played as eleven stories on each server (echomq-bench check): J1-J5 the job "
+        Para("The queue's contract played as twelve stories on each server (echomq-bench check): J1-J6 the job "
              "row, L1-L6 the state machine (docs/contract.md)."),
         Table(per[["server", "version", "result"]], "Conformance check", id="check-table"),
     ]
