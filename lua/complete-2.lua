@@ -14,12 +14,14 @@
   Errors:
     EMQID     malformed id
     EMQKIND   the id's kind is not JOB
-    EMQARG    token is not an integer in range
+    EMQARG    the job row is not the row of id beside the active set, or
+              token is not an integer in range
     EMQSTALE   the job is not active, or its attempts moved past this token
     EMQDAMAGE  the row's key holds another type, or the active set another
                type than a sorted set; nothing moves
 ]]
 --- @include "checkJobId"
+--- @include "checkJobKey"
 --- @include "intArg"
 --- @include "checkFence"
 --- @include "checkZsets"
@@ -30,7 +32,7 @@ local id = ARGV[1]
 local tokenText = ARGV[2]
 local token, tokenErr = intArg(tokenText, 'token', 1, 9007199254740992)
 
-local err = checkJobId(id) or tokenErr
+local err = checkJobId(id) or checkJobKey(jobKey, id, activeKey, 'active') or tokenErr
 if err then return err end
 local stale = checkFence(jobKey, id, token, tokenText)
 if stale then return stale end

@@ -15,10 +15,12 @@
   Errors:
     EMQID      malformed id
     EMQKIND    the id's kind is not JOB
+    EMQARG     the job row is not the row of id beside the pending set
     EMQDAMAGE  the row's key holds another type than a hash, or the pending
                set another type than a sorted set; nothing is written
 ]]
 --- @include "checkJobId"
+--- @include "checkJobKey"
 --- @include "checkZsets"
 local rcall = redis.call
 local pendingKey = KEYS[1]
@@ -26,7 +28,7 @@ local jobKey = KEYS[2]
 local id = ARGV[1]
 local payload = ARGV[2]
 
-local err = checkJobId(id)
+local err = checkJobId(id) or checkJobKey(jobKey, id, pendingKey, 'pending')
 if err then return err end
 
 -- HLEN, not EXISTS: a key of another type under the row's name is damage,

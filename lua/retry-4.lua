@@ -23,13 +23,15 @@
   Errors:
     EMQID     malformed id
     EMQKIND   the id's kind is not JOB
-    EMQARG    token, delay_ms or max_attempts is not an integer in range
+    EMQARG    the job row is not the row of id beside the active set, or
+              token, delay_ms or max_attempts is not an integer in range
     EMQSTALE  the job is not active, or its attempts moved past this token
     EMQDAMAGE the row's key holds another type, or the active set or the
               set the job moves to another type than a sorted set; nothing
               moves
 ]]
 --- @include "checkJobId"
+--- @include "checkJobKey"
 --- @include "intArg"
 --- @include "checkFence"
 --- @include "serverTimeMs"
@@ -46,7 +48,7 @@ local token, tokenErr = intArg(tokenText, 'token', 1, 9007199254740992)
 local delay, delayErr = intArg(ARGV[4], 'delay_ms', 0, 2147483647)
 local maxAttempts, maxErr = intArg(ARGV[5], 'max_attempts', 1, 2147483647)
 
-local err = checkJobId(id) or tokenErr or delayErr or maxErr
+local err = checkJobId(id) or checkJobKey(jobKey, id, activeKey, 'active') or tokenErr or delayErr or maxErr
 if err then return err end
 local refusal = checkFence(jobKey, id, token, tokenText)
   or checkZsets(token < maxAttempts and scheduleKey or deadKey)
