@@ -13,6 +13,7 @@ from .errors import (
     RepliesLostError,
     ServerReplyError,
     ServerUnavailableError,
+    SlotMigratingError,
     StaleTokenError,
     WrongKindError,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "MalformedReplyError",
     "OutOfMemoryError",
     "RepliesLostError",
+    "SlotMigratingError",
     "ServerReplyError",
     "EvictionWarning",
 ]

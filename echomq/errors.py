@@ -5,8 +5,11 @@
     ├── WrongKindError              EMQKIND: an id of another kind (also ValueError)
     ├── InvalidArgumentError        EMQID, EMQARG: a malformed id or argument (also ValueError)
     ├── ServerUnavailableError      the server could not be reached in time
-    │   └── RepliesLostError        a pipeline's connection failed after it was sent:
-    │                               the calls whose replies were lost may have run
+    │   ├── RepliesLostError        a pipeline's connection failed after it was sent:
+    │   │                           the calls whose replies were lost may have run
+    │   └── SlotMigratingError      TRYAGAIN: the queue's cluster slot is moving to
+    │                               another node and the call ran nothing; a later
+    │                               call finds the keys
     ├── OutcomeUnknownError         claim, complete or retry lost its reply and the
     │                               server's state cannot tell whether it landed
     ├── OutOfMemoryError            OOM: maxmemory reached under noeviction; the
@@ -36,6 +39,7 @@ __all__ = [
     "InvalidArgumentError",
     "ServerUnavailableError",
     "RepliesLostError",
+    "SlotMigratingError",
     "OutcomeUnknownError",
     "OutOfMemoryError",
     "KeyspaceDamageError",
@@ -82,6 +86,16 @@ class RepliesLostError(ServerUnavailableError):
         self.lost = lost
 
 
+class SlotMigratingError(ServerUnavailableError):
+    """TRYAGAIN: the queue's cluster slot is moving between nodes, and this
+    node cannot serve the call whole now (some of its keys, or a job's row,
+    may already be on the other node). The call ran nothing. The server
+    answers it for the keys a call names; the scripts answer it for a row
+    they found missing while the slot moves, instead of burying its job."""
+
+    code = "TRYAGAIN"
+
+
 class OutcomeUnknownError(EchoMQError):
     """A call that changes the queue may or may not have run: its reply was
     lost and the server's state cannot tell (never a wire code; the client
@@ -126,11 +140,17 @@ WIRE_CODES: dict[str, type[EchoMQError]] = {
     "EMQDAMAGE": KeyspaceDamageError,
     "WRONGTYPE": KeyspaceDamageError,
     "OOM": OutOfMemoryError,
+    "TRYAGAIN": SlotMigratingError,
 }
 # Codes a server wraps inside another reply: Redis 6.2 answers a command a
 # script ran with "Error running script (call to f_...): @user_script:1:
 # -OOM command not allowed ...", where 7.0 passes "OOM ..." through.
-WRAPPED_CODES: tuple[tuple[str, str], ...] = (("-OOM ", "OOM"), ("WRONGTYPE ", "WRONGTYPE"))
+# A script that reads a key of a slot this node is handing over, when the
+# key has already moved, is refused with "Script attempted to access a non
+# local key in a cluster node": the call ran nothing (every script reads
+# before its first write), as under TRYAGAIN.
+WRAPPED_CODES: tuple[tuple[str, str], ...] = (("-OOM ", "OOM"), ("WRONGTYPE ", "WRONGTYPE"),
+                                              ("access a non local key", "TRYAGAIN"))
 
 
 def from_reply(message: str) -> EchoMQError:

@@ -9,10 +9,10 @@ from typing import Any, Iterator
 
 import redis
 
-from .errors import OutOfMemoryError, ServerUnavailableError, from_reply
+from .errors import EchoMQError, OutOfMemoryError, ServerUnavailableError, from_reply
 from .scripts import Client
 
-__all__ = ["wire_errors", "describe", "EvictionWarning", "eviction_policy", "warn_if_evicting"]
+__all__ = ["wire_errors", "reply_error", "describe", "EvictionWarning", "eviction_policy", "warn_if_evicting"]
 
 
 @contextmanager
@@ -26,7 +26,10 @@ def wire_errors(client: Client) -> Iterator[None]:
         raise OutOfMemoryError(f"OOM server {describe(client)} is out of memory: {exc}") from None
     except redis.exceptions.ResponseError as exc:
         # Every error reply lands in the tree: an unknown one as ServerReplyError.
-        raise from_reply(str(exc)) from None
+        raise reply_error(exc) from None
+    except redis.exceptions.ClusterError as exc:
+        # A cluster client that ran out of redirects and TRYAGAIN waits: nothing ran.
+        raise ServerUnavailableError(f"cluster {describe(client)} unavailable: {exc}") from exc
     except redis.exceptions.AuthenticationError as exc:
         # Without a password redis-py's HELLO gets a reply about HELLO; say what is wrong.
         # A cluster client has no pool of its own to ask, so it gets the answer that covers both.
@@ -36,6 +39,15 @@ def wire_errors(client: Client) -> Iterator[None]:
         raise ServerUnavailableError(f"server {describe(client)} unavailable: {why} ({exc})") from exc
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise ServerUnavailableError(f"server {describe(client)} unavailable: {exc}") from exc
+
+
+def reply_error(exc: redis.exceptions.ResponseError) -> EchoMQError:
+    """An error reply as the tree's exception. redis-py strips the code of a
+    reply it has a class for (TRYAGAIN, MOVED, ...) and keeps it in
+    status_code; the code is put back, so `from_reply` sees the whole reply."""
+    code = getattr(exc, "status_code", None)
+    text = str(exc)
+    return from_reply(f"{code} {text}" if code and not text.startswith(code) else text)
 
 
 class EvictionWarning(UserWarning):

@@ -24,6 +24,13 @@
     EMQARG     the job key prefix is not the pending set's base + 'job:', or
                lease_ms is not an integer in range; nothing is popped
     EMQDAMAGE  the active or dead set holds another type; nothing is popped
+    (server)   the server refused the read of the popped id's row (an ACL
+               without HMGET; on a cluster, "non local key": the row has
+               already moved to another node while the slot migrates). The
+               id goes back where it was, at score 0, before the reply: the
+               keyspace is as it was. The pop comes first because the id is
+               unknown until then; peeking first would cost every claim a
+               call that only this case needs.
 
   The job key is built from the prefix because the id is unknown until it is
   popped; the prefix carries the queue's hash tag, so the row lives in the
@@ -59,17 +66,20 @@ for _ = 1, DAMAGE_SCAN do
   -- One read and one write instead of HINCRBY, HSET and HGET: the script is
   -- atomic, so reading attempts and writing it back bumped is the same
   -- increment, one server call cheaper on every claim.
-  local attempts, payload, denied
-  if checkJobId(id) then
-    payload = 'member is not a JOB id'  -- what is wrong, as readRow would say it
-  else
-    attempts, payload, denied = readRow(jobKey, 'pending', true)
-  end
+  -- The row is read even for a member that is not a JOB id, since burying
+  -- it writes there: a read the server refuses must come before any write.
+  local attempts, payload, denied = readRow(jobKey, 'pending', true)
   if denied then
-    -- Not damage: the server would not let this call read the row. Put the
-    -- id back where ZPOPMIN found it (score 0, so the same place) and say why.
+    -- Not damage: the server would not let this call read the row (an ACL
+    -- without HMGET; on a cluster, a row already moved to another node
+    -- while the slot migrates). Put the id back where ZPOPMIN found it
+    -- (score 0, so the same place): the keyspace is as it was, and the
+    -- server's refusal is the reply.
     rcall('ZADD', pendingKey, 0, id)
     return redis.error_reply(denied)
+  end
+  if checkJobId(id) then
+    attempts, payload = nil, 'member is not a JOB id'  -- what is wrong, as readRow would say it
   end
   if attempts then
     local token = attempts + 1

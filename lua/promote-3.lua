@@ -22,16 +22,21 @@
                limit is not an integer in range; nothing moves
     EMQDAMAGE  the pending or dead set holds another type; nothing moves
 
+  A due id whose row the server will not let it read (on a cluster, a row
+  already moved to another node while the slot migrates) refuses the call
+  with the server's error before anything moves.
+
   Cost is O(log N + k) for k due entries (dueIds, dropFirst).
 ]]
 --- @include "checkJobPrefix"
 --- @include "intArg"
 --- @include "serverTimeMs"
 --- @include "dueIds"
+--- @include "backToPending"
 --- @include "zaddZero"
 --- @include "checkZsets"
 --- @include "buryDamaged"
-local rcall = redis.call
+--- @include "rowInFlight"
 local scheduleKey = KEYS[1]
 local pendingKey = KEYS[2]
 local deadKey = KEYS[3]
@@ -46,20 +51,32 @@ if #due == 0 then return 0 end
 -- The sets it writes are checked only when it has something to move.
 err = checkZsets(pendingKey, deadKey)
 if err then return err end
-dropFirst(scheduleKey, #due)
--- The state write is the row's check: it fails on a key of another type,
--- and it adds a field (returns 1) only where the row was missing. A row it
--- cannot tell from a whole one (a spoiled attempts) is met by claim.
-local back = {}
+-- Every row's type is read before the first write. A read the server
+-- refuses (on a cluster, a row already moved to another node while the
+-- slot migrates; an ACL without TYPE) then returns with nothing moved,
+-- where a refusal after the schedule's drop would leave the due jobs in
+-- no set.
+local kinds = {}
 for i = 1, #due do
-  local written = redis.pcall('HSET', jobPrefix .. due[i], 'state', 'pending')
-  if refused(written) then
-    buryDamaged(jobPrefix, deadKey, due[i], 'row is not a hash at promote')
-  elseif written == 1 then
-    buryDamaged(jobPrefix, deadKey, due[i], 'row missing at promote')
-  else
-    back[#back + 1] = due[i]
+  local kind = redis.pcall('TYPE', jobPrefix .. due[i])
+  if refused(kind) then return kind end
+  kinds[i] = kind['ok']
+  if kinds[i] == 'none' then
+    local moving = rowInFlight(jobPrefix .. due[i])
+    if moving then return redis.error_reply(moving) end
   end
 end
-zaddZero(pendingKey, back)
+dropFirst(scheduleKey, #due)
+-- A row it cannot tell from a whole one (a spoiled attempts) is met by claim.
+local back = {}
+for i = 1, #due do
+  if kinds[i] == 'hash' then
+    back[#back + 1] = due[i]
+  elseif kinds[i] == 'none' then
+    buryDamaged(jobPrefix, deadKey, due[i], 'row missing at promote')
+  else
+    buryDamaged(jobPrefix, deadKey, due[i], 'row is not a hash at promote')
+  end
+end
+backToPending(jobPrefix, pendingKey, back)
 return #due

@@ -12,6 +12,7 @@ import json
 import secrets
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Iterator
 
 import redis
@@ -169,10 +170,12 @@ def j6(client: redis.Redis) -> str:
     q = _queue(client)
     try:
         sha = q.scripts.sha("enqueue")
-        for jid in WITHIN_BOUND + PAST_BOUND:
-            call = verbs.enqueue(q.keys, jid, b"x").evalsha(sha)
+        def raw(command: tuple[object, ...]) -> object:
             # redis-py leaves execute_command unannotated.
-            code = wire_error(lambda: client.execute_command(*call))  # type: ignore[no-untyped-call]
+            return client.execute_command(*command)  # type: ignore[no-untyped-call]
+
+        for jid in WITHIN_BOUND + PAST_BOUND:
+            code = wire_error(partial(raw, verbs.enqueue(q.keys, jid, b"x").evalsha(sha)))
             want = "EMQID" if jid in PAST_BOUND else "no error (replied b'enqueued')"
             expect(code == want, f"raw EVALSHA of {jid} answered {code}")
         expect(q.pending_size() == len(WITHIN_BOUND), f"pending {q.pending_size()}")

@@ -16,6 +16,7 @@ def test_public_surface_is_exactly_the_eight_verbs() -> None:
         "WrongKindError", "InvalidArgumentError", "ServerUnavailableError",
         "Worker", "WorkerSettings", "WorkerStats", "OutcomeUnknownError", "KeyspaceDamageError",
         "MalformedReplyError", "OutOfMemoryError", "RepliesLostError", "ServerReplyError", "EvictionWarning",
+        "SlotMigratingError",
     }
 
 
@@ -30,6 +31,11 @@ def test_public_surface_is_exactly_the_eight_verbs() -> None:
     ("OOM command not allowed when used memory > 'maxmemory'.", "OutOfMemoryError", "OOM"),
     ("NOPERM User alice has no permissions to run the 'hmget' command", "ServerReplyError", "EMQREPLY"),
     ("BUSY Redis is busy running a script.", "ServerReplyError", "EMQREPLY"),
+    ("TRYAGAIN Multiple keys request during rehashing of slot", "SlotMigratingError", "TRYAGAIN"),
+    ("TRYAGAIN emq:{q}:job:JOB0000000000a may be on another node while slot 5 moves; nothing moved",
+     "SlotMigratingError", "TRYAGAIN"),
+    ("Script attempted to access a non local key in a cluster node script: f_1, on @user_script:12.",
+     "SlotMigratingError", "TRYAGAIN"),
 ])
 def test_every_error_reply_maps_into_the_tree(reply: str, cls: str, code: str) -> None:
     from echomq import errors
