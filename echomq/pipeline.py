@@ -14,14 +14,26 @@ redis-py's `Pipeline.execute` runs in: that Retry resends the whole
 pipeline after a ConnectionError or TimeoutError, though the server may
 have run it. When the connection fails after the write began, the replies
 read before come back inside `RepliesLostError` and the rest are marked
-lost. The one resend is of calls answered NOSCRIPT (the scripts were
-flushed, or the server restarted without them), which ran nothing.
+lost.
+
+The one resend is of calls answered NOSCRIPT (the scripts were flushed, or
+the server restarted without them), which ran nothing: the scripts are
+loaded again and those calls sent once more. Whatever befalls the resend,
+the replies of the first send stand: a complete that landed beside a
+NOSCRIPT claim is still "ok". A call is reported never sent only when it
+surely was not: when the reload fails, or no connection can be had for
+the resend, nothing of it went out, so each of its calls holds that error
+(a ServerUnavailableError when the server is out of reach) and the others
+their replies, returned as usual. When the resend's connection fails after
+its write began, its calls may have run: RepliesLostError, with every
+reply read in either send and the resent calls not heard from as lost.
 
 On a RedisCluster the calls go through redis-py's ClusterPipeline, as the
 load engine's calls may span queues on several nodes: it follows MOVED and
 ASK and reads the slot map again after a failure, and it resends a
 pipeline whose connection failed, as its cluster retries say. The
-once-only rule above is for redis.Redis.
+once-only rule above is for redis.Redis. A resend that fails there cannot
+tell whether it was written, so its calls are reported lost.
 """
 
 from __future__ import annotations
@@ -30,10 +42,10 @@ from typing import Any, Sequence
 
 import redis
 
-from .errors import EchoMQError, OutOfMemoryError, RepliesLostError, from_reply
+from .errors import EchoMQError, OutOfMemoryError, RepliesLostError
 from .outcome import ReplyLost, send_all_once
 from .queue import Job, Queue, job_of_reply
-from .wire import describe, wire_errors
+from .wire import describe, reply_error, wire_errors
 from .scripts import Client, Scripts, evalsha
 from .verbs import ScriptCall
 
@@ -45,7 +57,7 @@ def as_error(reply: Any) -> Any:
     if isinstance(reply, redis.exceptions.OutOfMemoryError):
         return OutOfMemoryError(f"OOM server is out of memory: {reply}")
     if isinstance(reply, redis.exceptions.ResponseError):
-        return from_reply(str(reply))
+        return reply_error(reply)
     return reply
 
 
@@ -54,7 +66,8 @@ def send(queue: Queue, calls: Sequence[ScriptCall]) -> list[Any]:
     maps to. No connection: ServerUnavailableError, nothing ran. A
     connection lost after the calls went out: RepliesLostError (a
     ServerUnavailableError) with the replies read before; the calls whose
-    replies were lost may or may not have run."""
+    replies were lost may or may not have run. A call answered NOSCRIPT whose
+    resend could not go out holds the error that stopped it: it ran nothing."""
     return send_calls(queue.client, queue.scripts, calls)
 
 
@@ -65,18 +78,43 @@ def send_calls(client: Client, scripts: Scripts, calls: Sequence[ScriptCall]) ->
     replies = _send(client, scripts, calls)
     missing = [i for i, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
     if missing:
+        _resend(client, scripts, calls, replies, missing)
+    return [as_error(r) for r in replies]
+
+
+def _resend(client: Client, scripts: Scripts, calls: Sequence[ScriptCall], replies: list[Any],
+            missing: list[int]) -> None:
+    """The calls at `missing` (answered NOSCRIPT: they ran nothing) sent again
+    after a reload, their replies put in place in `replies`. The first send's
+    replies are kept whatever fails here, as they say what already ran."""
+    try:
         with wire_errors(client):
             scripts.load(client)
-        try:
-            again = _send(client, scripts, [calls[i] for i in missing])
-        except RepliesLostError as exc:  # the replies of the first send stand; place the resend's
-            for i, reply in zip(missing, exc.replies):
-                replies[i] = reply
-            raise RepliesLostError(str(exc), [as_error(r) for r in replies],
-                                   tuple(missing[i] for i in exc.lost)) from exc.__cause__
-        for i, reply in zip(missing, again):
+    except EchoMQError as exc:  # out of reach, or a load refused: the resend never went out
+        for i in missing:
+            replies[i] = exc
+        return
+    try:
+        again = _send(client, scripts, [calls[i] for i in missing])
+    except RepliesLostError as exc:  # written, then the connection failed: place the resend's
+        for i, reply in zip(missing, exc.replies):
             replies[i] = reply
-    return [as_error(r) for r in replies]
+        raise RepliesLostError(str(exc), [as_error(r) for r in replies],
+                               tuple(missing[i] for i in exc.lost)) from exc.__cause__
+    except EchoMQError as exc:
+        if isinstance(client, redis.RedisCluster):
+            # ClusterPipeline may have written the calls (and resent them) before it failed.
+            for i in missing:
+                replies[i] = None
+            raise RepliesLostError(
+                f"{exc}; resending {len(missing)} pipelined calls answered NOSCRIPT failed, "
+                "those calls may have run", [as_error(r) for r in replies], tuple(missing)) from exc
+        # send_all_once raises anything but ReplyLost only before its write (no connection).
+        for i in missing:
+            replies[i] = exc
+        return
+    for i, reply in zip(missing, again):
+        replies[i] = reply
 
 
 def _send(client: Client, scripts: Scripts, calls: Sequence[ScriptCall]) -> list[Any]:
