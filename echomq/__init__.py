@@ -20,7 +20,7 @@ from .errors import (
 from .ids import mint, parse_id
 from .queue import Job, Queue
 from .wire import EvictionWarning
-from .worker import Worker, WorkerSettings, WorkerStats
+from .worker import Worker, WorkerHealth, WorkerSettings, WorkerStats
 
 __all__ = [
     "Queue",
@@ -28,6 +28,7 @@ __all__ = [
     "Worker",
     "WorkerSettings",
     "WorkerStats",
+    "WorkerHealth",
     "mint",
     "parse_id",
     "EchoMQError",

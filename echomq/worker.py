@@ -13,7 +13,9 @@ so no job is leased that nobody will run. A
 handler that returns completes its job; one that raises retries it, after
 a full-jitter exponential backoff, and the retry script moves it to the
 dead set at the queue's max_attempts. A separate thread runs the pumps,
-reap then promote in one round trip, every `pump_interval_ms`.
+reap then promote in one round trip, every `pump_interval_ms`, and goes on
+whatever a round raises (`echomq.pumps`); `health()` shows from any thread
+how the Worker fares.
 
 Every call is a verb built by `echomq.verbs` and sent by `echomq.pipeline`:
 the Worker has no script call of its own. The complete and retry verbs are
@@ -38,7 +40,7 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Iterator, Sequence
 
@@ -48,10 +50,11 @@ from . import pipeline, verbs
 from .errors import (EchoMQError, InvalidArgumentError, MalformedReplyError, OutcomeUnknownError,
                      RepliesLostError, ServerUnavailableError, StaleTokenError)
 from .args import INT31, MAX_LIMIT, check_int
+from .pumps import Tally, WorkerHealth, pump_thread
 from .queue import Job, Queue, leased, settle
 from .verbs import ScriptCall
 
-__all__ = ["Worker", "WorkerSettings", "WorkerStats", "Handler", "OnSettled", "OUTCOMES"]
+__all__ = ["Worker", "WorkerSettings", "WorkerStats", "WorkerHealth", "Handler", "OnSettled", "OUTCOMES"]
 
 log = logging.getLogger("echomq.worker")
 
@@ -133,7 +136,7 @@ class WorkerStats:
     lost: int = 0
     unsettled: int = 0
     unknown: int = 0
-    errors: int = 0        # claim and pump calls the server refused or did not answer
+    errors: int = 0        # claim and pump calls that failed: refused, unanswered, or raising in the client
     reaped: int = 0
     promoted: int = 0
 
@@ -169,7 +172,7 @@ class Worker:
         self.stats = WorkerStats()
         self._stop = threading.Event()
         self._running = threading.Lock()
-        self._errors = threading.Lock()  # the rounds and the pump thread both count errors
+        self._tally = Tally(self.stats)  # the rounds and the pump thread both count errors
 
     def stop(self) -> None:
         """Send no more claims; the jobs in hand (the round running, and any that
@@ -177,12 +180,17 @@ class Worker:
         Safe from any thread and from a signal handler."""
         self._stop.set()
 
+    def health(self) -> WorkerHealth:
+        """How this Worker fares now: a snapshot, safe to take from any thread
+        (a handler's included) while run() runs in another."""
+        return self._tally.health(running=self._running.locked())
+
     def run(self) -> WorkerStats:
         """Rounds until stop() (or, with burst, a round that claims nothing); the stats."""
         if not self._running.acquire(blocking=False):
             raise RuntimeError("this Worker is already running")
         try:
-            with self._signals(), self._pump_thread(), self._pool() as pool:
+            with self._signals(), self._pumps(), self._pool() as pool:
                 self._rounds(pool)
             return self.stats
         finally:
@@ -226,7 +234,8 @@ class Worker:
     def _send(self, calls: list[ScriptCall]) -> list[Any]:
         """One pipeline, sent once: per call its reply, or where the reply was
         lost the RepliesLostError that lost it; when nothing could be sent, each
-        is the ServerUnavailableError."""
+        is the ServerUnavailableError. A call answered NOSCRIPT whose resend
+        could not go out holds the error that stopped it among the others."""
         try:
             return pipeline.send(self.queue, calls)
         except RepliesLostError as exc:
@@ -253,7 +262,7 @@ class Worker:
                 jobs.append(job)
         self.stats.claimed += len(jobs)
         if failed:
-            self._error("claim", failed[0], len(failed))
+            self._tally.error("claim", failed[0], len(failed))
             if not jobs:
                 return None
         self.stats.rounds += 1
@@ -329,41 +338,14 @@ class Worker:
         # Cut on a character boundary so that last_error stays valid UTF-8.
         return text[:cap].decode("utf-8", "ignore").encode("utf-8")
 
-    def _error(self, verb: str, exc: BaseException, count: int) -> None:
-        with self._errors:
-            self.stats.errors += count
-        log.warning("%s: %s", verb, exc)
-
     # -- what runs beside the rounds ------------------------------------------
 
-    def _pump(self, done: threading.Event) -> None:
+    def _pumps(self) -> AbstractContextManager[None]:
         s, q = self.settings, self.queue
+        if not s.pumps:
+            return nullcontext()
         calls = [verbs.reap(q.keys, s.reap_limit, q.max_attempts), verbs.promote(q.keys, s.promote_limit)]
-        while not done.wait(s.pump_interval_s):
-            try:
-                reaped, promoted = pipeline.send(q, calls)
-            except ServerUnavailableError as exc:
-                self._error("pump", exc, len(calls))
-                continue
-            for verb, name, reply in (("reap", "reaped", reaped), ("promote", "promoted", promoted)):
-                if _is_error(reply):
-                    self._error(verb, reply, 1)
-                else:
-                    setattr(self.stats, name, getattr(self.stats, name) + int(reply))
-
-    @contextmanager
-    def _pump_thread(self) -> Iterator[None]:
-        if not self.settings.pumps:
-            yield
-            return
-        done = threading.Event()
-        thread = threading.Thread(target=self._pump, args=(done,), name="echomq-pumps", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            done.set()
-            thread.join()
+        return pump_thread(q, calls, s.pump_interval_s, self._tally)
 
     @contextmanager
     def _pool(self) -> Iterator[ThreadPoolExecutor | None]:

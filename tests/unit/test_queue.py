@@ -14,7 +14,7 @@ def test_public_surface_is_exactly_the_eight_verbs() -> None:
     assert set(echomq.__all__) == {
         "Queue", "Job", "mint", "parse_id", "EchoMQError", "StaleTokenError",
         "WrongKindError", "InvalidArgumentError", "ServerUnavailableError",
-        "Worker", "WorkerSettings", "WorkerStats", "OutcomeUnknownError", "KeyspaceDamageError",
+        "Worker", "WorkerSettings", "WorkerStats", "WorkerHealth", "OutcomeUnknownError", "KeyspaceDamageError",
         "MalformedReplyError", "OutOfMemoryError", "RepliesLostError", "ServerReplyError", "EvictionWarning",
         "SlotMigratingError",
     }
