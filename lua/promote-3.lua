@@ -32,16 +32,18 @@
 --- @include "intArg"
 --- @include "serverTimeMs"
 --- @include "dueIds"
---- @include "backToPending"
 --- @include "zaddZero"
 --- @include "checkZsets"
 --- @include "buryDamaged"
 --- @include "rowInFlight"
+local rcall = redis.call
 local scheduleKey = KEYS[1]
 local pendingKey = KEYS[2]
 local deadKey = KEYS[3]
 local jobPrefix = ARGV[1]
 local limit, limitErr = intArg(ARGV[2], 'limit', 1, 100000)
+-- unpack puts every row on Lua's C stack, which holds about 8000 values.
+local ROWS_PER_EXISTS = 1000
 local err = checkJobPrefix(jobPrefix, scheduleKey, 'schedule') or limitErr
 if err then return err end
 
@@ -51,32 +53,43 @@ if #due == 0 then return 0 end
 -- The sets it writes are checked only when it has something to move.
 err = checkZsets(pendingKey, deadKey)
 if err then return err end
--- Every row's type is read before the first write. A read the server
+-- Every due row is read before the first write: one EXISTS per thousand
+-- rows (a row per call would double promote's cost). A read the server
 -- refuses (on a cluster, a row already moved to another node while the
--- slot migrates; an ACL without TYPE) then returns with nothing moved,
--- where a refusal after the schedule's drop would leave the due jobs in
--- no set.
-local kinds = {}
-for i = 1, #due do
-  local kind = redis.pcall('TYPE', jobPrefix .. due[i])
-  if refused(kind) then return kind end
-  kinds[i] = kind['ok']
-  if kinds[i] == 'none' then
-    local moving = rowInFlight(jobPrefix .. due[i])
-    if moving then return redis.error_reply(moving) end
+-- slot migrates; an ACL without EXISTS) returns with nothing moved, where a
+-- refusal after the schedule's drop would leave the due jobs in no set.
+local found = 0
+for first = 1, #due, ROWS_PER_EXISTS do
+  local rows = {}
+  for i = first, math.min(first + ROWS_PER_EXISTS - 1, #due) do rows[#rows + 1] = jobPrefix .. due[i] end
+  local n = redis.pcall('EXISTS', unpack(rows))
+  if refused(n) then return n end
+  found = found + n
+end
+-- Some row is missing: which, and whether it may be on the other node of a moving slot.
+local missing = {}
+if found < #due then
+  for i = 1, #due do
+    if rcall('EXISTS', jobPrefix .. due[i]) == 0 then
+      local moving = rowInFlight(jobPrefix .. due[i])
+      if moving then return redis.error_reply(moving) end
+      missing[i] = true
+    end
   end
 end
 dropFirst(scheduleKey, #due)
--- A row it cannot tell from a whole one (a spoiled attempts) is met by claim.
+-- The state write is the type's check: it is refused, having written
+-- nothing, on a key of another type. A row it cannot tell from a whole
+-- one (a spoiled attempts) is met by claim.
 local back = {}
 for i = 1, #due do
-  if kinds[i] == 'hash' then
-    back[#back + 1] = due[i]
-  elseif kinds[i] == 'none' then
+  if missing[i] then
     buryDamaged(jobPrefix, deadKey, due[i], 'row missing at promote')
-  else
+  elseif refused(redis.pcall('HSET', jobPrefix .. due[i], 'state', 'pending')) then
     buryDamaged(jobPrefix, deadKey, due[i], 'row is not a hash at promote')
+  else
+    back[#back + 1] = due[i]
   end
 end
-backToPending(jobPrefix, pendingKey, back)
+zaddZero(pendingKey, back)
 return #due
