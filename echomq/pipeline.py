@@ -42,7 +42,7 @@ from typing import Any, Sequence
 
 import redis
 
-from .errors import EchoMQError, OutOfMemoryError, RepliesLostError
+from .errors import EchoMQError, OutOfMemoryError, RepliesLostError, ServerUnavailableError
 from .outcome import ReplyLost, send_all_once
 from .queue import Job, Queue, job_of_reply
 from .wire import describe, reply_error, wire_errors
@@ -58,6 +58,10 @@ def as_error(reply: Any) -> Any:
         return OutOfMemoryError(f"OOM server is out of memory: {reply}")
     if isinstance(reply, redis.exceptions.ResponseError):
         return reply_error(reply)
+    if isinstance(reply, redis.exceptions.RedisError):
+        # A cluster pipeline's own failure in a call's place: its connection, or
+        # its redirects and TRYAGAIN waits run out (ClusterError). No reply came.
+        return ServerUnavailableError(f"cluster unavailable for this call: {type(reply).__name__}: {reply}")
     return reply
 
 

@@ -46,6 +46,8 @@ def reply_error(exc: redis.exceptions.ResponseError) -> EchoMQError:
     reply it has a class for (TRYAGAIN, MOVED, ...) and keeps it in
     status_code; the code is put back, so `from_reply` sees the whole reply."""
     code = getattr(exc, "status_code", None)
+    if code is None and isinstance(exc, redis.exceptions.TryAgainError):  # made by hand, or an older parser
+        code = "TRYAGAIN"
     text = str(exc)
     return from_reply(f"{code} {text}" if code and not text.startswith(code) else text)
 

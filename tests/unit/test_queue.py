@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import redis
 
 import echomq
 from echomq import Queue
@@ -43,3 +44,16 @@ def test_every_error_reply_maps_into_the_tree(reply: str, cls: str, code: str) -
     mapped = errors.from_reply(reply)
     assert type(mapped).__name__ == cls and isinstance(mapped, errors.EchoMQError)
     assert mapped.code == code and str(mapped) == reply
+
+
+@pytest.mark.parametrize(("raised", "cls"), [
+    (redis.exceptions.ClusterError("TTL exhausted."), "ServerUnavailableError"),
+    (redis.exceptions.ConnectionError("Connection refused"), "ServerUnavailableError"),
+    (redis.exceptions.TryAgainError("Multiple keys request during rehashing of slot"), "SlotMigratingError"),
+    (redis.exceptions.ResponseError("NOPERM no"), "ServerReplyError"),
+])
+def test_a_cluster_pipelines_failure_in_a_calls_place_maps_into_the_tree(raised: Exception, cls: str) -> None:
+    from echomq import errors
+    from echomq.pipeline import as_error
+
+    assert type(as_error(raised)) is getattr(errors, cls)
