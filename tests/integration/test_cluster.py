@@ -33,6 +33,7 @@ from echomq_bench.servers import (
 from echomq_bench.commands.failover import run_failover
 from echomq_bench.servers import Server, ServerStartError, parse_server_spec, start
 from echomq_bench.servers.spec import CLUSTER_WORDS
+from echomq_bench.conformance.stories import STORIES
 from tests.helpers import ROOT, alive, evalsha_calls
 
 BUILDS = list(CLUSTER_WORDS)
@@ -181,7 +182,7 @@ def test_queues_spread_over_masters_and_every_verb_runs_on_its_node(cluster: Emb
 def test_check_passes_on_the_cluster(cluster: EmbeddedCluster) -> None:
     lines = list(run_check(cluster.client()))
     assert [line.tag for line in lines if not line.ok] == []
-    assert len(lines) == 11
+    assert len(lines) == len(STORIES)
 
 
 def test_cli_check_on_a_running_cluster_url(cluster: EmbeddedCluster) -> None:
@@ -194,7 +195,7 @@ def test_cli_check_on_a_running_cluster_url(cluster: EmbeddedCluster) -> None:
     # A running server names its build as it reports it: version, allocator, the binary it runs.
     build = f"{cluster.version()}, malloc {allocator}, {shutil.which(str(cluster.spec.binary))}"
     assert f"== here: {build} ==" in out.getvalue()
-    assert out.getvalue().rstrip().endswith("PASS 11/11")
+    assert out.getvalue().rstrip().endswith(f"PASS {len(STORIES)}/{len(STORIES)}")
 
 
 def test_url_cluster_finds_every_node(cluster: EmbeddedCluster) -> None:
