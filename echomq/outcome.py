@@ -23,6 +23,12 @@ instead of guessing (docs/design/outcomes.md):
   since claimed and completed the job, which deletes its row, so the call
   raises `OutcomeUnknownError`; sending it again could run the job twice.
 
+On a RedisCluster these calls go past the client's own command path, which
+is the one that reads the slot map again after a connection failure; so
+`send_once` does that itself (`refresh_slots`). Otherwise, after a
+failover, a process that only claims and completes would keep sending to
+the dead master.
+
 A complete deletes its row, so an absent row alone does not say whose
 complete deleted it. `Leases` remembers when this Queue sent each claim:
 while the lease that claim took cannot have expired, no other worker can
@@ -47,8 +53,8 @@ import redis
 from . import verbs
 from .verbs import ScriptCall
 
-__all__ = ["ReplyLost", "send_once", "send_all_once", "Row", "Verdict", "Identity", "judge", "judge_complete",
-           "judge_retry", "judge_enqueue", "Leases", "LEASE_SAFETY", "REAP_ERROR"]
+__all__ = ["ReplyLost", "send_once", "send_all_once", "refresh_slots", "Row", "Verdict", "Identity", "judge",
+           "judge_complete", "judge_retry", "judge_enqueue", "Leases", "LEASE_SAFETY", "REAP_ERROR"]
 
 # A lease is trusted for this share of its length, less LEASE_SLACK_S: the
 # server times leases with its own clock, this side with its monotonic one.
@@ -67,26 +73,67 @@ class ReplyLost(Exception):
         self.replies = list(replies)
 
 
-def send_once(client: Any, sha: str, call: ScriptCall, load: Callable[[], None]) -> Any:
+def send_once(client: Any, sha: str, call: ScriptCall, load: Callable[[], None], node: Any = None) -> Any:
     """EVALSHA once, never resent after it may have reached the server.
 
     A failure to get a connection sent nothing and raises redis-py's own
     error; a failure after sending began raises ReplyLost. NOSCRIPT ran
-    nothing: the scripts are loaded (`load`) and the call sent again."""
+    nothing: the scripts are loaded (`load`) and the call sent again.
+
+    On a RedisCluster the call goes to `node`, by default the master the
+    client's slot map gives the call's first key. A connection failure there
+    reads the slot map again (`refresh_slots`) before it is raised: the call
+    is not resent, but the next one goes to whichever master owns the slot
+    now, as after a failover."""
     target = client
     if isinstance(client, redis.RedisCluster):
-        target = client.get_redis_connection(client.get_node_from_key(call.keys[0]))  # type: ignore[no-untyped-call]
+        if node is None:
+            node = client.get_node_from_key(call.keys[0])  # type: ignore[no-untyped-call]
+        target = client.get_redis_connection(node)
     command = call.evalsha(sha)
     try:
         try:
-            return _raised(send_all_once(target, [command])[0])
+            return _sent(client, node, target, command)
         except redis.exceptions.NoScriptError:
             load()
-            return _raised(send_all_once(target, [command])[0])
+            return _sent(client, node, target, command)
     except (redis.exceptions.MovedError, redis.exceptions.AskError):
         # Nothing ran: the slot is elsewhere. The cluster client follows the
         # redirect and refreshes its slot map (with its usual resends).
         return client.execute_command(*command)
+
+
+def _sent(client: Any, node: Any, target: redis.Redis, command: tuple[Any, ...]) -> Any:
+    """One command's reply, an error reply raised; on a cluster (`node` set),
+    the slot map read again after the connection to `node` failed."""
+    try:
+        return _raised(send_all_once(target, [command])[0])
+    except (redis.exceptions.AuthenticationError, redis.exceptions.MaxConnectionsError):
+        raise  # the node is there: refused credentials, or this client's own pool is full
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ReplyLost):
+        if node is not None:
+            refresh_slots(client, node)
+        raise
+
+
+def refresh_slots(client: redis.RedisCluster, node: Any) -> None:
+    """What RedisCluster does after a connection failure of its own
+    (`_execute_command`), for the calls `send_once` sends past it: `node`'s
+    idle connections are dropped and those in use marked to reconnect, it
+    goes last among the nodes asked, and the slot map is read again from the
+    cluster. Until a replica is promoted the map still names the dead master,
+    so each failure asks again. A map no node answers leaves the old one: the
+    caller raises the failure it had, not this one."""
+    pool = node.redis_connection.connection_pool if node.redis_connection is not None else None
+    if pool is not None:
+        pool.update_active_connections_for_reconnect()
+        pool.disconnect_free_connections()
+    manager = client.nodes_manager
+    manager.move_node_to_end_of_cached_nodes(node.name)
+    try:
+        manager.initialize(last_failed_node_name=node.name)
+    except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError):
+        pass
 
 
 def send_all_once(target: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any]:

@@ -54,7 +54,12 @@ class Queue:
 
     `leases` remembers when each claim that handed out a job was sent (this
     Queue's and its Worker's, through `leased`), and `identity` which server
-    answered it: together they prove a lost complete landed."""
+    answered it: together they prove a lost complete landed.
+
+    On a RedisCluster a connection failure of enqueue, claim, complete or
+    retry reads the slot map again before the call reports it
+    (`echomq.outcome.refresh_slots`), so after a failover the next call goes
+    to the promoted replica even when the process makes no other call."""
 
     def __init__(
         self,
@@ -75,7 +80,11 @@ class Queue:
         with wire_errors(client):
             self.scripts = Scripts(client, lua_dir)
         self.leases = Leases()
-        self.identity = server_identity(self)
+        self.identity: Identity | None = None
+        # On a cluster, the node `identity` was read from: a claim the slot map
+        # sends elsewhere (after a failover) reads the identity there first.
+        self.identity_node: str | None = None
+        _current_identity(self)
         warn_if_evicting(client)
 
     def _run(self, call: ScriptCall) -> Any:
@@ -112,9 +121,10 @@ class Queue:
 
     def claim(self, lease_ms: int) -> Job | None:
         lease_ms = check_int("lease_ms", lease_ms, 1, INT31)
+        node = _follow_owner(self)
         sent = time.monotonic()
         try:
-            reply = _send_once(self, verbs.claim(self.keys, lease_ms))
+            reply = _send_once(self, verbs.claim(self.keys, lease_ms), node)
         except ReplyLost as lost:
             raise OutcomeUnknownError(
                 f"claim on {self.name}: the reply was lost ({lost}); a job it may have leased returns to "
@@ -212,30 +222,63 @@ def settle(queue: Queue, call: ScriptCall, lost: Exception | None = None) -> str
 def server_identity(queue: Queue) -> Identity | None:
     """The identity of the server that holds the queue's keys, from INFO;
     None when it cannot be read (an ACL without INFO): no lease is then
-    proof of anything, and a lost complete whose row is gone is unknown."""
+    proof of anything, and a lost complete whose row is gone is unknown. On
+    a cluster, the master the client's slot map gives the queue's keys:
+    after a failover, once the map was read again, the promoted replica."""
+    return _identity_at(queue, _owner(queue))[0]
+
+
+def _owner(queue: Queue) -> Any:
+    """On a cluster, the node the client's slot map gives the queue's keys; None on a plain client."""
+    client: Any = queue.client
+    if isinstance(client, redis.RedisCluster):
+        return client.get_node_from_key(queue.keys.pending)  # type: ignore[no-untyped-call]
+    return None
+
+
+def _identity_at(queue: Queue, node: Any) -> tuple[Identity | None, bool]:
+    """The identity INFO gives at `node` (None: the client's own server), and
+    whether the server answered: a refusal (an ACL without INFO) is an
+    answer, a connection failure is not."""
     client: Any = queue.client
     try:
-        if isinstance(client, redis.RedisCluster):
-            info = client.info(target_nodes=client.get_node_from_key(queue.keys.pending))  # type: ignore[no-untyped-call]
-        else:
-            info = client.info()
+        info = client.info(target_nodes=node) if node is not None else client.info()
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+        return None, False
     except redis.exceptions.RedisError:
-        return None
-    return Identity.of(info) if isinstance(info, dict) else None
+        return None, True
+    return (Identity.of(info) if isinstance(info, dict) else None), True
 
 
-def _current_identity(queue: Queue) -> Identity | None:
-    """The server's identity now; when it changed, later leases carry the new one."""
-    now = server_identity(queue)
+def _current_identity(queue: Queue, node: Any = None) -> Identity | None:
+    """The server's identity now (on a cluster, at `node`, by default where
+    the slot map puts the queue); when it changed, later leases carry the new one."""
+    if node is None:
+        node = _owner(queue)
+    now, answered = _identity_at(queue, node)
     if now is not None:
         queue.identity = now
+    if answered and node is not None:
+        queue.identity_node = node.name
     return now
 
 
-def _send_once(queue: Queue, call: ScriptCall) -> Any:
+def _follow_owner(queue: Queue) -> Any:
+    """The node a claim goes to: on a cluster, the master the slot map gives
+    the queue now, whose identity is read first when it is not the node the
+    Queue's identity came from (the map moved the queue, as after a
+    failover), so that the leases taken there name the master that granted
+    them. None on a plain client."""
+    node = _owner(queue)
+    if node is not None and node.name != queue.identity_node:
+        _current_identity(queue, node)
+    return node
+
+
+def _send_once(queue: Queue, call: ScriptCall, node: Any = None) -> Any:
     with wire_errors(queue.client):
         return send_once(queue.client, queue.scripts.sha(call.verb), call,
-                         lambda: queue.scripts.load(queue.client))
+                         lambda: queue.scripts.load(queue.client), node)
 
 
 def _row(queue: Queue, call: ScriptCall, job_id: str, lost: Exception | None) -> Row | None:

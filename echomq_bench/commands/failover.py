@@ -26,6 +26,13 @@ again, and the history check (echomq_bench.measurement.historycheck)
 classifies every job from it and checks the fencing tokens. A claim the old
 master acknowledged and never replicated hands its token out again: the
 fencing check says so.
+
+Beside the load, a worker that only claims and completes
+(`echomq_bench.faults.claimprobe`) works a queue of its own on the master
+that is killed, through a cluster client it makes no other call with: the
+time from the kill until one of its claims was answered again shows that the
+client's own calls find the promoted replica. A run whose probe is never
+answered again fails.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ import redis
 
 from echomq.errors import EchoMQError
 from echomq.keys import QueueKeys
+from echomq_bench.faults.claimprobe import ClaimProbe, probe_jobs
 from echomq_bench.faults.clusterload import ClusterLoad, Progress, cluster_client
 from echomq_bench.faults.historyrun import places
 from echomq_bench.load.audit import AuditReport, audit
@@ -88,10 +96,14 @@ class FailoverResult:
     doubt_complete_gone: int
     report: AuditReport
     history: dict[str, Any] = field(default_factory=dict)   # the history check (measurement.historycheck)
+    # The claim-only worker: None when none of its claims was answered after the kill.
+    kill_to_claim_only_s: float | None = None
+    claim_only_failed: int = 0  # its claims that failed after the kill before one was answered
 
     @property
     def passed(self) -> bool:
-        return self.report.passed and bool(self.history.get("passed", True))
+        return (self.report.passed and bool(self.history.get("passed", True))
+                and self.kill_to_claim_only_s is not None)
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "report"}
@@ -155,18 +167,20 @@ def run_failover(
         with ExitStack() as stack:
             if history_dir is None:
                 history_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="failover-history-")))
-            return _run(cluster, queues, rate, (before_s, after_s), say, history_dir)
+            return _run(cluster, queues, rate, (before_s, after_s), say, history_dir, stack)
     finally:
         cluster.stop()
 
 
 def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float, float], say: Any,
-         history_dir: Path) -> FailoverResult:
+         history_dir: Path, stack: ExitStack) -> FailoverResult:
     masters = cluster.masters()
     placements = spread_queues(cluster, queues, prefix="fo")
     say(format_placements(placements))
     names = [p.queue for p in placements]
     victim = next(m for m in masters if m.name == placements[0].node)
+    probe_queue = next(p.queue for p in spread_queues(cluster, len(masters), prefix="co") if p.node == victim.name)
+    probe = stack.enter_context(ClaimProbe(cluster, probe_queue, probe_jobs(sum(load_s))))
     progress = Progress(LedgerRecorder())
     load = ClusterLoad(cluster, names, rate, CONSUMERS, progress, history_dir)
     nemesis = History(history_dir / "nemesis.jsonl")
@@ -178,6 +192,7 @@ def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float
     load.fault.kind = FAULT
     nemesis.note("start", FAULT)
     t_kill = progress.kill(names[0])
+    probe.killed(t_kill)
     os.kill(victim.pid, signal.SIGKILL)
     new_master = _wait_promoted(cluster, {m.name for m in masters}, victim.name, t_kill)
     t_promoted = now()
@@ -190,10 +205,13 @@ def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float
     time.sleep(load_s[1])
     load.stop_producer()
     times = replace(times, load_s=now() - t_load)
+    probe.stop()
     _drain(cluster, names, DRAIN_S)
     load.stop()
     result = _result(cluster, names, (victim.name, new_master), times, progress)
-    return replace(result, history=_history(cluster, names, history_dir))
+    answered = probe.answered_at - t_kill if probe.answered_at is not None else None
+    return replace(result, history=_history(cluster, names, history_dir), kill_to_claim_only_s=answered,
+                   claim_only_failed=probe.failed_claims)
 
 
 def _history(cluster: EmbeddedCluster, names: list[str], history_dir: Path) -> dict[str, Any]:
@@ -327,6 +345,8 @@ def failover_record(results: list[FailoverResult], info: dict[str, Any]) -> Reco
         for metric, value, unit in (
             ("kill_to_promoted", r.kill_to_promoted_s, "s"), ("kill_to_ready", r.kill_to_ready_s, "s"),
             ("kill_to_resumed", r.kill_to_resumed_s, "s"),
+            ("kill_to_claim_only", r.kill_to_claim_only_s, "s"),
+            ("claim_only_failed_claims", r.claim_only_failed, "calls"),
             ("failed_calls", sum(r.errors.values()), "calls"), ("calls", r.ops, "calls"),
             ("load", r.load_s, "s"),
             ("enqueued", r.report.enqueued, "jobs"), ("lost", r.report.lost, "jobs"),

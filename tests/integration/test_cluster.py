@@ -231,6 +231,9 @@ def test_failover_replica_takes_over_and_the_audit_accounts_for_every_job(build:
     result = run_failover(parse_server_spec(build), queues=3, rate=200, before_s=1.0, after_s=1.0)
     assert result.new_master != result.victim
     assert result.kill_to_resumed_s is not None and result.kill_to_resumed_s > 0
+    # The worker that only claims and completes, whose client nothing else refreshes, is served again.
+    assert result.kill_to_claim_only_s is not None and result.kill_to_claim_only_s > 0
+    assert result.claim_only_failed > 0
     report = result.report
     assert report.enqueued > 100 and report.completed > 100
     assert report.passed, report.format()

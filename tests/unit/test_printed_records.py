@@ -129,7 +129,7 @@ def _failover_result() -> Any:
                             kill_to_ready_s=1.52, kill_to_resumed_s=1.61, errors_window_s=1.4,
                             errors={"ConnectionError": 12, "ServerUnavailableError": 3}, ops=640, load_s=4.2,
                             doubt_enqueue=2, doubt_enqueue_found=1, doubt_complete=1, doubt_complete_gone=1,
-                            report=audit)
+                            report=audit, kill_to_claim_only_s=1.58, claim_only_failed=27)
     return result
 
 
@@ -144,6 +144,7 @@ def test_failover_prints_the_kill_the_times_the_doubts_and_the_audit(tmp_path: P
                           ("replica that took its slots", "127.0.0.1:7004"), ("kill to promoted, s", "1.37"),
                           ("kill to every node ok, s", "1.52"),
                           ("kill to fo0 enqueues acked again, s", "1.61"),
+                          ("kill to a claim-only worker served again, s", "1.58 (27 claims failed first)"),
                           ("jobs enqueued", "600 in 4.2 s (143/s)"),
                           ("calls that failed", "15 of 640 over 1.40 s"),
                           ("failed calls by error", "ConnectionError 12, ServerUnavailableError 3"),

@@ -1,5 +1,6 @@
 """The report's section for a `failover` run: how long a cluster took to
-promote a replica and serve again after a master was killed, which calls
+promote a replica and serve again after a master was killed (the load's
+enqueues, and a worker that only claims and completes), which calls
 failed or were left in doubt, what the audit found of every job, and what
 the history check found, per fault kind.
 
@@ -60,6 +61,12 @@ def _resumed_label(runs: list[Mapping[str, Any]]) -> str:
     return f"kill to {queue} enqueues acked again, s"
 
 
+def _claim_only(r: Mapping[str, Any]) -> str:
+    if "kill_to_claim_only_s" not in r:
+        return "not recorded"
+    return f"{_s(r['kill_to_claim_only_s'])} ({r.get('claim_only_failed', '?')} claims failed first)"
+
+
 def _failover_rows(runs: list[Mapping[str, Any]]) -> list[Row]:
     return [
         ("version", lambda r: r.get("version", "?")),
@@ -69,6 +76,7 @@ def _failover_rows(runs: list[Mapping[str, Any]]) -> list[Row]:
         ("kill to promoted, s", lambda r: _s(r.get("kill_to_promoted_s"))),
         ("kill to every node ok, s", lambda r: _s(r.get("kill_to_ready_s"))),
         (_resumed_label(runs), lambda r: _s(r.get("kill_to_resumed_s"))),
+        ("kill to a claim-only worker served again, s", _claim_only),
         ("jobs enqueued", _enqueued),
         ("calls that failed", _failed),
         ("failed calls by error", _by_error),
