@@ -47,6 +47,7 @@ COMMANDS: dict[str, Command] = {
     "compare": Command("Judge whether build B is faster than build A, over interleaved trials with confidence "
                        "intervals."),
     "failover": Command("Kill a cluster master under load and audit where every job went."),
+    "reshard": Command("Move a queue's cluster slot between masters under load and audit where every job went."),
     "history": Command("Follow every recorded run's headline figures across commits, one line per machine "
                        "fingerprint, and flag step changes.", server=False),
 }

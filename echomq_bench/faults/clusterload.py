@@ -8,6 +8,7 @@ audit's ledger and the time enqueues resumed after the kill.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from echomq_bench.load.recorders import LedgerRecorder
 from echomq_bench.measurement.history import FaultNow, History, HistoryCalls
 from echomq_bench.servers import EmbeddedCluster
 
-__all__ = ["Progress", "ClusterLoad", "cluster_client", "LEASE_MS"]
+__all__ = ["Progress", "LoadPolicies", "ClusterLoad", "cluster_client", "LEASE_MS", "PAUSE_AFTER_ERROR_S"]
 
 LEASE_MS = 2000
 PAUSE_AFTER_ERROR_S = 0.02
@@ -60,12 +61,26 @@ class Progress:
         return self.kill_at
 
 
+@dataclass(frozen=True)
+class LoadPolicies:
+    producer: ProducerPolicy
+    consumer: ConsumerPolicy
+    pump: PumpPolicy
+
+    @classmethod
+    def steady(cls, rate: float) -> LoadPolicies:
+        """The failover's: enqueues at `rate`, consumers that complete every job, a reaper."""
+        return cls(ProducerPolicy(rate=rate, payload=b"work", backoff_s=PAUSE_AFTER_ERROR_S),
+                   ConsumerPolicy(lease_ms=LEASE_MS, idle_s=0.005, backoff_s=PAUSE_AFTER_ERROR_S),
+                   PumpPolicy(interval_s=REAP_EVERY_S, promote=False))
+
+
 class ClusterLoad:
     """One producer, the consumers and a reaper, each on its own cluster
     client, each recording its calls in its own history file."""
 
     def __init__(self, cluster: EmbeddedCluster, names: list[str], rate: float, consumers: int,
-                 hear: Progress, history_dir: Path) -> None:
+                 hear: Progress, history_dir: Path, policies: LoadPolicies | None = None) -> None:
         keys = [QueueKeys(n) for n in names]
         self.producer_stop, self.consumers_stop = Stop(), Stop()
         self.fault = FaultNow()
@@ -76,11 +91,11 @@ class ClusterLoad:
             self.histories.append(history)
             return HistoryCalls(RedisCalls(cluster_client(cluster)), history, process, fault=self.fault)
 
-        self.producer = Producer(calls("producer"), keys, ProducerPolicy(rate=rate, payload=b"work",
-                                                                         backoff_s=PAUSE_AFTER_ERROR_S), hear)
-        drain = ConsumerPolicy(lease_ms=LEASE_MS, idle_s=0.005, backoff_s=PAUSE_AFTER_ERROR_S)
-        self.others: list[Any] = [Consumer(calls(f"consumer-{i}"), keys, drain, hear) for i in range(consumers)]
-        self.others.append(Pump(calls("pump"), keys, PumpPolicy(interval_s=REAP_EVERY_S, promote=False), hear))
+        chosen = policies or LoadPolicies.steady(rate)
+        self.producer = Producer(calls("producer"), keys, chosen.producer, hear)
+        self.others: list[Any] = [Consumer(calls(f"consumer-{i}"), keys, chosen.consumer, hear)
+                                  for i in range(consumers)]
+        self.others.append(Pump(calls("pump"), keys, chosen.pump, hear))
         self.threads: list[threading.Thread] = []
 
     def start(self) -> None:

@@ -224,6 +224,17 @@ def _failover(r: Record) -> Iterator[Headline]:
                              [(f"failover.{row['metric']}", row.get("value"), str(row.get("unit", "")), LOWER)])
 
 
+RESHARD_FIGURES = ("failed_calls", "lost", "in_no_set", "without_row", "in_two_places")
+
+
+@extracts("reshard")
+def _reshard(r: Record) -> Iterator[Headline]:
+    for row in r.tables.get("reshard", ()):
+        if row.get("metric") in RESHARD_FIGURES:
+            yield from _each(row.get("server"), row.get("version"),
+                             [(f"reshard.{row['metric']}", row.get("value"), str(row.get("unit", "")), LOWER)])
+
+
 def headlines(record: Record) -> list[Headline]:
     """The record's headline figures; none for a kind that has none (the main
     job's folder, whose parts are records of their own)."""

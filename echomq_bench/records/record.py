@@ -53,7 +53,7 @@ SCHEMA = 3
 # and the results history its headline extractor (records.headlines).
 # "run" is the main job's folder that holds one folder per part.
 KINDS = ("run", "check", "verbs", "compare", "lease", "reapcost", "consumers", "capacity", "faults", "peers", "gate",
-         "counts", "failover")
+         "counts", "failover", "reshard")
 CONTAINER = "run"
 _HEAD = ("kind", "schema")
 

@@ -43,7 +43,7 @@ CLI_CASES: list[tuple[list[str], str]] = [
     ]],
     # every other command parses --server the same way, before it starts anything
     *[([cmd, "--server", "nonsense"], "bad server spec 'nonsense'")
-      for cmd in ("capacity", "compare", "gate", "reapcost", "lease", "peers", "failover")],
+      for cmd in ("capacity", "compare", "gate", "reapcost", "lease", "peers", "failover", "reshard")],
     (["check", "--server", "x=redis-server --no-such-directive 1"], "Bad directive"),
     # faults: its own options
     (["faults", "--scenario", "meteor"], "invalid choice: 'meteor'"),
@@ -72,6 +72,7 @@ CLI_CASES: list[tuple[list[str], str]] = [
         ["compare", "--duration", "5"], ["compare", "--slot", "0.25"], ["lease", "--duration", "60"],
         ["lease", "--reap-every", "250"], ["lease", "--recovery-tolerance", "3000"], ["lease", "--leases", "1s,2"],
         ["failover", "--before", "2"], ["failover", "--after", "2"], ["peers", "--timeout", "600"],
+        ["reshard", "--moving", "3"],
         ["reapcost", "--cadence", "100"],
     )],
     (["capacity", "--duration", "10"], "10s, 1.5s, 2m"),

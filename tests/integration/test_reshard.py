@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -19,7 +20,9 @@ import redis
 
 from echomq import Queue, ServerUnavailableError, SlotMigratingError, mint
 from echomq.keys import QueueKeys
-from echomq_bench.servers import EmbeddedCluster, start
+from echomq_bench.cli import main
+from echomq_bench.commands.reshard import run_reshard
+from echomq_bench.servers import EmbeddedCluster, parse_server_spec, start
 from echomq_bench.servers.cluster import ClusterNode
 from echomq_bench.servers.slotmove import SlotMove
 from echomq_bench.servers.spec import CLUSTER_WORDS
@@ -160,3 +163,22 @@ def _finish_and_drain(cluster: EmbeddedCluster, move: SlotMove, queue: Queue, se
     left_active = {m.decode() for m in client.zrange(after.keys.active, 0, -1)}
     assert done | left_active == expected and len(left_active) == 1
     assert client.zcard(after.keys.dead) == len(sets["dead"]) + damaged
+
+
+# --------------------------------------------------------------------------
+# The command: a slot moved back and forth under load
+
+
+@pytest.mark.parametrize("build", list(CLUSTER_WORDS))
+def test_moving_a_slot_under_load_loses_nothing_and_strands_nothing(build: str, tmp_path: Path) -> None:
+    result = run_reshard(parse_server_spec(build), queues=2, moving_s=1.0, history_dir=tmp_path)
+    assert result.moves >= 1 and result.keys_moved > 0
+    assert (result.report.lost, result.report.in_two_places, result.in_no_set, result.without_row) == (0, 0, 0, 0)
+    assert result.report.enqueued > 0 and result.report.passed
+    assert result.history["passed"] and result.history["counts"]["lost"] == 0
+    assert result.passed
+
+
+def test_reshard_refuses_a_cluster_it_did_not_start(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reshard", "--server", "redis://127.0.0.1:6379"]) == 2
+    assert "reshard needs a local cluster it may move slots on" in capsys.readouterr().err

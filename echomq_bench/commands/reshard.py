@@ -1,0 +1,265 @@
+"""Move a queue's cluster slot between two masters under load, key by key,
+and audit where every job went.
+
+A local cluster (no replicas: nothing is killed) runs the failover's small
+steady load (`echomq_bench.faults.clusterload`): one producer over Q queues
+spread across the masters, consumers that claim and complete, a pump that
+reaps. Meanwhile the slot of queue 0 is moved to another master and back,
+again and again, as `redis-cli --cluster reshard` moves a slot: IMPORTING
+and MIGRATING, then MIGRATE a few keys at a time, then SETSLOT NODE
+(`echomq_bench.servers.slotmove`). All along some of the queue's keys are on
+one node and some on the other, and the scripts must refuse whatever they
+cannot do whole there.
+
+After a drain the client ledger is checked against the server's sets
+(`echomq_bench.load.audit`), every job row is looked for in a set and every
+set member for its row, and the history check classifies every job from
+the calls each role recorded, stamped with the fault while the slot moves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from echomq.keys import QueueKeys
+from echomq_bench.faults.clusterload import PAUSE_AFTER_ERROR_S, ClusterLoad, LoadPolicies, Progress, cluster_client
+from echomq_bench.faults.historyrun import places
+from echomq_bench.load.audit import AuditReport, audit
+from echomq_bench.load.engine import now
+from echomq_bench.load.policy import ConsumerPolicy, ProducerPolicy, PumpPolicy
+from echomq_bench.load.recorders import LedgerRecorder
+from echomq_bench.measurement.historycheck import check_files
+from echomq_bench.records.record import Record
+from echomq_bench.servers import BUILTIN_BINARIES, EmbeddedCluster, ServerSpec, ServerSpecError
+from echomq_bench.servers import format_placements, queue_slot, spread_queues
+from echomq_bench.servers.slotmove import SlotMove
+
+__all__ = ["ReshardResult", "reshard_spec", "run_reshard", "reshard_record", "configure", "run"]
+
+CONSUMERS = 2
+BACKLOG = 200  # pending jobs the producer keeps per queue: the rows a move splits from their sets
+LEASE_MS = 500
+MAX_ATTEMPTS = 3
+FAULT = "reshard"  # the fault kind the history names, while the slot moves
+KEYS_PER_MIGRATE = 1  # one, so that the queue spends most of the move split across two nodes
+PAUSE_S = 0.005  # between MIGRATE calls: the load runs in the gaps
+DRAIN_S = 10.0
+HISTORY_FIGURES = ("lost", "recovered", "unexpected", "duplicated", "token_fell", "stale_accepted", "lease_overlap")
+
+
+@dataclass(frozen=True)
+class ReshardResult:
+    name: str
+    version: str
+    queues: list[str]
+    slot: int
+    moves: int          # whole moves of the slot, each to the other master
+    keys_moved: int
+    moving_s: float     # how long the slot was moving, all moves together
+    load_s: float
+    errors: dict[str, int]
+    ops: int
+    in_no_set: int      # job rows whose id no set of their queue holds: stranded
+    without_row: int    # set members with no row: a job that can never run
+    doubt_enqueue: int
+    doubt_enqueue_found: int
+    doubt_complete: int
+    doubt_complete_gone: int
+    report: AuditReport
+    history: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return (self.report.passed and self.in_no_set == 0 and self.without_row == 0
+                and bool(self.history.get("passed", True)))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "report"}
+        out["audit"] = self.report.to_dict()
+        out["passed"] = self.passed
+        return out
+
+
+def reshard_spec(spec: ServerSpec) -> ServerSpec:
+    """A local cluster spec; `redis` and `valkey` mean their cluster. A cluster
+    given by URL is refused: this command moves slots, which is no test to
+    run on a cluster someone uses."""
+    if spec.kind == "embedded" and spec.name in BUILTIN_BINARIES and not spec.args:
+        spec = ServerSpec(name=f"{spec.name}-cluster", kind="cluster", binary=spec.binary)
+    if spec.kind != "cluster" or spec.url is not None:
+        raise ServerSpecError(f"reshard needs a local cluster it may move slots on (redis-cluster, "
+                              f"valkey-cluster), not {spec}")
+    return spec
+
+
+def run_reshard(spec: ServerSpec, *, queues: int = 3, claim_rate: float = 300.0, moving_s: float = 3.0,
+                log: Any = None, history_dir: Path | None = None) -> ReshardResult:
+    """Start the cluster, load it, move queue 0's slot back and forth for
+    `moving_s`, drain, audit and check the history (kept in `history_dir`,
+    else in a temporary folder). The cluster is stopped on the way out."""
+    say = log or (lambda text: None)
+    cluster = EmbeddedCluster(reshard_spec(spec))
+    try:
+        with ExitStack() as stack:
+            if history_dir is None:
+                history_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="reshard-history-")))
+            history_dir.mkdir(parents=True, exist_ok=True)
+            return _run(cluster, queues, claim_rate, moving_s, say, history_dir)
+    finally:
+        cluster.stop()
+
+
+def _run(cluster: EmbeddedCluster, queues: int, claim_rate: float, moving_s: float, say: Any,
+         history_dir: Path) -> ReshardResult:
+    placements = spread_queues(cluster, queues, prefix="rs")
+    say(format_placements(placements))
+    names = [p.queue for p in placements]
+    progress = Progress(LedgerRecorder())
+    load = ClusterLoad(cluster, names, claim_rate, CONSUMERS, progress, history_dir, _policies(claim_rate))
+    t_load = now()
+    load.start()
+    time.sleep(0.5)  # the load in its stride before the first move
+    load.fault.kind = FAULT
+    slot = queue_slot(names[0])
+    moves, keys_moved, t_moving = _move_for(cluster, slot, placements[0].node, moving_s, say)
+    load.fault.kind = None
+    time.sleep(0.5)
+    load.stop_producer()
+    load_s = now() - t_load
+    _drain(cluster, names)
+    load.stop()
+    client = cluster_client(cluster)
+    final: dict[str, set[str]] = {}
+    for name in names:
+        for place, ids in places(client, QueueKeys(name)).items():
+            final.setdefault(place, set()).update(ids)
+    in_no_set, without_row = _strays(cluster, names, set().union(*final.values()))
+    doubts = progress.ledger.resolve(set().union(*final.values()))
+    return ReshardResult(
+        name=cluster.name, version=cluster.version(), queues=names, slot=slot, moves=moves,
+        keys_moved=keys_moved, moving_s=t_moving, load_s=load_s,
+        errors=dict(progress.ledger.errors), ops=progress.ops, in_no_set=in_no_set, without_row=without_row,
+        doubt_enqueue=doubts.enqueue, doubt_enqueue_found=doubts.enqueue_found, doubt_complete=doubts.complete,
+        doubt_complete_gone=doubts.complete_gone, report=audit(client, names, progress.ledger.ledger),
+        history=check_files(history_dir.glob("*.jsonl"), final).to_dict())
+
+
+def _policies(claim_rate: float) -> LoadPolicies:
+    """Every verb under the move: a standing backlog, consumers at `claim_rate` claims/s
+    that retry some jobs (schedule, promote) and abandon some (reap, dead set)."""
+    return LoadPolicies(
+        ProducerPolicy(backlog=BACKLOG, payload=b"work", backoff_s=PAUSE_AFTER_ERROR_S),
+        ConsumerPolicy(lease_ms=LEASE_MS, rate=claim_rate / CONSUMERS, fail_rate=0.2, crash_rate=0.05,
+                       retry_delay_ms=50, max_attempts=MAX_ATTEMPTS, backoff_s=PAUSE_AFTER_ERROR_S),
+        PumpPolicy(interval_s=0.05, promote=True, max_attempts=MAX_ATTEMPTS))
+
+
+def _move_for(cluster: EmbeddedCluster, slot: int, owner: str, seconds: float, say: Any) -> tuple[int, int, float]:
+    """Move `slot` from its `owner` to another master and back until `seconds`
+    have passed (at least once): the moves, the keys moved, the time spent moving."""
+    masters = cluster.masters()
+    moves = keys_moved = 0
+    start = time.monotonic()
+    while moves == 0 or time.monotonic() - start < seconds:
+        source = next(m for m in masters if m.name == owner)
+        target = next(m for m in masters if m.name != owner)
+        move = SlotMove(slot, source, target)
+        move.begin()
+        while moved := move.move_batch(KEYS_PER_MIGRATE):
+            keys_moved += moved
+            time.sleep(PAUSE_S)
+        move.finish(masters)
+        owner = target.name
+        moves += 1
+    spent = time.monotonic() - start
+    say(f"moved slot {slot} {moves} times between masters: {keys_moved} keys in {spent:.2f} s")
+    return moves, keys_moved, spent
+
+
+def _drain(cluster: EmbeddedCluster, names: list[str]) -> None:
+    """Let the consumers empty the queues: a lease lost in a refused call comes back when reap finds it."""
+    client = cluster_client(cluster)
+    deadline = time.monotonic() + DRAIN_S
+    while time.monotonic() < deadline:
+        kinds = ("pending", "active", "schedule")
+        if sum(int(client.zcard(getattr(QueueKeys(n), kind))) for n in names for kind in kinds) == 0:
+            return
+        time.sleep(0.1)
+
+
+def _strays(cluster: EmbeddedCluster, names: list[str], in_sets: set[str]) -> tuple[int, int]:
+    """Rows whose id no set holds, and set members without a row, over every node."""
+    client = cluster_client(cluster)
+    rows: set[str] = set()
+    for name in names:
+        prefix = QueueKeys(name).job("")
+        rows.update(k.decode()[len(prefix):] for k in client.scan_iter(match=f"{prefix}*", count=1000))
+    return len(rows - in_sets), len(in_sets - rows)
+
+
+# --------------------------------------------------------------------------
+# CLI
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Move a queue's slot between two masters of a local cluster, key by key, under a small load; "
+        "audit every job. --server redis|valkey means their cluster."
+    )
+    from echomq_bench.options import add_out, duration_s
+
+    parser.add_argument("--queues", type=int, default=3, metavar="N", help="queues spread over the masters (default 3)")
+    parser.add_argument("--claim-rate", type=float, default=300.0, metavar="CLAIMS_PER_S",
+                        help="claims/s over all queues, by two consumers; the producer keeps a backlog "
+                             f"of {BACKLOG} per queue (default 300)")
+    parser.add_argument("--moving", type=duration_s, default=3.0, metavar="DURATION",
+                        help="how long to keep moving queue 0's slot back and forth, e.g. 3s (default 3s)")
+    add_out(parser, "results/<time>-reshard")
+
+
+def run(args: argparse.Namespace) -> int:
+    from echomq_bench.records import meta
+    from echomq_bench.records.files import new_run_dir
+    from echomq_bench.records.writer import write_record
+    from echomq_bench.report import record_text
+
+    if not 1 <= args.queues <= 1000 or not 1 <= args.claim_rate <= 100_000 or not 0 < args.moving <= 3600:
+        print("echomq-bench reshard: error: --queues 1..1000, --claim-rate 1..100000, --moving above 0 and at "
+              "most 1h", file=sys.stderr)
+        return 2
+    specs = [reshard_spec(s) for s in args.server]  # refuses a URL before anything starts
+    out = new_run_dir("reshard", args.out)
+    results = [run_reshard(spec, queues=args.queues, claim_rate=args.claim_rate, moving_s=args.moving,
+                           log=lambda text: print(text, file=sys.stderr, flush=True),
+                           history_dir=out / "history" / spec.name) for spec in specs]
+    info = meta.collect([], queues=args.queues, claim_rate=args.claim_rate, moving_s=args.moving,
+                        specs=[str(s) for s in specs])
+    write_record(out, reshard_record(results, info))
+    print(record_text(out))
+    print(f"results: {out}")
+    return 0 if all(r.passed for r in results) else 1
+
+
+def reshard_record(results: list[ReshardResult], info: dict[str, Any]) -> Record:
+    """The run as it is written: the results in summary.json, one tidy row per figure."""
+    rows = []
+    for r in results:
+        for metric, value, unit in (
+            ("moves", r.moves, "moves"), ("keys_moved", r.keys_moved, "keys"), ("moving", r.moving_s, "s"),
+            ("failed_calls", sum(r.errors.values()), "calls"), ("calls", r.ops, "calls"), ("load", r.load_s, "s"),
+            ("enqueued", r.report.enqueued, "jobs"), ("lost", r.report.lost, "jobs"),
+            ("in_no_set", r.in_no_set, "jobs"), ("without_row", r.without_row, "jobs"),
+            ("in_two_places", r.report.in_two_places, "jobs"), ("audit_passed", int(r.report.passed), "bool"),
+            *((f"history_{k}", (r.history.get("counts") or {}).get(k), "jobs") for k in HISTORY_FIGURES),
+            ("history_passed", int(bool(r.history.get("passed"))) if r.history else None, "bool"),
+        ):
+            rows.append({"server": r.name, "version": r.version, "metric": metric, "value": value, "unit": unit})
+    return Record(kind="reshard", summary={"runs": [r.to_dict() for r in results]}, meta=info,
+                  tables={"reshard": rows})

@@ -1,0 +1,101 @@
+"""The report's section for a `reshard` run: a queue's slot moved between
+two masters, key by key, under load; how often and how much moved, which
+calls the cluster refused meanwhile, where every job went (the audit, the
+rows in no set, the members without a row), and the history check.
+
+The tables have a row per figure and a column per cluster, as failover's;
+every figure is read from summary.json.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import pandas as pd
+
+from echomq_bench.records.files import Run
+from echomq_bench.report.context import context_lines
+from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
+from echomq_bench.report.historytables import LEGEND as HISTORY_LEGEND
+from echomq_bench.report.kinds.failover import AUDIT_ROWS, HISTORY_ROWS
+
+__all__ = ["section"]
+
+Row = tuple[str, Callable[[Mapping[str, Any]], Any]]
+
+
+def _runs(run: Run) -> list[Mapping[str, Any]]:
+    return [r for r in run.summary.get("runs") or [] if isinstance(r, Mapping)]
+
+
+def _part(name: str) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+    def of(r: Mapping[str, Any]) -> Mapping[str, Any]:
+        value = r.get(name)
+        return value if isinstance(value, Mapping) else {}
+    return of
+
+
+def _failed(r: Mapping[str, Any]) -> str:
+    errors = r.get("errors") or {}
+    by_error = ", ".join(f"{k} {v}" for k, v in sorted(errors.items()))
+    return f"{sum(errors.values())} of {r.get('ops', '?')}" + (f" ({by_error})" if by_error else "")
+
+
+def _moves(r: Mapping[str, Any]) -> str:
+    moving = r.get("moving_s")
+    spent = f" in {float(moving):.2f} s" if moving is not None else ""
+    return f"{r.get('moves', '?')} moves, {r.get('keys_moved', '?')} keys{spent}"
+
+
+MOVE_ROWS: list[Row] = [
+    ("version", lambda r: r.get("version", "?")),
+    ("queues", lambda r: ", ".join(map(str, r.get("queues") or ())) or "?"),
+    ("slot moved (queue 0's)", lambda r: r.get("slot", "?")),
+    ("moves between two masters", _moves),
+    ("calls that failed", _failed),
+    ("job rows in no set (must be 0)", lambda r: r.get("in_no_set", "?")),
+    ("set members without a row (must be 0)", lambda r: r.get("without_row", "?")),
+    ("enqueues in doubt", lambda r: f"{r.get('doubt_enqueue', '?')} ({r.get('doubt_enqueue_found', '?')} found "
+                                    "on the server, so counted)"),
+    ("completes in doubt", lambda r: f"{r.get('doubt_complete', '?')} ({r.get('doubt_complete_gone', '?')} rows "
+                                     "gone, so counted completed)"),
+    ("run", lambda r: "PASS" if r.get("passed") else "FAIL"),
+]
+
+
+def _faulted(h: Mapping[str, Any]) -> str:
+    counts = (h.get("by_fault") or {}).get("reshard")
+    if not isinstance(counts, Mapping):
+        return "none"
+    return ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "none"
+
+
+# Failover's rows but its fault's: the jobs whose calls met the slot moving.
+RESHARD_HISTORY_ROWS: list[Row] = [row for row in HISTORY_ROWS if not row[0].startswith("under the failover")]
+RESHARD_HISTORY_ROWS.insert(-1, ("while the slot moved", _faulted))
+
+
+def _table(runs: list[Mapping[str, Any]], rows: list[Row],
+           of: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> pd.DataFrame:
+    names = [str(r.get("name", "?")) for r in runs]
+    names = [n if names.count(n) == 1 else f"{n} ({k + 1})" for k, n in enumerate(names)]
+    return pd.DataFrame([{"figure": label, **{n: str(get(of(r))) for n, r in zip(names, runs)}}
+                         for label, get in rows])
+
+
+def section(run: Run, out: Path) -> list[Block]:
+    runs = _runs(run)
+    blocks: list[Block] = [
+        Heading("A queue's slot moved under load", anchor="reshard"),
+        Para("Queue 0's slot moves to another master and back, again and again, a few keys per MIGRATE, while a "
+             "steady load enqueues, claims, completes and reaps. Meanwhile some of the queue's keys are on one node "
+             "and some on the other; a call that cannot run whole there is refused, and the audit then accounts for "
+             "every job enqueued (echomq-bench reshard)."),
+        Table(_table(runs, MOVE_ROWS, lambda r: r), "The moves and what they left, per cluster", id="reshard-table"),
+        Table(_table(runs, AUDIT_ROWS, _part("audit")), "The audit of every job, per cluster", id="reshard-audit"),
+    ]
+    if any(_part("history")(r) for r in runs):
+        blocks += [Table(_table(runs, RESHARD_HISTORY_ROWS, _part("history")), "The history check of every job, per "
+                         "cluster", id="reshard-history"), Notes([HISTORY_LEGEND])]
+    return blocks + [Notes(context_lines(run, trials="one run of moves per cluster"))]
