@@ -213,7 +213,8 @@ def _peers(r: Record) -> Iterator[Headline]:
             (f"peers.{name}.commands_per_job", q.get("commands_per_job"), "commands", LOWER)])
 
 
-FAILOVER_FIGURES = ("kill_to_promoted", "kill_to_ready", "kill_to_resumed", "failed_calls", "lost", "in_two_places")
+FAILOVER_FIGURES = ("kill_to_promoted", "kill_to_ready", "kill_to_resumed", "kill_to_claim_only", "failed_calls",
+                    "lost", "in_two_places")
 
 
 @extracts("failover")
