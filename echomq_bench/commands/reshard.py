@@ -124,17 +124,19 @@ def _run(cluster: EmbeddedCluster, queues: int, claim_rate: float, moving_s: flo
     progress = Progress(LedgerRecorder())
     load = ClusterLoad(cluster, names, claim_rate, CONSUMERS, progress, history_dir, _policies(claim_rate))
     t_load = now()
-    load.start()
-    time.sleep(0.5)  # the load in its stride before the first move
-    load.fault.kind = FAULT
     slot = queue_slot(names[0])
-    moves, keys_moved, t_moving = _move_for(cluster, slot, placements[0].node, moving_s, say)
-    load.fault.kind = None
-    time.sleep(0.5)
-    load.stop_producer()
-    load_s = now() - t_load
-    _drain(cluster, names)
-    load.stop()
+    load.start()
+    try:  # a move that fails (a MIGRATE refused) stops the load before it is raised
+        time.sleep(0.5)  # the load in its stride before the first move
+        load.fault.kind = FAULT
+        moves, keys_moved, t_moving = _move_for(cluster, slot, placements[0].node, moving_s, say)
+        load.fault.kind = None
+        time.sleep(0.5)
+        load.stop_producer()
+        load_s = now() - t_load
+        _drain(cluster, names)
+    finally:
+        load.stop()
     client = cluster_client(cluster)
     final: dict[str, set[str]] = {}
     for name in names:
