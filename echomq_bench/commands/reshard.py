@@ -20,6 +20,7 @@ the calls each role recorded, stamped with the fault while the slot moves.
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import tempfile
 import time
@@ -27,6 +28,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import redis
 
 from echomq.keys import QueueKeys
 from echomq_bench.faults.clusterload import PAUSE_AFTER_ERROR_S, ClusterLoad, LoadPolicies, Progress, cluster_client
@@ -49,6 +52,7 @@ LEASE_MS = 500
 MAX_ATTEMPTS = 3
 FAULT = "reshard"  # the fault kind the history names, while the slot moves
 KEYS_PER_MIGRATE = 1  # one, so that the queue spends most of the move split across two nodes
+LISTED_KEYS = 1000  # keys listed, then shuffled, at a time
 PAUSE_S = 0.005  # between MIGRATE calls: the load runs in the gaps
 DRAIN_S = 10.0
 HISTORY_FIGURES = ("lost", "recovered", "unexpected", "duplicated", "token_fell", "stale_accepted", "lease_overlap")
@@ -63,6 +67,7 @@ class ReshardResult:
     moves: int          # whole moves of the slot, each to the other master
     keys_moved: int
     moving_s: float     # how long the slot was moving, all moves together
+    move_refused: str | None  # a MIGRATE the target refused (a key written there twice), which failed the run
     load_s: float
     errors: dict[str, int]
     ops: int
@@ -78,7 +83,7 @@ class ReshardResult:
     @property
     def passed(self) -> bool:
         return (self.report.passed and self.in_no_set == 0 and self.without_row == 0
-                and bool(self.history.get("passed", True)))
+                and self.move_refused is None and bool(self.history.get("passed", True)))
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "report"}
@@ -129,7 +134,7 @@ def _run(cluster: EmbeddedCluster, queues: int, claim_rate: float, moving_s: flo
     try:  # a move that fails (a MIGRATE refused) stops the load before it is raised
         time.sleep(0.5)  # the load in its stride before the first move
         load.fault.kind = FAULT
-        moves, keys_moved, t_moving = _move_for(cluster, slot, placements[0].node, moving_s, say)
+        moved = _move_for(cluster, slot, placements[0].node, moving_s, say)
         load.fault.kind = None
         time.sleep(0.5)
         load.stop_producer()
@@ -145,8 +150,8 @@ def _run(cluster: EmbeddedCluster, queues: int, claim_rate: float, moving_s: flo
     in_no_set, without_row = _strays(cluster, names, set().union(*final.values()))
     doubts = progress.ledger.resolve(set().union(*final.values()))
     return ReshardResult(
-        name=cluster.name, version=cluster.version(), queues=names, slot=slot, moves=moves,
-        keys_moved=keys_moved, moving_s=t_moving, load_s=load_s,
+        name=cluster.name, version=cluster.version(), queues=names, slot=slot, moves=moved.done,
+        keys_moved=moved.keys, moving_s=moved.seconds, move_refused=moved.refused, load_s=load_s,
         errors=dict(progress.ledger.errors), ops=progress.ops, in_no_set=in_no_set, without_row=without_row,
         doubt_enqueue=doubts.enqueue, doubt_enqueue_found=doubts.enqueue_found, doubt_complete=doubts.complete,
         doubt_complete_gone=doubts.complete_gone, report=audit(client, names, progress.ledger.ledger),
@@ -163,9 +168,17 @@ def _policies(claim_rate: float) -> LoadPolicies:
         PumpPolicy(interval_s=0.05, promote=True, max_attempts=MAX_ATTEMPTS))
 
 
-def _move_for(cluster: EmbeddedCluster, slot: int, owner: str, seconds: float, say: Any) -> tuple[int, int, float]:
+@dataclass(frozen=True)
+class Moves:
+    done: int            # whole moves
+    keys: int            # keys moved, all moves together
+    seconds: float       # time spent moving
+    refused: str | None = None  # a MIGRATE the target refused, which stopped the moves
+
+
+def _move_for(cluster: EmbeddedCluster, slot: int, owner: str, seconds: float, say: Any) -> Moves:
     """Move `slot` from its `owner` to another master and back until `seconds`
-    have passed (at least once): the moves, the keys moved, the time spent moving."""
+    have passed (at least once), or until a MIGRATE is refused."""
     masters = cluster.masters()
     moves = keys_moved = 0
     start = time.monotonic()
@@ -174,15 +187,28 @@ def _move_for(cluster: EmbeddedCluster, slot: int, owner: str, seconds: float, s
         target = next(m for m in masters if m.name != owner)
         move = SlotMove(slot, source, target)
         move.begin()
-        while moved := move.move_batch(KEYS_PER_MIGRATE):
-            keys_moved += moved
-            time.sleep(PAUSE_S)
+        # In a shuffled order, not GETKEYSINSLOT's: that one tends to move rows
+        # before the sets, and every split of sets from rows is to be met.
+        order = random.Random(f"{slot}:{moves}")
+        while left := move.keys_left(LISTED_KEYS):
+            order.shuffle(left)
+            for at in range(0, len(left), KEYS_PER_MIGRATE):
+                try:
+                    move.move(left[at:at + KEYS_PER_MIGRATE])
+                except redis.exceptions.ResponseError as exc:
+                    # BUSYKEY: a script wrote a key on the target that the source
+                    # still holds. The move cannot finish; the slot stays split.
+                    refused = f"MIGRATE {left[at:at + KEYS_PER_MIGRATE]!r} refused: {exc}"
+                    say(f"move {moves + 1} of slot {slot} stopped: {refused}")
+                    return Moves(moves, keys_moved, time.monotonic() - start, refused)
+                keys_moved += len(left[at:at + KEYS_PER_MIGRATE])
+                time.sleep(PAUSE_S)
         move.finish(masters)
         owner = target.name
         moves += 1
     spent = time.monotonic() - start
     say(f"moved slot {slot} {moves} times between masters: {keys_moved} keys in {spent:.2f} s")
-    return moves, keys_moved, spent
+    return Moves(moves, keys_moved, spent)
 
 
 def _drain(cluster: EmbeddedCluster, names: list[str]) -> None:
@@ -255,6 +281,7 @@ def reshard_record(results: list[ReshardResult], info: dict[str, Any]) -> Record
     for r in results:
         for metric, value, unit in (
             ("moves", r.moves, "moves"), ("keys_moved", r.keys_moved, "keys"), ("moving", r.moving_s, "s"),
+            ("move_refused", int(r.move_refused is not None), "bool"),
             ("failed_calls", sum(r.errors.values()), "calls"), ("calls", r.ops, "calls"), ("load", r.load_s, "s"),
             ("enqueued", r.report.enqueued, "jobs"), ("lost", r.report.lost, "jobs"),
             ("in_no_set", r.in_no_set, "jobs"), ("without_row", r.without_row, "jobs"),

@@ -28,7 +28,7 @@ def _result() -> ReshardResult:
                         in_two_places=0, unknown=0, double_accepted=0, zombie_sent=0, zombie_accepted=0, refused=0,
                         refused_not_superseded=0, examples={})
     return ReshardResult(name="redis-cluster", version="redis 7.0.15", queues=["rs1", "rs0"], slot=3344, moves=2,
-                         keys_moved=408, moving_s=3.17, load_s=4.2, errors={"ServerUnavailableError": 35}, ops=5155,
+                         keys_moved=408, moving_s=3.17, move_refused=None, load_s=4.2, errors={"ServerUnavailableError": 35}, ops=5155,
                          in_no_set=0, without_row=0, doubt_enqueue=14, doubt_enqueue_found=0, doubt_complete=0,
                          doubt_complete_gone=0, report=audit, history=HISTORY)
 
@@ -45,6 +45,7 @@ def test_reshard_prints_the_moves_the_strays_the_audit_and_the_history(tmp_path:
     for figure, value in (("slot moved (queue 0's)", "3344"),
                           ("moves between two masters", "2 moves, 408 keys in 3.17 s"),
                           ("calls that failed", "35 of 5155 (ServerUnavailableError 35)"),
+                          ("a MIGRATE refused (must be none)", "none"),
                           ("job rows in no set (must be 0)", "0"), ("run", "PASS"), ("audit", "PASS"),
                           ("while the slot moved", "ok 179, indeterminate 14"), ("unknown", "14")):
         assert _row(text, figure) == [figure, value]
@@ -54,5 +55,6 @@ def test_reshard_prints_the_moves_the_strays_the_audit_and_the_history(tmp_path:
 def test_a_row_in_no_set_fails_the_run(tmp_path: Path) -> None:
     stranded = replace(_result(), in_no_set=1)
     assert not stranded.passed and _result().passed
+    assert not replace(_result(), move_refused="MIGRATE [b'k'] refused: BUSYKEY").passed
     write_record(tmp_path, reshard_record([stranded], META))
     assert _row(record_text(tmp_path), "run") == ["run", "FAIL"]

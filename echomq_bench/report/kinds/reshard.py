@@ -53,6 +53,7 @@ MOVE_ROWS: list[Row] = [
     ("queues", lambda r: ", ".join(map(str, r.get("queues") or ())) or "?"),
     ("slot moved (queue 0's)", lambda r: r.get("slot", "?")),
     ("moves between two masters", _moves),
+    ("a MIGRATE refused (must be none)", lambda r: r.get("move_refused") or "none"),
     ("calls that failed", _failed),
     ("job rows in no set (must be 0)", lambda r: r.get("in_no_set", "?")),
     ("set members without a row (must be 0)", lambda r: r.get("without_row", "?")),
