@@ -28,7 +28,8 @@ def _result() -> ReshardResult:
                         in_two_places=0, unknown=0, double_accepted=0, zombie_sent=0, zombie_accepted=0, refused=0,
                         refused_not_superseded=0, examples={})
     return ReshardResult(name="redis-cluster", version="redis 7.0.15", queues=["rs1", "rs0"], slot=3344, moves=2,
-                         keys_moved=408, moving_s=3.17, move_refused=None, load_s=4.2, errors={"ServerUnavailableError": 35}, ops=5155,
+                         keys_moved=408, moving_s=3.17, move_refused=None, load_s=4.2,
+                         errors={"ServerUnavailableError": 35}, ops=5155,
                          in_no_set=0, without_row=0, doubt_enqueue=14, doubt_enqueue_found=0, doubt_complete=0,
                          doubt_complete_gone=0, report=audit, history=HISTORY)
 
