@@ -9,11 +9,17 @@
   ("non local key"), but its open migration is read here the same way.
   CLUSTER NODES marks an open move on the node's own line as
   [<slot>->-<node>] or [<slot>-<-<node>]; a server without cluster support
-  answers with an error, and a missing row there is damage.
+  says so, and a missing row there is damage. Any other refusal (an ACL
+  without cluster|nodes) leaves the question open, so it is the call's
+  refusal too: a guess of "no cluster" would bury the job mid-move.
 ]]
 local function rowInFlight(jobKey)
   local nodes = redis.pcall('CLUSTER', 'NODES')
-  if type(nodes) ~= 'string' then return nil end
+  if type(nodes) ~= 'string' then
+    local why = type(nodes) == 'table' and nodes['err'] or 'CLUSTER NODES gave no text'
+    if string.find(why, 'cluster support disabled', 1, true) then return nil end
+    return why
+  end
   local slot = redis.call('CLUSTER', 'KEYSLOT', jobKey)
   local own = string.match(nodes, '[^\n]*myself[^\n]*') or ''
   if not string.find(own, '[' .. slot .. '-', 1, true) then return nil end
