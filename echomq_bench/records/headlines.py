@@ -217,12 +217,18 @@ FAILOVER_FIGURES = ("kill_to_promoted", "kill_to_ready", "kill_to_resumed", "kil
                     "lost", "in_two_places")
 
 
+def _lower_figures(r: Record, figures: tuple[str, ...]) -> Iterator[Headline]:
+    """The figures named, from the tidy table named as the record's kind: a cluster
+    audit's, where each is a count or a time and lower is better."""
+    for row in r.tables.get(r.kind, ()):
+        if row.get("metric") in figures:
+            yield from _each(row.get("server"), row.get("version"),
+                             [(f"{r.kind}.{row['metric']}", row.get("value"), str(row.get("unit", "")), LOWER)])
+
+
 @extracts("failover")
 def _failover(r: Record) -> Iterator[Headline]:
-    for row in r.tables.get("failover", ()):
-        if row.get("metric") in FAILOVER_FIGURES:
-            yield from _each(row.get("server"), row.get("version"),
-                             [(f"failover.{row['metric']}", row.get("value"), str(row.get("unit", "")), LOWER)])
+    return _lower_figures(r, FAILOVER_FIGURES)
 
 
 RESHARD_FIGURES = ("failed_calls", "lost", "in_no_set", "without_row", "in_two_places")
@@ -230,10 +236,7 @@ RESHARD_FIGURES = ("failed_calls", "lost", "in_no_set", "without_row", "in_two_p
 
 @extracts("reshard")
 def _reshard(r: Record) -> Iterator[Headline]:
-    for row in r.tables.get("reshard", ()):
-        if row.get("metric") in RESHARD_FIGURES:
-            yield from _each(row.get("server"), row.get("version"),
-                             [(f"reshard.{row['metric']}", row.get("value"), str(row.get("unit", "")), LOWER)])
+    return _lower_figures(r, RESHARD_FIGURES)
 
 
 def headlines(record: Record) -> list[Headline]:

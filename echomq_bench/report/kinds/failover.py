@@ -20,7 +20,7 @@ from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
 from echomq_bench.report.historytables import LEGEND as HISTORY_LEGEND, verdict
 
-__all__ = ["section"]
+__all__ = ["section", "per_cluster", "AUDIT_ROWS", "HISTORY_ROWS"]
 
 Row = tuple[str, Callable[[Mapping[str, Any]], Any]]
 
@@ -135,7 +135,7 @@ HISTORY_ROWS: list[Row] = [
 ]
 
 
-def _table(runs: list[Mapping[str, Any]], rows: list[Row], of: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+def per_cluster(runs: list[Mapping[str, Any]], rows: list[Row], of: Callable[[Mapping[str, Any]], Mapping[str, Any]]
            ) -> pd.DataFrame:
     names = [str(r.get("name", "?")) for r in runs]
     names = [n if names.count(n) == 1 else f"{n} ({k + 1})" for k, n in enumerate(names)]
@@ -163,11 +163,11 @@ def section(run: Run, out: Path) -> list[Block]:
              "from the kill. A call whose reply never came is in doubt: an enqueue whose id shows up anywhere is "
              "counted as enqueued, a complete whose row is gone as completed. The audit then accounts for every "
              "job enqueued (echomq-bench failover)."),
-        Table(_table(runs, _failover_rows(runs), lambda r: r), "Failover per cluster", id="failover-table"),
-        Table(_table(runs, AUDIT_ROWS, _audit), "The audit of every job, per cluster", id="failover-audit"),
+        Table(per_cluster(runs, _failover_rows(runs), lambda r: r), "Failover per cluster", id="failover-table"),
+        Table(per_cluster(runs, AUDIT_ROWS, _audit), "The audit of every job, per cluster", id="failover-audit"),
     ]
     if any(_history(r) for r in runs):
-        blocks += [Table(_table(runs, HISTORY_ROWS, _history), "The history check of every job, per cluster",
+        blocks += [Table(per_cluster(runs, HISTORY_ROWS, _history), "The history check of every job, per cluster",
                          id="failover-history"), Notes([HISTORY_LEGEND])]
     examples = _examples(runs)
     if examples:

@@ -12,13 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import pandas as pd
 
 from echomq_bench.records.files import Run
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
 from echomq_bench.report.historytables import LEGEND as HISTORY_LEGEND
-from echomq_bench.report.kinds.failover import AUDIT_ROWS, HISTORY_ROWS
+from echomq_bench.report.kinds.failover import AUDIT_ROWS, HISTORY_ROWS, per_cluster
 
 __all__ = ["section"]
 
@@ -77,14 +76,6 @@ RESHARD_HISTORY_ROWS: list[Row] = [row for row in HISTORY_ROWS if not row[0].sta
 RESHARD_HISTORY_ROWS.insert(-1, ("while the slot moved", _faulted))
 
 
-def _table(runs: list[Mapping[str, Any]], rows: list[Row],
-           of: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> pd.DataFrame:
-    names = [str(r.get("name", "?")) for r in runs]
-    names = [n if names.count(n) == 1 else f"{n} ({k + 1})" for k, n in enumerate(names)]
-    return pd.DataFrame([{"figure": label, **{n: str(get(of(r))) for n, r in zip(names, runs)}}
-                         for label, get in rows])
-
-
 def section(run: Run, out: Path) -> list[Block]:
     runs = _runs(run)
     blocks: list[Block] = [
@@ -93,10 +84,12 @@ def section(run: Run, out: Path) -> list[Block]:
              "steady load enqueues, claims, completes and reaps. Meanwhile some of the queue's keys are on one node "
              "and some on the other; a call that cannot run whole there is refused, and the audit then accounts for "
              "every job enqueued (echomq-bench reshard)."),
-        Table(_table(runs, MOVE_ROWS, lambda r: r), "The moves and what they left, per cluster", id="reshard-table"),
-        Table(_table(runs, AUDIT_ROWS, _part("audit")), "The audit of every job, per cluster", id="reshard-audit"),
+        Table(per_cluster(runs, MOVE_ROWS, lambda r: r), "The moves and what they left, per cluster",
+              id="reshard-table"),
+        Table(per_cluster(runs, AUDIT_ROWS, _part("audit")), "The audit of every job, per cluster", id="reshard-audit"),
     ]
     if any(_part("history")(r) for r in runs):
-        blocks += [Table(_table(runs, RESHARD_HISTORY_ROWS, _part("history")), "The history check of every job, per "
-                         "cluster", id="reshard-history"), Notes([HISTORY_LEGEND])]
+        blocks += [Table(per_cluster(runs, RESHARD_HISTORY_ROWS, _part("history")),
+                         "The history check of every job, per cluster", id="reshard-history"),
+                   Notes([HISTORY_LEGEND])]
     return blocks + [Notes(context_lines(run, trials="one run of moves per cluster"))]
