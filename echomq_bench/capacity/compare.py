@@ -46,16 +46,16 @@ from contextlib import ExitStack
 from dataclasses import replace
 from typing import Callable, Sequence
 
-from echomq_bench.capacity.compare_result import (HEADLINE, INTERLEAVE_TEXT, METRICS, Build, CompareResult,
-                                                  Trial)
+from echomq_bench.capacity.compare_result import (HEADLINE, INTERLEAVE_TEXT, METRICS, PAIR_BY, Build,
+                                                  CompareResult, Judging, Trial)
 from echomq_bench.capacity.result import CapacityResult
 from echomq_bench.capacity.runner import SLOT_S, measure, run_alternating
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings, refuse_clusters
-from echomq_bench.measurement.verdicts import MARGIN, precision_reached
+from echomq_bench.measurement.verdicts import precision_reached
 from echomq_bench.servers import ServerSpec, parse_server_spec
 
-__all__ = ["Build", "Trial", "CompareResult", "run_compare", "unique_builds", "as_build", "METRICS", "INTERLEAVE",
-           "INTERLEAVE_TEXT", "DEFAULT_TRIALS", "PRECISION_CAP", "SHARED_CORE_PIPELINE"]
+__all__ = ["Build", "Judging", "Trial", "CompareResult", "run_compare", "unique_builds", "as_build", "METRICS",
+           "INTERLEAVE", "PAIR_BY", "INTERLEAVE_TEXT", "DEFAULT_TRIALS", "PRECISION_CAP", "SHARED_CORE_PIPELINE"]
 
 Say = Callable[[str], None]
 DEFAULT_TRIALS = 10
@@ -93,16 +93,18 @@ def unique_builds(specs: Sequence[ServerSpec]) -> list[ServerSpec]:
 def run_compare(builds: Sequence[Build | ServerSpec | str],
                 settings: CapacitySettings = COMPARE_SETTINGS, trials: int = DEFAULT_TRIALS, *,
                 interleave: str = "together", slot_s: float = SLOT_S, progress: Say | None = None,
-                margin: float = MARGIN, precision: float | None = None) -> CompareResult:
+                judging: Judging | None = None) -> CompareResult:
     """Every build `trials` times, each trial on fresh servers; with
-    `precision`, fewer once the headline's interval is that tight.
+    `judging.precision`, fewer once the headline's interval is that tight.
 
     interleave="together": each trial starts every build's server and loads
     them all at once on one core; "slot": in turns of `slot_s` seconds;
     "trial": one whole run per build, A B A B (see the module's docstring).
+    `judging.pair_by` says which build each ratio is against (compare_result.PAIR_BY).
     A build may be a Build, a ServerSpec or SPEC text ("valkey"); a name
     given twice becomes NAME, NAME-2, ... (an A/A check).
     """
+    judging = judging or Judging()
     given = [as_build(b) for b in builds]
     refuse_clusters(b.spec for b in given)
     runs = [Build(spec, b.lua_dir) for spec, b in zip(unique_builds([b.spec for b in given]), given)]
@@ -112,6 +114,8 @@ def run_compare(builds: Sequence[Build | ServerSpec | str],
         raise CapacityError(f"compare needs at least 2 trials, got {trials}")
     if interleave not in INTERLEAVE:
         raise CapacityError(f"interleave must be one of {', '.join(INTERLEAVE)}, got {interleave!r}")
+    if judging.pair_by not in PAIR_BY:
+        raise CapacityError(f"pair_by must be one of {', '.join(PAIR_BY)}, got {judging.pair_by!r}")
     settings.check()
     settings = replace(settings, queues=settings.queues or 1)
     if interleave == "slot" and settings.rate is not None:
@@ -129,8 +133,9 @@ def run_compare(builds: Sequence[Build | ServerSpec | str],
                 result = measure(build.spec, run_settings, lua_dir=build.lua_dir, progress=_prefixed(say, prefix))
                 done.append(Trial(build.name, i + 1, len(done) + 1, result))
                 say(f"{prefix} {_line(build.name, result)}")
-        out = CompareResult(tuple(runs), settings, tuple(done), margin=margin, interleave=interleave,
-                            precision=precision)
+        out = CompareResult(tuple(runs), settings, tuple(done), margin=judging.margin, interleave=interleave,
+                            precision=judging.precision, pair_by=judging.pair_by)
+        precision = judging.precision
         if precision is not None and _precise(out, precision):
             say(f"stopped after {i + 1} trials: every build's {METRICS[HEADLINE][2]} interval is within "
                 f"±{precision:.1%}")
@@ -140,7 +145,9 @@ def run_compare(builds: Sequence[Build | ServerSpec | str],
 
 def _precise(out: CompareResult, precision: float) -> bool:
     """Every build's headline ratios, over the trials that count, give an interval within ±precision."""
-    for build in out.builds[1:]:
+    for build in out.builds:
+        if out.baseline_of(build.name) == build.name:
+            continue
         ratios = [r for r, ok in zip(out.trial_ratios(build.name, HEADLINE), out.saturated(build.name)) if ok]
         if not precision_reached(ratios, precision):
             return False

@@ -29,7 +29,8 @@ from echomq_bench.measurement.stats import round_ratio
 from echomq_bench.measurement.verdicts import INCONCLUSIVE, LEVEL, MARGIN, METHOD, MIN_TRIALS, Verdict, judge
 from echomq_bench.servers import ServerSpec
 
-__all__ = ["Build", "Trial", "CompareResult", "METRICS", "INTERLEAVE_TEXT", "HEADLINE", "CLOSED_LOOP_P99"]
+__all__ = ["Build", "Judging", "Trial", "CompareResult", "METRICS", "INTERLEAVE_TEXT", "HEADLINE", "CLOSED_LOOP_P99",
+           "PAIR_BY"]
 
 HEADLINE = "server_us"
 CLOSED_LOOP_P99 = "not judged: in closed loop the p99 is the driver's own queue; give --rate for a latency verdict"
@@ -38,6 +39,14 @@ INTERLEAVE_TEXT = {
     "slot": "builds take turns in slots, random order per round, fresh servers per trial",
     "trial": "one whole run per build, A B A B, a fresh server per run",
 }
+# Which build each build's ratio is against. `allocator`: the first build
+# given of the same allocator, so that a ratio reads a version's effect apart
+# from the allocator's (jemalloc builds against redis7.0, libc builds against
+# redis6.2 in the main job); every build still shares each trial with all.
+PAIR_BY = {
+    "first": "every build against the first",
+    "allocator": "each build against the first build given of its own allocator",
+}
 
 # summary name -> (how to read it from a result, higher is better, label)
 METRICS: dict[str, tuple[Callable[[CapacityResult], float], bool, str]] = {
@@ -45,6 +54,16 @@ METRICS: dict[str, tuple[Callable[[CapacityResult], float], bool, str]] = {
     "throughput": (lambda r: r.cycles_per_s, True, "throughput"),
     "p99": (lambda r: r.latency_ms("claim").get("p99", float("nan")), False, "claim p99"),
 }
+
+
+@dataclass(frozen=True)
+class Judging:
+    """How a comparison judges: the equivalence margin, the precision that
+    ends an adaptive run (None: every trial), and who each build is against."""
+
+    margin: float = MARGIN
+    precision: float | None = None
+    pair_by: str = "first"
 
 
 @dataclass(frozen=True)
@@ -79,10 +98,25 @@ class CompareResult:
     margin: float = MARGIN
     interleave: str = "together"
     precision: float | None = None
+    pair_by: str = "first"
 
     @property
     def baseline(self) -> str:
         return self.builds[0].name
+
+    def allocator(self, build: str) -> str:
+        runs = self.of(build)
+        return str(runs[0].server.get("allocator") or "?") if runs else "?"
+
+    def baseline_of(self, build: str) -> str:
+        """The build `build`'s ratios are against (itself when it is a baseline)."""
+        if self.pair_by == "allocator":
+            mine = self.allocator(build)
+            return next(b.name for b in self.builds if self.allocator(b.name) == mine)
+        return self.baseline
+
+    def baselines(self) -> list[str]:
+        return list(dict.fromkeys(self.baseline_of(b.name) for b in self.builds))
 
     def of(self, build: str) -> list[CapacityResult]:
         return [t.result for t in self.trials if t.build == build]
@@ -96,7 +130,7 @@ class CompareResult:
         interleaving: the median over rounds (`stats.round_ratio`); else the
         ratio of the trial's totals."""
         mine = [t for t in self.trials if t.build == build]
-        theirs = [t for t in self.trials if t.build == self.baseline]
+        theirs = [t for t in self.trials if t.build == self.baseline_of(build)]
         read = METRICS[metric][0]
         out = []
         for a, b in zip(theirs, mine):
@@ -105,8 +139,9 @@ class CompareResult:
         return out
 
     def saturated(self, build: str) -> list[bool]:
-        """Per trial: were this build and the baseline both server-bound?"""
-        return [a.bound == "server" and b.bound == "server" for a, b in zip(self.of(self.baseline), self.of(build))]
+        """Per trial: were this build and its baseline both server-bound?"""
+        return [a.bound == "server" and b.bound == "server"
+                for a, b in zip(self.of(self.baseline_of(build)), self.of(build))]
 
     def verdict(self, build: str, metric: str) -> Verdict | None:
         """The verdict on `metric` for `build` against the baseline; None for a latency in closed loop."""
@@ -124,7 +159,9 @@ class CompareResult:
             "kind": "compare", "baseline": self.baseline, "trials": len(self.of(self.baseline)),
             "interleave": self.interleave, "order": INTERLEAVE_TEXT[self.interleave], "headline": HEADLINE,
             "method": METHOD, "level": LEVEL, "min_trials": MIN_TRIALS, "margin": self.margin,
-            "precision": self.precision, "mode": "open loop" if self.settings.rate else "closed loop", "builds": {}}
+            "precision": self.precision, "mode": "open loop" if self.settings.rate else "closed loop",
+            "pair_by": self.pair_by, "pairing": PAIR_BY[self.pair_by],
+            "baselines": {b.name: self.baseline_of(b.name) for b in self.builds}, "builds": {}}
         if self.interleave == "together":
             out["rates_note"] = (f"the {len(self.builds)} builds shared one core: cycles/s and server busy are "
                                  "each build's share of it; server µs/cycle does not depend on the share")
@@ -134,12 +171,14 @@ class CompareResult:
 
     def rows(self) -> list[dict[str, Any]]:
         rows = [row for t in self.trials for row in t.result.rows(trial=t.trial, order=t.order)]
-        for b in self.builds[1:]:
+        for b in self.builds:
+            if self.baseline_of(b.name) == b.name:
+                continue
             saturated = self.saturated(b.name)
             for metric in METRICS:
                 for i, ratio in enumerate(self.trial_ratios(b.name, metric)):
                     rows.append({"build": b.name, "version": self.of(b.name)[i].version, "trial": i + 1,
-                                 "baseline": self.baseline, "metric": f"{metric}_ratio", "value": ratio,
+                                 "baseline": self.baseline_of(b.name), "metric": f"{metric}_ratio", "value": ratio,
                                  "unit": "ratio", "counted": saturated[i]})
         return rows
 
@@ -179,7 +218,8 @@ def _entry(result: CompareResult, build: Build) -> dict[str, Any]:
         "pinning": runs[0].pinning,
         "allocator": runs[0].server.get("allocator"), "binary": runs[0].server.get("binary"),
         "warnings": [f"trial {i + 1}: {w}" for i, r in enumerate(runs) for w in r.warnings]}
-    if build.name == result.baseline:
+    entry["baseline"] = result.baseline_of(build.name)
+    if entry["baseline"] == build.name:
         entry["verdict"] = "baseline"
         return entry
     entry["trials_counted"], entry["trials_excluded"] = sum(saturated), len(saturated) - sum(saturated)

@@ -13,9 +13,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from echomq.scripts import discover
-from echomq_bench.capacity.compare import (DEFAULT_TRIALS, INTERLEAVE, INTERLEAVE_TEXT, METRICS, PRECISION_CAP,
-                                           SHARED_CORE_PIPELINE, Build, CompareResult, Trial, run_compare,
-                                           unique_builds)
+from echomq_bench.capacity.compare import (DEFAULT_TRIALS, INTERLEAVE, INTERLEAVE_TEXT, METRICS, PAIR_BY,
+                                           PRECISION_CAP, SHARED_CORE_PIPELINE, Build, CompareResult, Judging,
+                                           Trial, run_compare, unique_builds)
 from echomq_bench.measurement.verdicts import MARGIN, MIN_TRIALS
 from echomq_bench.capacity.runner import SLOT_S
 from echomq_bench.capacity.settings import refuse_clusters
@@ -63,6 +63,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interleave", choices=INTERLEAVE, default="together",
                         help="together: all builds at once on one core (default); slot: in turns of --slot "
                              "each; trial: one whole run per build, A B A B")
+    parser.add_argument("--pair-by", choices=list(PAIR_BY), default="first",
+                        help="first: every build's ratio is against the first --server (default); allocator: "
+                             "against the first --server of its own allocator, so that a ratio is a version's alone")
     parser.add_argument("--slot", type=duration_s, default=SLOT_S, metavar="DURATION",
                         help=f"turn length with --interleave slot (default {SLOT_S:g}s)")
     # The flag the equivalence margin replaced: its value is the margin.
@@ -121,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {b.name} is a running server, not started fresh for each trial", file=sys.stderr)
     progress = Progress()
     result = run_compare(builds, settings, args.trials, interleave=args.interleave, slot_s=args.slot,
-                         progress=progress, margin=args.margin, precision=args.precision)
+                         progress=progress, judging=Judging(args.margin, args.precision, args.pair_by))
     progress.done()
     out = write_compare(new_run_dir("compare", args.out), result)
     from echomq_bench.report import record_text

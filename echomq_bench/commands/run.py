@@ -1,8 +1,10 @@
 """`echomq-bench run`: the main job. On every build installed here (or each
 --server), it answers four questions and opens its report with them:
 
-1. Which build should I run? Every build against redis7.0, together on one
-   core, until each interval is within ±1% (or 16 trials).
+1. Which build should I run? Every build loaded at once on one core, each
+   judged against the first build of its own allocator (redis7.0 for the
+   jemalloc builds, redis6.2 for the libc ones), until each interval is
+   within ±1% (or 16 trials).
 2. How long should my lease be? A sweep at a time scale of 10, which
    confirms a lease in seconds and can only overstate its false expiry
    (docs/design/lease-model.md).
@@ -44,7 +46,7 @@ BASELINE_BUILD = "redis7.0"
 
 @dataclass(frozen=True)
 class Plan:
-    """How long each part may take. Default fits 5 minutes here, quick 60 s, with four builds."""
+    """How long each part may take. Default fits 5 minutes here, quick 60 s, with six builds."""
     verb_rounds: int
     compare_s: float
     trials: int                  # the most trials; with precision, fewer once every interval is that tight
@@ -154,14 +156,14 @@ def baseline_first(specs: list[ServerSpec]) -> list[ServerSpec]:
 
 
 def _compare(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], None]) -> None:
-    from echomq_bench.capacity.compare import SHARED_CORE_PIPELINE
+    from echomq_bench.capacity.compare import SHARED_CORE_PIPELINE, Judging
     from echomq_bench.commands.capacity import CapacitySettings
     from echomq_bench.commands.compare import run_compare, write_compare
 
     settings = CapacitySettings(duration_s=plan.compare_s, ceiling_requests=plan.ceiling_requests,
                                 pipeline=SHARED_CORE_PIPELINE)
     result = run_compare(baseline_first(specs), settings, trials=plan.trials, progress=say,
-                         precision=plan.precision)
+                         judging=Judging(precision=plan.precision, pair_by="allocator"))
     write_compare(out, result, argv=sys.argv)
 
 
@@ -237,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = results.new_run_dir("run", args.out)
     base = baseline_first(specs)[0].name
     phases = Phases(["conformance check", "server µs per verb, build by build",
-                     f"which build: every build against {base}, together on one core",
+                     f"which build: all together on one core, each against its allocator's first ({base} ...)",
                      "how long a lease: the sweep", "what the reaper's cap costs",
                      "throughput against consumers", "report"])
     print(f"echomq-bench run -> {run_dir}  ({'quick' if args.quick else 'default'}: "

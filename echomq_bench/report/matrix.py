@@ -69,17 +69,20 @@ def matrix_frame(runs: Mapping[str, Run]) -> tuple[pd.DataFrame, str | None]:
     labels: dict[str, str] = runs["verbs"].summary.get("labels") or {} if "verbs" in runs else {}
     reap, largest = _reap_at_largest_m(runs["reapcost"]) if "reapcost" in runs else ({}, None)
     servers = _servers(runs)
+    paired = len(set((compare.get("baselines") or {}).values())) > 1
+    column = "ratio to its allocator's baseline" if paired else f"ratio to {base}"
     rows = []
     for name in _builds_in_order(runs):
         entry = (compare.get("builds") or {}).get(name) or {}
         per_cycle = entry.get("server_us_per_cycle") or {}
+        own = str(entry.get("baseline") or base)
         row: dict[str, Any] = {
             "build": name, "version": servers.get(name, {}).get("version", entry.get("version", "?")),
             "malloc": servers.get(name, {}).get("allocator") or "?",
             "server µs/cycle": (f"{per_cycle['median']:.1f} ({per_cycle['min']:.1f}..{per_cycle['max']:.1f})"
                                 if "median" in per_cycle else "-"),
-            f"ratio to {base}": ("1 (the baseline)" if name == base else entry.get("server_us_label") or "-")
-            if base else "-"}
+            column: ("1 (the baseline)" if name == own else
+                     f"{entry.get('server_us_label') or '-'}{f' (vs {own})' if paired else ''}") if base else "-"}
         for case, label in labels.items():
             figure = verbs.get(name, {}).get(case)
             row[f"{label} µs"] = f"{figure['server_us']:.1f}" if figure else "-"
@@ -113,13 +116,14 @@ def matrix_section(runs: Mapping[str, Run], out: Path) -> list[Block]:
     if len(frame) < 2:
         return []
     compare = runs.get("compare")
+    bases = list(dict.fromkeys((compare.summary.get("baselines") or {}).values())) if compare else []
     notes = [allocator_note(_servers(runs), list(frame["build"]))]
     if compare is not None:
         s = compare.summary
         bounds = {name: ", ".join(f"{k} {v}" for k, v in (e.get("bound") or {}).items() if v)
                   for name, e in (s.get("builds") or {}).items()}
         notes.append(f"server µs/cycle: median (min..max) over {s.get('trials')} trials, each on fresh servers with "
-                     f"every build loaded at once, sharing one core; the ratio to {base} is its verdict: "
+                     f"every build loaded at once, sharing one core; the ratio is its verdict: "
                      f"{s.get('method', '?')}, {int(float(s.get('level', 0.95)) * 100)}% interval. Bottleneck per "
                      f"build (trials bound so): " + "; ".join(f"{n} {b}" for n, b in bounds.items()) + ".")
     if "verbs" in runs:
@@ -133,5 +137,7 @@ def matrix_section(runs: Mapping[str, Run], out: Path) -> list[Block]:
     first = compare or next(iter(runs.values()))
     notes.append(f"Machine: {machine(first)}, server and load generator sharing it. Commit {commit(first)}.")
     return [Heading("Build matrix", anchor="matrix"),
-            Para(f"One row per build; every ratio is against {base}." if base else "One row per build."),
+            Para(f"One row per build; each ratio is against the first build of its own allocator ({', '.join(bases)}), "
+                 "so it reads a version's effect apart from the allocator's." if len(bases) > 1 else
+                 f"One row per build; every ratio is against {base}." if base else "One row per build."),
             Table(frame, "The builds side by side", id="build-matrix"), Notes(notes)]

@@ -1,6 +1,6 @@
 """The main job end to end, in its quick form: with no --server it takes
-every build installed here, measures each verb on each, compares them all
-against redis7.0, and its report and terminal open with the four answers,
+every build installed here, measures each verb on each, compares each
+against the first build of its own allocator, and its report and terminal open with the four answers,
 warned as too short to trust, the build matrix folded below them."""
 
 from __future__ import annotations
@@ -19,26 +19,30 @@ from echomq_bench.records.history import HISTORY_ENV, read_history
 from echomq_bench.report import QUICK_WARNING
 from echomq_bench.servers import installed_builds, parse_server_spec
 
-FOUR = ["redis6.2", "redis7.0", "valkey8.0", "valkey8.1"]
+SIX = ["redis6.2", "redis7.0", "redis8.2", "valkey8.0", "valkey8.1", "valkey9.1"]
+JEMALLOC, LIBC = ["redis7.0", "redis8.2", "valkey8.0"], ["redis6.2", "valkey8.1", "valkey9.1"]
 
 
 def test_quick_run_on_every_build_answers_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    assert [b.name for b in installed_builds()] == FOUR, "bash setup.sh installs all four builds"
+    assert [b.name for b in installed_builds()] == SIX, "bash setup.sh installs all six builds"
     monkeypatch.setenv(HISTORY_ENV, str(tmp_path / "history.sqlite"))
     out = tmp_path / "run"
     assert main(["run", "--quick", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
 
     requested = json.loads((out / "meta.json").read_text())["settings"]["servers_requested"]
-    assert requested == FOUR
+    assert requested == SIX
     verbs = results.load(out / "verbs").summary
-    assert [b["build"] for b in verbs["builds"]] == FOUR
+    assert [b["build"] for b in verbs["builds"]] == SIX
     for b in verbs["builds"]:
         assert list(b["verbs"]) == list(MATRIX_CASES)
         assert all(f["server_us"] > 0 and f["calls"] > 0 for f in b["verbs"].values()), b
     compare = results.load(out / "compare").summary
     assert compare["baseline"] == "redis7.0" and list(compare["builds"])[0] == "redis7.0"
+    # Each build against the first of its allocator: a ratio is a version's alone.
+    assert compare["baselines"] == {**dict.fromkeys(JEMALLOC, "redis7.0"), **dict.fromkeys(LIBC, "redis6.2")}
+    assert [compare["builds"][b]["verdict"] for b in ("redis7.0", "redis6.2")] == ["baseline", "baseline"]
 
     report = (out / "report.md").read_text()
     questions = ["Which build should I run?", "How long should my lease be?", "What does the reaper's cap cost?",
@@ -50,30 +54,38 @@ def test_quick_run_on_every_build_answers_first(tmp_path: Path, monkeypatch: pyt
     assert [line for line in lines if line in questions] == questions
     # Two trials decide nothing, and the answer shows no interval it would not stand behind.
     joined = " ".join(line.strip() for line in lines)
-    said = re.findall(r"(redis 6\.2\.14|valkey 8\.0\.1|valkey 8\.1\.8) costs [0-9.]+× redis 7\.0\.15's server time per "
+    said = re.findall(r"(redis 8\.2\.3|valkey 8\.0\.1|valkey 8\.1\.8|valkey 9\.1\.2) costs [0-9.]+× "
+                      r"(redis 7\.0\.15|redis 6\.2\.14)'s server time per "
                       r"cycle \(too few trials for an interval, n = [0-2]\): inconclusive \([0-2] trials\)", joined)
-    assert sorted(said) == ["redis 6.2.14", "valkey 8.0.1", "valkey 8.1.8"]
+    assert sorted(said) == [("redis 8.2.3", "redis 7.0.15"), ("valkey 8.0.1", "redis 7.0.15"),
+                            ("valkey 8.1.8", "redis 6.2.14"), ("valkey 9.1.2", "redis 6.2.14")]
     summary = json.loads((out / "summary.json").read_text())
     assert [a["question"] for a in summary["answers"]] == questions
     matrix = report[report.index("## Build matrix"):report.index("## Conformance")]
     header = next(line for line in matrix.splitlines() if line.startswith("| build |"))
-    for column in ["malloc", "server µs/cycle", "ratio to redis7.0", *(f"{v} µs" for v in VERB_LABELS.values()),
+    for column in ["malloc", "server µs/cycle", "ratio to its allocator's baseline",
+                   *(f"{v} µs" for v in VERB_LABELS.values()),
                    "reap(100) at M=100,000, bare, µs"]:
         assert f"| {column} |" in header
     rows = {line.split(" | ")[0].lstrip("| "): line for line in matrix.splitlines()
             if line.startswith("| ") and not line.startswith(("| build", "|---"))}
-    assert list(rows) == ["redis7.0", "redis6.2", "valkey8.0", "valkey8.1"]   # the baseline first
-    assert "| 1 (the baseline) |" in rows["redis7.0"]
-    for build in ("redis6.2", "valkey8.0", "valkey8.1"):
-        assert "t on log ratios" in rows[build], rows[build]   # the compare's verdict, with its method
-    assert "| libc |" in rows["redis6.2"] and "| libc |" in rows["valkey8.1"]
-    assert "| jemalloc" in rows["redis7.0"] and "| jemalloc" in rows["valkey8.0"]
-    assert "Allocator: redis7.0, valkey8.0: jemalloc" in matrix and "redis6.2, valkey8.1: libc" in matrix
+    assert list(rows) == ["redis7.0", "redis6.2", "redis8.2", "valkey8.0", "valkey8.1", "valkey9.1"]  # baseline first
+    for build in ("redis7.0", "redis6.2"):
+        assert "| 1 (the baseline) |" in rows[build]
+    for build, base in [("redis8.2", "redis7.0"), ("valkey8.0", "redis7.0"), ("valkey8.1", "redis6.2"),
+                        ("valkey9.1", "redis6.2")]:
+        assert "t on log ratios" in rows[build] and f"(vs {base})" in rows[build], rows[build]
+    for build in LIBC:
+        assert "| libc |" in rows[build]
+    for build in JEMALLOC:
+        assert "| jemalloc" in rows[build]
+    assert "Allocator: redis7.0, redis8.2, valkey8.0: jemalloc" in matrix
+    assert "redis6.2, valkey8.1, valkey9.1: libc" in matrix
     assert "## Server time per verb" in report
 
     # Each part's figures reached the history, the verbs' among them.
     history = read_history(tmp_path / "history.sqlite")
-    assert set(history.loc[history["kind"] == "verbs", "build"]) == set(FOUR)
+    assert set(history.loc[history["kind"] == "verbs", "build"]) == set(SIX)
     assert {f"verbs.{case}.server_us" for case in MATRIX_CASES} <= set(history["metric"])
 
 

