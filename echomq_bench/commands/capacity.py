@@ -4,6 +4,11 @@ The runs are `echomq_bench.capacity.runner` (`run_capacity`, `run_alternating`,
 `measure`: what is measured and how, pinning and feeds); this module holds the
 command's arguments and its files. What it prints is its record, through the
 report's renderer (`echomq_bench.report.kinds.capacity`).
+
+With `--slo TARGET` it answers another question: the highest open-loop rate
+at which the claim latency holds TARGET, searched `--slo-trials` times
+(`echomq_bench.capacity.slo`); its record is of kind capacity, with an `slo`
+block in place of the builds' figures and a row per probe in slo.csv.
 """
 
 from __future__ import annotations
@@ -20,9 +25,10 @@ from echomq_bench.capacity.settings import CapacityError, CapacitySettings
 
 if TYPE_CHECKING:
     from echomq_bench.capacity.cluster import ClusterCapacityResult
+    from echomq_bench.capacity.slo_result import SloResult
 
 __all__ = ["CapacitySettings", "CapacityResult", "CapacityError", "run_capacity", "run_alternating", "measure",
-           "write_capacity", "target_of", "configure", "run", "SLOT_S"]
+           "write_capacity", "write_slo", "target_of", "configure", "run", "SLOT_S"]
 
 Say = Callable[[str], None]
 
@@ -39,6 +45,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_quick(parser, "a 2s window after 0.5s of warm-up, a 20,000-claim ceiling (flags given still win)")
     parser.add_argument("--audit", action="store_true",
                         help="keep every job id and check the server's sets against them after the run")
+    from echomq_bench.capacity.slo_spec import add_slo_options
+    from echomq_bench.measurement.verdicts import MIN_TRIALS
+
+    add_slo_options(parser, MIN_TRIALS, "the rate is the median over --slo-trials searches, with its 95%% interval")
 
 
 def write_capacity(out: Path, results: Sequence[CapacityResult | ClusterCapacityResult],
@@ -67,6 +77,47 @@ def write_capacity(out: Path, results: Sequence[CapacityResult | ClusterCapacity
                 "timeline": [row for r in results for row in r.timeline_rows(trial=1)]}))
 
 
+def write_slo(out: Path, result: SloResult, argv: list[str] | None = None) -> Path:
+    """An --slo run's files in `out`: meta.json, slo.csv (a row per probe) and summary.json (its `slo` block)."""
+    from echomq_bench.records import meta
+    from echomq_bench.records.record import Record
+    from echomq_bench.records.writer import write_record
+
+    info = meta.collect(servers=(), argv=argv, workload=asdict(result.settings), slo=result.slo.to_dict())
+    info["servers"] = [{**result.described.get(b, {}), "name": b} for b in result.builds]
+    return write_record(out, Record(kind="capacity", summary={"slo": result.summary()}, meta=info,
+                                    tables={"slo": result.rows()}))
+
+
+def _run_slo(args: argparse.Namespace) -> int:
+    """Search each build's rate at the target, write the record, print it as the report renders it."""
+    import sys
+
+    from echomq_bench.capacity.compare_result import Build
+    from echomq_bench.capacity.slo import run_slo
+    from echomq_bench.capacity.slo_spec import DEFAULT_RESOLUTION
+    from echomq_bench.capacity.workload import settings_from_args
+    from echomq_bench.commands.compare import unique_builds
+    from echomq_bench.measurement.verdicts import MIN_TRIALS
+    from echomq_bench.progress import Progress
+    from echomq_bench.records.files import new_run_dir
+    from echomq_bench.report import record_text
+
+    settings = settings_from_args(args, ledger=args.audit)
+    builds = [Build(spec) for spec in unique_builds(args.server)]
+    for b in builds:
+        if b.spec.kind == "url":
+            print(f"note: {b.name} is a running server, not started fresh for each probe", file=sys.stderr)
+    progress = Progress()
+    result = run_slo(builds, settings, args.slo, args.slo_trials or MIN_TRIALS,
+                     resolution=args.slo_resolution or DEFAULT_RESOLUTION, progress=progress, log=progress.end)
+    progress.done()
+    out = write_slo(new_run_dir("capacity", args.out), result)
+    print(record_text(out))
+    print(f"results: {out}")
+    return 1 if any(p.audit_passed is False for s in result.searches for p in s.probes) else 0
+
+
 def _shown(progress: Any) -> Say:
     """Lines shown on stderr before a run (a cluster's placement), after the progress line."""
     import sys
@@ -85,8 +136,17 @@ def run(args: argparse.Namespace) -> int:
     from echomq_bench.progress import Progress
     from echomq_bench.records.files import new_run_dir
     from echomq_bench.capacity.workload import settings_from_args
+    from echomq_bench.capacity.slo import slo_refusal
     from echomq_bench.report import record_text
 
+    refused = slo_refusal(args)
+    if refused:
+        import sys
+
+        print(f"echomq-bench capacity: error: {refused}", file=sys.stderr)
+        return 2
+    if args.slo is not None:
+        return _run_slo(args)
     settings = settings_from_args(args, ledger=args.audit)
     progress = Progress()
     results: list[CapacityResult | ClusterCapacityResult] = []

@@ -3,6 +3,9 @@
 How the builds share a trial (`--interleave`) and how the ratios are read is
 `echomq_bench.capacity.compare`; this module holds the command's arguments,
 its files and its files; what it prints is its record, through the report's renderer.
+With `--slo TARGET`, each build's highest rate at that latency target is then
+searched `--slo-trials` times on fresh servers (`echomq_bench.capacity.slo`),
+and its ratio to the baseline's rate is a second headline.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from echomq_bench.capacity.compare import (DEFAULT_TRIALS, INTERLEAVE, INTERLEAV
 from echomq_bench.measurement.verdicts import MARGIN, MIN_TRIALS
 from echomq_bench.capacity.runner import SLOT_S
 from echomq_bench.capacity.settings import refuse_clusters
+from echomq_bench.capacity.slo import run_slo, slo_refusal
+from echomq_bench.capacity.slo_result import SloResult
+from echomq_bench.capacity.slo_spec import DEFAULT_RESOLUTION
 from echomq_bench.capacity.workload import settings_from_args
 from echomq_bench.progress import Progress
 from echomq_bench.options import add_quick, add_workload_options, duration_s, fraction, number
@@ -73,10 +79,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_workload_options(parser, duration_default=f"{DEFAULT_DURATION_S:g}s", pipeline_default=SHARED_CORE_PIPELINE)
     add_quick(parser, f"{QUICK_TRIALS} trials of a 2s window after 0.5s of warm-up, a 20,000-claim ceiling "
                       "(flags given still win)")
+    from echomq_bench.capacity.slo_spec import add_slo_options
+
+    add_slo_options(parser, MIN_TRIALS, "after the trials, each build's rate with its 95%% interval and its ratio "
+                                        "to the baseline's, paired by repetition, as a second headline")
 
 
-def write_compare(out: Path, result: CompareResult, argv: list[str] | None = None) -> Path:
-    """The run's files in `out`: meta.json, compare.csv (trial x build x metric), summary.json, merged .hgrm."""
+def write_compare(out: Path, result: CompareResult, argv: list[str] | None = None,
+                  slo: SloResult | None = None) -> Path:
+    """The run's files in `out`: meta.json, compare.csv (trial x build x metric), summary.json, merged .hgrm;
+    with `slo`, its block in summary.json and a row per probe in slo.csv."""
     from echomq_bench.records import meta
     from echomq_bench.records.record import Record
     from echomq_bench.records.writer import write_record
@@ -94,11 +106,12 @@ def write_compare(out: Path, result: CompareResult, argv: list[str] | None = Non
             if hist.count:
                 hist.write_hgrm(out / f"{b.name}-{verb}.hgrm")
     summary = {k: v for k, v in result.summary().items() if k != "kind"}
-    return write_record(out, Record(
-        kind="compare", summary=summary, meta=info,
-        tables={"compare": result.rows(),
-                "timeline": [row for t in result.trials
-                             for row in t.result.timeline_rows(trial=t.trial, order=t.order)]}))
+    tables = {"compare": result.rows(),
+              "timeline": [row for t in result.trials for row in t.result.timeline_rows(trial=t.trial, order=t.order)]}
+    if slo is not None:
+        summary["slo"] = slo.compared({b.name: result.baseline_of(b.name) for b in result.builds}, result.margin)
+        tables["slo"] = slo.rows()
+    return write_record(out, Record(kind="compare", summary=summary, meta=info, tables=tables))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,6 +130,10 @@ def run(args: argparse.Namespace) -> int:
         print("echomq-bench compare: error: give at least two --server builds and --trials 2 or more",
               file=sys.stderr)
         return 2
+    refused = slo_refusal(args)
+    if refused:
+        print(f"echomq-bench compare: error: {refused}", file=sys.stderr)
+        return 2
     settings = settings_from_args(args, duration_s=DEFAULT_DURATION_S)
     builds = [Build(s, folders.get(s.name)) for s in specs]
     for b in builds:
@@ -125,8 +142,12 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress()
     result = run_compare(builds, settings, args.trials, interleave=args.interleave, slot_s=args.slot,
                          progress=progress, judging=Judging(args.margin, args.precision, args.pair_by))
+    slo = None
+    if args.slo is not None:
+        slo = run_slo(builds, settings, args.slo, args.slo_trials or MIN_TRIALS,
+                      resolution=args.slo_resolution or DEFAULT_RESOLUTION, progress=progress, log=progress.end)
     progress.done()
-    out = write_compare(new_run_dir("compare", args.out), result)
+    out = write_compare(new_run_dir("compare", args.out), result, slo=slo)
     from echomq_bench.report import record_text
 
     print(record_text(out))

@@ -71,6 +71,20 @@ def _median_of(entry: Mapping[str, Any], key: str) -> Any:
     return value.get("median") if isinstance(value, Mapping) else value
 
 
+def _slo_rates(r: Record) -> Iterator[Headline]:
+    """A --slo run's median rate at its target per build (the target names the figure: a rate at one
+    target says nothing of another), and its ratio to the baseline where it has one."""
+    slo = r.summary.get("slo")
+    if not isinstance(slo, Mapping):
+        return
+    at = f"{r.kind}.slo.{(slo.get('target') or {}).get('key', '?')}"
+    for build, e in (slo.get("builds") or {}).items():
+        figures: list[tuple[str, Any, str, str]] = [(f"{at}.rate_per_s", e.get("rate_per_s"), "1/s", HIGHER)]
+        if e.get("baseline") not in (None, build):
+            figures.append((f"{at}.rate_ratio_vs_{e['baseline']}", e.get("ratio"), "ratio", HIGHER))
+        yield from _each(build, e.get("version"), figures)
+
+
 @extracts("capacity")
 def _capacity(r: Record) -> Iterator[Headline]:
     for build, h in (r.summary.get("builds") or {}).items():
@@ -78,6 +92,7 @@ def _capacity(r: Record) -> Iterator[Headline]:
             ("capacity.cycles_per_s", h.get("cycles_per_s"), "1/s", HIGHER),
             ("capacity.server_us_per_cycle", h.get("server_us_per_cycle"), "us", LOWER),
             ("capacity.script_us_per_cycle", h.get("script_us_per_cycle"), "us", LOWER)])
+    yield from _slo_rates(r)
 
 
 @extracts("compare")
@@ -96,6 +111,7 @@ def _compare(r: Record) -> Iterator[Headline]:
             yield from _each(build, b.get("version"), [
                 (f"compare.server_us_ratio_vs_{base}", b.get("server_us_ratio"), "ratio", LOWER),
                 (f"compare.throughput_ratio_vs_{base}", b.get("throughput_ratio"), "ratio", HIGHER)])
+    yield from _slo_rates(r)
 
 
 @extracts("consumers")

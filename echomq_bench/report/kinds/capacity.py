@@ -3,11 +3,15 @@ prints: each build's headline figures, what bound it, its ceiling and claim
 latency, how it ran (pinning, cycles in the window, scripts, an open loop's
 account), its warnings and its audit; for a cluster, the queues' placement,
 a row per master and the totals, what limited the run, the cores and ceiling
-notes and the per-queue accounting. Everything is read from the record
-(summary.json, meta.json, timeline.csv); nothing is measured here."""
+notes and the per-queue accounting. A `--slo` record holds a rate at a
+latency target instead: each build's median rate with its interval, how it
+was searched, and every probe (`compare` shows the same for its builds).
+Everything is read from the record (summary.json, meta.json, timeline.csv,
+slo.csv); nothing is measured here."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
@@ -21,7 +25,7 @@ from echomq_bench.report import charts
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
 
-__all__ = ["section"]
+__all__ = ["section", "slo_interval", "slo_probe_table", "slo_method", "slo_build_lines"]
 
 Entry = Mapping[str, Any]
 
@@ -220,7 +224,123 @@ def _timeline(run: Run, out: Path, footer: str) -> list[Block]:
     return [Image(png, "Cycles/s over the window, one line per build")]
 
 
+# --------------------------------------------------------------------------
+# A rate at a latency target (capacity --slo; compare --slo shows the same tables)
+
+_FIGURES = re.compile(r"[0-9][0-9,.]*")
+
+
+def _rate(value: Any) -> str:
+    return _num(value, ",.0f")
+
+
+def slo_interval(e: Entry) -> str:
+    """`39,800..42,900 (96.9%)`, or why there is no interval."""
+    ci = e.get("ci95")
+    if not ci:
+        return str(e.get("text") or "no interval")
+    return f"{_rate(ci[0])}..{_rate(ci[1])} ({_num(e.get('coverage'), '.1%')})"
+
+
+def _probe_result(row: Mapping[str, Any]) -> str:
+    passed = row.get("passed")
+    if passed is None or passed != passed:
+        return "sets the bracket"
+    return "held" if passed is True else "missed: " + str(row.get("why") or "?")
+
+
+def slo_probe_table(run: Run, target: Entry) -> Table | None:
+    """Every run of every search: the closed-loop one that set the bracket, then each probe."""
+    probes = run.tables.get("slo")
+    if probes is None or not len(probes):
+        return None
+    quantile = str(target.get("name", "quantile"))
+    rows = [{"build": r.get("build"), "search": str(r.get("search")), "probe": str(r.get("probe")),
+             "phase": r.get("phase"), "asked/s": _rate(r.get("rate_per_s")),
+             "achieved/s": _rate(r.get("achieved_per_s")), "p50 ms": _num(r.get("claim_p50_ms"), ".2f"),
+             f"{quantile} ms": _num(r.get("claim_quantile_ms"), ".2f"), "bound": r.get("bound"),
+             "result": _probe_result(r)} for r in probes.to_dict("records")]
+    return Table(pd.DataFrame(rows), f"Every probe, each on a fresh server ({target.get('text', '?')}; latency "
+                                     "from each claim's intended start, in closed loop from its send)",
+                 id="capacity-slo-probes")
+
+
+def slo_method(slo: Entry) -> list[str]:
+    n, level = slo.get("searches", "?"), float(slo.get("level", 0.95))
+    return [f"Search: {slo.get('search_method', '?')}, to within {float(slo.get('resolution', 0.02)):.0%} of the "
+            f"rate; {slo.get('window_s', '?')} s window after {slo.get('warmup_s', '?')} s of warm-up per probe.",
+            f"Pass: {slo.get('pass_rule', '?')}.",
+            f"Interval: {slo.get('interval_method', '?')}, the median's {level:.0%} interval over {n} searches; "
+            f"fewer than {slo.get('min_trials', 6)} searches give 'inconclusive', no interval (with 5, no "
+            "order-statistic interval reaches 95%).",
+            f"Order: {slo.get('order', '?')}."]
+
+
+def _grouped(warnings: list[str]) -> list[str]:
+    """One line per kind of warning (its text with the figures taken out): the first, and how many
+    runs said the like; all of them stay in summary.json."""
+    kinds: dict[str, list[str]] = {}
+    for w in warnings:
+        kinds.setdefault(_FIGURES.sub("#", w.partition(": ")[2] or w), []).append(w)
+    return [same[0] + (f" (and {len(same) - 1} more runs alike)" if len(same) > 1 else "")
+            for same in kinds.values()]
+
+
+def _missed(e: Entry) -> str:
+    """`server-bound 3, neither 1`: which side held each probe that missed the target back."""
+    bounds = e.get("bound_when_failing") or {}
+    return ", ".join(f"{k}-bound {c}" for k, c in bounds.items() if c) or "none (no probe missed)"
+
+
+def slo_build_lines(name: str, e: Entry) -> list[str]:
+    """The rate each search found, where the target broke, and the first warnings."""
+    rates = ", ".join(_rate(r) if r is not None else "none held" for r in e.get("search_rates") or ())
+    lines = [f"{name}: rate per search {rates}; the probes that missed were {_missed(e)}."]
+    lines += [f"Warning ({name}): {w}" for w in _grouped(list(e.get("warnings") or ()))]
+    if e.get("audit_passed") is False:
+        lines.append(f"{name}: audit FAIL in a probe: see the `audit_passed` column of slo.csv.")
+    return lines
+
+
+def _slo_section(run: Run, out: Path) -> list[Block]:
+    slo = run.summary.get("slo") or {}
+    target = slo.get("target") or {}
+    builds = {n: e for n, e in (slo.get("builds") or {}).items() if isinstance(e, dict)}
+    rows = [{"build": name, "version": str(e.get("version", "?")), "rate/s": _rate(e.get("rate_per_s")),
+             "95% interval": slo_interval(e), "searches": str(e.get("n", "?")),
+             "closed loop/s": _rate(_median(e.get("capacity_per_s"))),
+             "of closed loop": _num(_share(e.get("rate_per_s"), _median(e.get("capacity_per_s"))), ".0%")}
+            for name, e in builds.items()]
+    bound = "; ".join(f"{n}: the probes that missed were {_missed(e)}" for n, e in builds.items())
+    blocks: list[Block] = [
+        Heading(f"Rate at {target.get('text', 'the target')}", anchor="capacity-slo"),
+        Para(f"The highest open-loop rate at which each build's {target.get('text', 'target')} held, the latency "
+             "timed from each claim's intended start (echomq-bench capacity --slo): the median over searches, each "
+             "a bisection of the rate with every probe on a fresh server."),
+        Table(pd.DataFrame(rows), f"Rate at {target.get('text', '?')} per build", id="capacity-slo-table"),
+        Notes(slo_method(slo) + [line for n, e in builds.items() for line in slo_build_lines(n, e)])]
+    probes = slo_probe_table(run, target)
+    if probes is not None:
+        blocks.append(probes)
+    return blocks + [Notes(context_lines(run, trials=f"{slo.get('searches', '?')} searches per build",
+                                         bottleneck=bound))]
+
+
+def _median(values: Any) -> float | None:
+    numbers = sorted(float(v) for v in values or () if v is not None)
+    if not numbers:
+        return None
+    mid = len(numbers) // 2
+    return numbers[mid] if len(numbers) % 2 else (numbers[mid - 1] + numbers[mid]) / 2
+
+
+def _share(part: Any, whole: Any) -> float | None:
+    return float(part) / float(whole) if part is not None and whole else None
+
+
 def section(run: Run, out: Path) -> list[Block]:
+    if isinstance(run.summary.get("slo"), dict) and not run.summary.get("builds"):
+        return _slo_section(run, out)
     builds = _builds(run)
     single = {name: e for name, e in builds.items() if not e.get("cluster")}
     bound_text = "; ".join(f"{name}: {e.get('bound', '?')}, server busy {_num(e.get('server_utilization'), '.0%')}"

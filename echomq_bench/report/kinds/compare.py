@@ -1,6 +1,7 @@
 """A `compare` record: which build should I run? Each build's server time
 per cycle against the baseline's, as a verdict with its n, method and
-interval, and the trials behind it."""
+interval, and the trials behind it; with --slo, each build's rate at a
+latency target and its ratio to the baseline's as a second headline."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from echomq_bench.records.files import Run
 from echomq_bench.report import charts
 from echomq_bench.report.context import context_lines, machine
 from echomq_bench.report.doc import Answer, Block, Heading, Image, Notes, Para, Table
+from echomq_bench.report.kinds.capacity import slo_build_lines, slo_interval, slo_method, slo_probe_table
 
-__all__ = ["section", "answer", "verdict_sentence"]
+__all__ = ["section", "answer", "verdict_sentence", "slo_sentence"]
 
 QUESTION = "Which build should I run?"
 
@@ -69,12 +71,64 @@ def _footnote(run: Run) -> str:
     runs = sum(bound.values())
     stop = (f"stopped at ±{s['precision']:.0%} or {trials} trials" if s.get("precision") else f"{trials} trials")
     allocators = {str(x.get("allocator")) for x in run.meta.get("servers") or () if x.get("allocator")}
-    malloc = " Allocators differ between builds: see the build matrix." if len(allocators) > 1 else ""
+    malloc = (" Each build is judged against the first build of its own allocator." if _pairs(s) else
+              " Allocators differ between builds: see the build matrix." if len(allocators) > 1 else "")
     return (f"Method: geometric mean of per-trial ratios, {int(float(s.get('level', 0.95)) * 100)}% t-interval "
             f"on their logs; 'equivalent' by TOST within ±{float(s.get('margin', 0.02)):.0%}, faster or slower only "
             f"beyond ±{float(s.get('margin', 0.02)) / 2:.0%}; {stop}, {excluded} build-trials excluded as not "
             f"server-bound. Bound: server in {bound['server']} of {runs} build-trials, all builds on one shared "
             f"core ({machine(run)}).{malloc}")
+
+
+# --------------------------------------------------------------------------
+# The second headline with --slo: each build's rate at a latency target
+
+
+def _slo(summary: dict[str, Any]) -> dict[str, Any]:
+    slo = summary.get("slo")
+    return slo if isinstance(slo, dict) else {}
+
+
+def slo_sentence(name: str, entry: dict[str, Any], slo: dict[str, Any]) -> str:
+    """`valkey 8.0.1 holds claim p99 <= 5ms at 0.93× redis 7.0.15's rate (95% CI 0.90–0.96, n = 6): slower`."""
+    builds = _builds(slo)
+    base_name = str(entry.get("baseline") or name)
+    who = entry.get("version") or name
+    against = builds.get(base_name, {}).get("version") or base_name
+    target = (slo.get("target") or {}).get("text", "the target")
+    v = entry.get("verdict_detail") or {}
+    if "ratio" not in v or v.get("ratio") != v.get("ratio"):
+        return f"{who} at {target} against {against}: {entry.get('verdict', 'no verdict')}"
+    ci = v.get("ci") if _has_interval(v, slo) else None
+    interval = f"95% CI {ci[0]:.2f}–{ci[1]:.2f}, " if ci else "too few searches for an interval, "
+    return (f"{who} holds {target} at {v['ratio']:.2f}× {against}'s rate ({interval}n = {v.get('n')}): "
+            f"{v.get('text') or v.get('verdict')}")
+
+
+def _slo_blocks(run: Run) -> list[Block]:
+    slo = _slo(run.summary)
+    if not slo:
+        return []
+    target = slo.get("target") or {}
+    rows = [{"build": name, "version": str(e.get("version", "?")), "rate/s": format(e.get("rate_per_s") or 0, ",.0f"),
+             "95% interval": slo_interval(e),
+             "vs baseline": "baseline" if e.get("verdict") == "baseline" else
+             f"{_label(e.get('verdict_detail') or {}, slo, n=False)} (vs {e.get('baseline')})"}
+            for name, e in _builds(slo).items()]
+    method = (f"Ratio: rate over the baseline's rate per repetition, {slo.get('ratio_method', '?')}; at least "
+              f"{slo.get('min_trials', 6)} repetitions for a verdict; equivalence margin "
+              f"±{float(slo.get('margin', 0.02)):.0%}.")
+    blocks: list[Block] = [
+        Heading(f"Build against build: rate at {target.get('text', 'the target')}", anchor="compare-slo"),
+        Para(f"The highest open-loop rate at which each build's {target.get('text', 'target')} held, the latency "
+             "timed from each claim's intended start: the median over searches, each a bisection of the rate with "
+             "every probe on a fresh server; the builds searched in turn in each repetition, and each repetition's "
+             "rates paired."),
+        Table(pd.DataFrame(rows), f"Rate at {target.get('text', '?')}", id="compare-slo-table"),
+        Notes([*slo_method(slo), method,
+               *(line for n, e in _builds(slo).items() for line in slo_build_lines(n, e))])]
+    probes = slo_probe_table(run, target)
+    return blocks + ([probes] if probes is not None else [])
 
 
 def answer(run: Run, out: Path) -> Answer | None:
@@ -91,6 +145,8 @@ def answer(run: Run, out: Path) -> Answer | None:
         if _has_interval(v, s):
             rows.append({"label": f"{e.get('version') or name}\n({name}){against}", "ratio": v["ratio"],
                          "lo": v["ci"][0], "hi": v["ci"][1], "verdict": v.get("verdict", "")})
+    slo = _slo(s)
+    lines += [slo_sentence(n, e, slo) for n, e in _builds(slo).items() if e.get("verdict") != "baseline"]
     if not lines:
         return None
     first = str(s.get("baseline"))
@@ -195,6 +251,7 @@ def section(run: Run, out: Path) -> list[Block]:
         png = charts.latency_quantiles(curves, out / "compare_latency.png", " ".join(context))
         blocks.append(Image(png, "Claim latency by percentile, all trials merged (closed loop at saturation: "
                                  "queueing inside pipelines, not an idle server's latency)"))
+    blocks += _slo_blocks(run)
     for name, e in _builds(s).items():
         blocks += [Para(f"Warning ({name}): {text}") for text in e.get("warnings") or []]
     return blocks

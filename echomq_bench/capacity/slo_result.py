@@ -1,0 +1,179 @@
+"""What an `--slo` run found: every probe, each search's rate, each build's median rate
+with its interval and, for compare, each build's ratio of rates to its baseline.
+
+A probe's row keeps its requested and achieved rate, its claim p50 and the
+target's quantile (both timed from each claim's intended start), whether it
+held the target and why not, and which side was the bottleneck. A search's
+rate is the highest probe that passed; the build's rate is the median over
+searches with its order-statistic interval (`slo_search.median_interval`).
+Between builds, search i of each ran in repetition i, so rate(build) /
+rate(baseline) per repetition is one paired ratio, judged as compare judges
+its trials (`measurement.verdicts.judge`: t-interval on log ratios).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from echomq_bench.capacity.settings import CapacitySettings
+from echomq_bench.capacity.slo_search import INTERVAL_METHOD, SEARCH_METHOD, MedianInterval, median_interval
+from echomq_bench.capacity.slo_spec import SloSpec
+from echomq_bench.measurement.verdicts import INCONCLUSIVE, LEVEL, MARGIN, METHOD, MIN_TRIALS, Verdict, judge
+
+__all__ = ["Probe", "Search", "SloResult", "PASS_RULE"]
+
+PASS_RULE = ("a probe holds the target when the quantile of its claims' latency, timed from each claim's intended "
+             "start (a claim with no reply counted at the reply timeout), is within the limit, the driver kept at "
+             "least 98% of the schedule, every claim due was sent, and no call failed or found the backlog empty")
+
+
+@dataclass(frozen=True)
+class Probe:
+    build: str
+    search: int                 # the repetition, 1-based
+    index: int                  # 0: the closed-loop run that sets the bracket; then 1, 2, ... as run
+    phase: str                  # closed loop, bracket or bisect
+    rate: float | None          # requested claims/s; None in closed loop
+    achieved: float             # claims sent in the window per s (closed loop: cycles/s)
+    cycles_per_s: float
+    p50_ms: float
+    quantile_ms: float          # the target's quantile
+    timeouts: int
+    passed: bool | None         # None for the closed-loop run
+    why: tuple[str, ...] = ()   # why it failed
+    bound: str = "?"
+    server_utilization: float = math.nan
+    client_utilization: float = math.nan
+    audit_passed: bool | None = None
+    server: str = ""            # the fresh server's address, redacted
+    warnings: tuple[str, ...] = ()
+
+    def row(self, version: str) -> dict[str, Any]:
+        return {"build": self.build, "version": version, "search": self.search, "probe": self.index,
+                "phase": self.phase, "rate_per_s": self.rate, "achieved_per_s": self.achieved,
+                "cycles_per_s": self.cycles_per_s, "claim_p50_ms": self.p50_ms,
+                "claim_quantile_ms": self.quantile_ms, "timeouts": self.timeouts, "passed": self.passed,
+                "why": ", ".join(self.why), "bound": self.bound, "server_utilization": self.server_utilization,
+                "client_utilization": self.client_utilization, "audit_passed": self.audit_passed,
+                "server": self.server}
+
+
+@dataclass(frozen=True)
+class Search:
+    build: str
+    version: str
+    search: int                 # the repetition, 1-based
+    order: int                  # the build's place in its repetition, 1-based
+    rate: float | None          # the highest rate that held (None: none tried did)
+    failed_above: float | None  # the lowest rate above it that failed (None: every rate tried held)
+    resolved: bool              # the two are within the resolution
+    capacity: float             # the closed-loop cycles/s that set the bracket
+    probes: tuple[Probe, ...]
+    described: Mapping[str, Any] = field(default_factory=dict)   # the first probe's server (describe_server)
+
+    @property
+    def value(self) -> float:
+        """The rate as a figure: 0 when no rate tried held."""
+        return self.rate or 0.0
+
+    def notes(self) -> list[str]:
+        at = f"search {self.search}"
+        if self.rate is None:
+            lowest = min((p.rate for p in self.probes if p.rate), default=0.0)
+            return [f"{at}: no rate down to {lowest:,.0f}/s held the target; its rate is 0"]
+        if self.failed_above is None:
+            return [f"{at}: every rate tried held the target, up to {self.rate:,.0f}/s, which is a floor of the "
+                    "answer, not the answer"]
+        return []
+
+
+def _failing_bounds(searches: list[Search]) -> dict[str, int]:
+    counted = Counter(p.bound for s in searches for p in s.probes if p.passed is False)
+    return {k: counted.get(k, 0) for k in ("server", "client", "neither")}
+
+
+@dataclass(frozen=True)
+class SloResult:
+    slo: SloSpec
+    settings: CapacitySettings
+    builds: tuple[str, ...]
+    searches: tuple[Search, ...]
+    resolution: float
+    order: str                                          # how the builds took turns in a repetition
+    described: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)   # build -> describe_server
+
+    def of(self, build: str) -> list[Search]:
+        return sorted((s for s in self.searches if s.build == build), key=lambda s: s.search)
+
+    def interval(self, build: str) -> MedianInterval:
+        return median_interval([s.value for s in self.of(build)])
+
+    def version(self, build: str) -> str:
+        runs = self.of(build)
+        return runs[0].version if runs else "?"
+
+    def ratios(self, build: str, baseline: str) -> tuple[list[float], int]:
+        """Rate over the baseline's, per repetition both have; and how many were left out (a zero rate)."""
+        mine = {s.search: s.value for s in self.of(build)}
+        theirs = {s.search: s.value for s in self.of(baseline)}
+        pairs = [(mine[i], theirs[i]) for i in sorted(set(mine) & set(theirs))]
+        kept = [a / b for a, b in pairs if a > 0 and b > 0]
+        return kept, len(pairs) - len(kept)
+
+    def verdict(self, build: str, baseline: str, margin: float = MARGIN) -> Verdict:
+        ratios, excluded = self.ratios(build, baseline)
+        if not ratios:
+            return Verdict(INCONCLUSIVE, ratio=math.nan, ci=None, n=0, excluded=excluded, margin=margin, level=LEVEL,
+                           higher_is_better=True, p_difference=None, p_equivalence=None)
+        return judge(ratios, higher_is_better=True, margin=margin, excluded=excluded)
+
+    def entry(self, build: str) -> dict[str, Any]:
+        runs = self.of(build)
+        interval = self.interval(build)
+        probes = [p for s in runs for p in s.probes if p.passed is not None]
+        return {
+            "version": self.version(build), "rate_per_s": interval.median,
+            "ci95": list(interval.ci) if interval.ci else None, "coverage": interval.coverage,
+            "ranks": list(interval.ranks) if interval.ranks else None, "n": interval.n, "text": interval.text,
+            "search_rates": [s.rate for s in runs], "failed_above": [s.failed_above for s in runs],
+            "resolved": [s.resolved for s in runs], "capacity_per_s": [s.capacity for s in runs],
+            "probes": len(probes), "probes_passed": sum(bool(p.passed) for p in probes),
+            "bound_when_failing": _failing_bounds(runs),
+            "audit_passed": all(p.audit_passed is not False for s in runs for p in s.probes),
+            "warnings": [n for s in runs for n in s.notes()]
+            + [f"search {p.search} probe {p.index}: {w}" for s in runs for p in s.probes for w in p.warnings]}
+
+    def summary(self) -> dict[str, Any]:
+        """The `slo` block of a capacity or compare record's summary."""
+        return {"target": self.slo.to_dict(), "searches": max((s.search for s in self.searches), default=0),
+                "resolution": self.resolution, "search_method": SEARCH_METHOD, "pass_rule": PASS_RULE,
+                "interval_method": INTERVAL_METHOD, "level": LEVEL, "min_trials": MIN_TRIALS, "order": self.order,
+                "window_s": self.settings.duration_s, "warmup_s": self.settings.warmup_s,
+                "reply_timeout_s": self.settings.reply_timeout_s,
+                "builds": {b: self.entry(b) for b in self.builds}}
+
+    def compared(self, baselines: Mapping[str, str], margin: float = MARGIN) -> dict[str, Any]:
+        """The summary's block with each build's ratio of rates to its baseline and the verdict on it."""
+        out = self.summary()
+        out["ratio_method"] = METHOD
+        out["margin"] = margin
+        for build, entry in out["builds"].items():
+            base = baselines.get(build, self.builds[0])
+            entry["baseline"] = base
+            if base == build:
+                entry["verdict"] = "baseline"
+                continue
+            v = self.verdict(build, base, margin)
+            # A verdict counts trials; here each is a repetition of the searches.
+            text = f"inconclusive ({v.n} searches)" if v.verdict == INCONCLUSIVE and v.n < MIN_TRIALS else v.text
+            entry.update({"ratio": v.ratio, "ratio_ci95": list(v.ci) if v.ci else None, "verdict": text,
+                          "label": v.label().replace(v.text, text), "verdict_detail": {**v.to_dict(), "text": text},
+                          "search_ratios": self.ratios(build, base)[0]})
+        return out
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [p.row(s.version) for s in sorted(self.searches, key=lambda s: (s.search, s.order))
+                for p in s.probes]

@@ -1,0 +1,152 @@
+"""A latency target as `--slo` takes it: `claim p99 <= 5ms`, `p99.9<=800us`.
+
+The verb is optional and can only be `claim`: it is the one call the open
+loop times from its intended start (a complete follows its claim's reply,
+so it has no schedule of its own). The quantile runs from p50 to p99.9, the
+limit carries its unit (us, µs, ms or s). Anything else is refused with a
+message that names the part that is wrong.
+
+This module stays light (re and argparse): a command's `--help` imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["SloSpec", "SloSpecError", "parse_slo", "slo_option", "add_slo_options", "FORMS", "VERBS",
+           "DEFAULT_RESOLUTION"]
+
+VERBS = ("claim",)
+FORMS = "'claim p99 <= 5ms', 'claim p99<=5ms', 'p99.9 <= 800us'"
+LOWEST_Q, HIGHEST_Q = 50.0, 99.9
+UNITS_MS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0}
+DEFAULT_RESOLUTION = 0.02
+_QUANTILE = re.compile(r"[pP]([0-9]+(?:\.[0-9]+)?)")
+_LIMIT = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(\S*)")
+
+
+class SloSpecError(ValueError):
+    """A latency target that does not parse; the message names the part that is wrong."""
+
+
+@dataclass(frozen=True)
+class SloSpec:
+    verb: str            # the call whose latency is held to the limit: claim
+    quantile: float      # 99.0 for p99
+    limit_ms: float
+    limit_text: str      # the limit as given: 5ms, 800us
+
+    @property
+    def name(self) -> str:
+        """`p99`, `p99.9`."""
+        return f"p{self.quantile:g}"
+
+    @property
+    def text(self) -> str:
+        """`claim p99 <= 5ms`: the target as every record and report writes it."""
+        return f"{self.verb} {self.name} <= {self.limit_text}"
+
+    @property
+    def key(self) -> str:
+        """`claim_p99_le_5ms`: the target in a metric's name."""
+        return f"{self.verb}_{self.name}_le_{self.limit_text.replace('µs', 'us')}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "key": self.key, "verb": self.verb, "quantile": self.quantile,
+                "name": self.name, "limit_ms": self.limit_ms}
+
+
+def _quantile(text: str) -> float:
+    match = _QUANTILE.fullmatch(text)
+    if not match:
+        raise SloSpecError(f"bad quantile {text!r}: want p50 to p99.9, e.g. p99 (targets: {FORMS})")
+    value = float(match[1])
+    if not LOWEST_Q <= value <= HIGHEST_Q:
+        raise SloSpecError(f"quantile {text!r} is outside p50..p99.9")
+    return value
+
+
+def _limit(text: str) -> tuple[float, str]:
+    match = _LIMIT.fullmatch(text.strip())
+    if not match:
+        raise SloSpecError(f"bad limit {text.strip()!r}: want a number with its unit, e.g. 5ms or 800us")
+    number, unit = match[1], match[2]
+    if not unit:
+        raise SloSpecError(f"limit {text.strip()!r} has no unit: write e.g. {number}ms or {number}us "
+                           f"(units: {', '.join(UNITS_MS)})")
+    if unit not in UNITS_MS:
+        raise SloSpecError(f"limit {text.strip()!r}: unknown unit {unit!r}; units: {', '.join(UNITS_MS)}")
+    value = float(number) * UNITS_MS[unit]
+    if not (value > 0 and math.isfinite(value)):
+        raise SloSpecError(f"limit {text.strip()!r} must be more than 0")
+    return value, f"{float(number):g}{unit}"
+
+
+def parse_slo(text: str) -> SloSpec:
+    """`claim p99 <= 5ms` -> SloSpec('claim', 99.0, 5.0, '5ms'); SloSpecError naming what is wrong."""
+    body = str(text).strip()
+    if not body:
+        raise SloSpecError(f"the target is empty: want e.g. {FORMS}")
+    if "<=" not in body:
+        other = next((op for op in (">=", "=>", "=<", "<", ">", "==", "=") if op in body), None)
+        if other:
+            raise SloSpecError(f"{body!r}: a target is an upper bound on the latency, written '<=' (not "
+                               f"{other!r}), e.g. {FORMS}")
+        raise SloSpecError(f"{body!r} has no '<=': want e.g. {FORMS}")
+    left, _, right = body.partition("<=")
+    words = left.split()
+    if len(words) not in (1, 2):
+        raise SloSpecError(f"{body!r}: want [claim] pNN before '<=', e.g. {FORMS}")
+    verb = words[0].lower() if len(words) == 2 else VERBS[0]
+    if verb not in VERBS:
+        raise SloSpecError(f"verb {words[0]!r}: only claim's latency is timed from its intended start; write "
+                           f"'claim {words[-1]} <= ...' or leave the verb out")
+    limit_ms, limit_text = _limit(right)
+    return SloSpec(verb, _quantile(words[-1]), limit_ms, limit_text)
+
+
+def slo_option(text: str) -> SloSpec:
+    """`parse_slo` as an argparse type: the error becomes the flag's own line (exit 2)."""
+    try:
+        return parse_slo(text)
+    except SloSpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _searches(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _resolution(text: str) -> float:
+    body, percent = (text[:-1], True) if text.strip().endswith("%") else (text, False)
+    try:
+        value = float(body) / (100.0 if percent else 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction: give 0.02 or 2%") from None
+    if not 0.001 <= value <= 0.5:
+        raise argparse.ArgumentTypeError(f"{text!r} must be from 0.1% to 50%")
+    return value
+
+
+def add_slo_options(parser: argparse.ArgumentParser, min_trials: int, what: str) -> None:
+    """--slo, --slo-trials and --slo-resolution; `what` says what the search's rate is reported as."""
+    g = parser.add_argument_group("latency target")
+    g.add_argument("--slo", type=slo_option, default=None, metavar="TARGET",
+                   help=f"find the highest open-loop rate whose latency holds TARGET, e.g. {FORMS}: a bisection "
+                        f"of the rate, every probe on a fresh server; {what}")
+    g.add_argument("--slo-trials", type=_searches, default=None, metavar="N",
+                   help=f"searches per build with --slo, each on fresh servers (default {min_trials}; fewer than "
+                        f"{min_trials} give 'inconclusive', no interval)")
+    g.add_argument("--slo-resolution", type=_resolution, default=None, metavar="FRACTION",
+                   help=f"with --slo, bisect until the passing and the failing rate are within FRACTION of each "
+                        f"other (default {DEFAULT_RESOLUTION * 100:g}%%)")
