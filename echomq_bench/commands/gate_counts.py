@@ -5,7 +5,7 @@ Each build's server runs under callgrind (echomq_bench.counts): every verb
 from its prepared state, instructions per call and per server command the
 script called. A baseline belongs to a binary (and its C library), not to a
 machine: `--update` counts 10 fresh servers (`--passes`) and writes
-results/baselines/counts/count-<build>-<key>.json; any machine with that
+results/baselines/counts/count-<product>-<key>.json; any machine with that
 binary judges against it. The allowance per verb comes from that
 baseline's spread (echomq_bench.counts.verdict); a verb over it is counted
 again on a fresh server, and fails only if it is over it again.
@@ -71,7 +71,7 @@ def _missing_baseline(args: argparse.Namespace) -> str | None:
     for spec in args.server:
         binary = binary_identity(spec_binary(spec))
         try:
-            load_count_baseline(count_baseline_path(args.baseline, spec.name, binary), binary)
+            load_count_baseline(count_baseline_path(args.baseline, binary), binary)
         except CountBaselineError as exc:
             return f"{spec.name}: {exc}"
     return None

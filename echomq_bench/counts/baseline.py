@@ -1,7 +1,10 @@
 """Count baselines: one per server binary, valid on any machine that runs it.
 
-A baseline is `counts/count-<build>-<key>.json` under the baselines folder,
-where the key names the binary and its C library (identity.BinaryIdentity).
+A baseline is `counts/count-<product>-<key>.json` under the baselines folder,
+where the key names the binary and its C library (identity.BinaryIdentity)
+and the product is what the binary says it is (redis, valkey). A build's
+name plays no part: `redis` and `redis7.0` that reach one binary share its
+baseline.
 It holds, per verb, the instructions per call of PASSES fresh servers, their
 mean and standard deviation, and each server command's instructions per
 call; beside them the script SHAs, the valgrind version and, for the
@@ -32,14 +35,15 @@ class CountBaselineError(ValueError):
     """A count baseline that is missing, unreadable or of another binary; the message says which."""
 
 
-def count_baseline_path(base: Path | str | None, build: str, binary: BinaryIdentity) -> Path:
-    """A .json path is used as given; a folder holds counts/count-<build>-<key>.json."""
+def count_baseline_path(base: Path | str | None, binary: BinaryIdentity) -> Path:
+    """A .json path is used as given; a folder holds counts/count-<product>-<key>.json."""
     from echomq_bench.microbench.baseline import default_baseline_dir
 
     path = Path(base) if base is not None else default_baseline_dir()
     if path.suffix == ".json":
         return path
-    return path / "counts" / f"count-{re.sub(r'[^A-Za-z0-9_.-]+', '-', build)}-{binary.key}.json"
+    product = binary.version.split(" ", 1)[0] or "server"
+    return path / "counts" / f"count-{re.sub(r'[^A-Za-z0-9_.-]+', '-', product)}-{binary.key}.json"
 
 
 def load_count_baseline(path: Path, binary: BinaryIdentity) -> dict[str, Any]:

@@ -26,7 +26,7 @@ __all__ = ["CountGateOptions", "CountGateResult", "count_gate", "counts_record"]
 
 @dataclass(frozen=True)
 class CountGateOptions:
-    baseline: Path | str | None = None   # a folder of counts/count-<build>-<key>.json, or one .json
+    baseline: Path | str | None = None   # a folder of counts/count-<product>-<key>.json, or one .json
     update: bool = False                 # count PASSES fresh servers and write the baseline instead of judging
     passes: int = PASSES
     verbs: Sequence[str] | None = None   # judge only these (every verb is counted: the sequence is fixed)
@@ -107,7 +107,7 @@ def count_gate(spec: Any, options: CountGateOptions = CountGateOptions(),
 
     o = options
     binary = binary_identity(spec_binary(spec))
-    path = count_baseline_path(o.baseline, spec.name, binary)
+    path = count_baseline_path(o.baseline, binary)
     base = None if o.update else load_count_baseline(path, binary)   # before any server starts
 
     def count(label: str) -> CountRun:

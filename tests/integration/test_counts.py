@@ -49,7 +49,7 @@ def test_a_count_holds_each_command_a_script_calls_and_grows_with_the_script(tmp
 def _committed_baseline(build: str) -> Path:
     spec = parse_server_spec(build)
     binary = binary_identity(spec_binary(spec))
-    path = count_baseline_path(default_baseline_dir(), spec.name, binary)
+    path = count_baseline_path(default_baseline_dir(), binary)
     try:
         load_count_baseline(path, binary)
     except CountBaselineError as exc:

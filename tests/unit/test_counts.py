@@ -133,9 +133,9 @@ def _identity(sha: str = "a" * 64, libc: str = "glibc 2.36") -> BinaryIdentity:
 def test_a_baseline_is_filed_under_the_binary_and_its_c_library() -> None:
     assert _identity().key != _identity(sha="c" * 64).key
     assert _identity().key != _identity(libc="glibc 2.41").key
-    path = count_baseline_path(Path("/b"), "redis", _identity())
-    assert path == Path("/b/counts") / f"count-redis-{_identity().key}.json"
-    assert count_baseline_path(Path("/b/one.json"), "redis", _identity()) == Path("/b/one.json")
+    path = count_baseline_path(Path("/b"), _identity())
+    assert path == Path("/b/counts") / f"count-redis-{_identity().key}.json"   # the product, not a build name
+    assert count_baseline_path(Path("/b/one.json"), _identity()) == Path("/b/one.json")
 
 
 def _run(instructions: float, binary: BinaryIdentity | None = None) -> CountRun:

@@ -70,7 +70,7 @@ def calibrate(spec_text: str, baseline: Path, tmp: Path) -> tuple[float, float, 
     """Instructions per busy-loop iteration in claim, the loop's fixed cost, and claim's baseline mean."""
     spec = parse_server_spec(spec_text)
     binary = binary_identity(spec_binary(spec))
-    base = load_count_baseline(count_baseline_path(baseline, spec.name, binary), binary)
+    base = load_count_baseline(count_baseline_path(baseline, binary), binary)
     mean = float(base["figures"]["claim"]["instructions"])
     short, long = (count_spec(spec, lua_dir=slowed_copy(tmp / f"calibration-{n}", "claim", n)).verbs["claim"]
                    .instructions for n in (SHORT, LONG))
