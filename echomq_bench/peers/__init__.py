@@ -1,5 +1,6 @@
 """echomq (through its Worker) beside the queues teams run: BullMQ on Node and in
-Python, RQ, arq, Celery, Dramatiq, Huey and SAQ: the same no-op jobs, the same server.
+Python, RQ, arq, Celery, Dramatiq, Huey, SAQ, streaQ and taskiq: the same no-op jobs,
+the same server.
 
 One adapter module per queue library; `runner` is the `peers` command, and
 `python -m echomq_bench.peers` is the child process that runs one producer or one
@@ -30,6 +31,8 @@ PEERS: dict[str, tuple[str, str]] = {
     "dramatiq": ("echomq_bench.peers.dramatiq", "Dramatiq"),
     "huey": ("echomq_bench.peers.huey", "Huey"),
     "saq": ("echomq_bench.peers.saq", "Saq"),
+    "streaq": ("echomq_bench.peers.streaq", "Streaq"),
+    "taskiq": ("echomq_bench.peers.taskiq", "Taskiq"),
 }
 # The queue every ratio is taken against: the BullMQ that teams deploy.
 BASELINE = "bullmq-node"

@@ -98,8 +98,14 @@ class Child:
                 self.proc.kill()
                 self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
+            if stream is None:
+                continue
+            try:
                 stream.close()
+            except BrokenPipeError:
+                # A `stop` sent to a consumer that had already exited (a burst worker done
+                # first) is still buffered: closing flushes it to the closed pipe. The pipe closes all the same.
+                pass
         self._log.close()
 
     def kill(self) -> None:
