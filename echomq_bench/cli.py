@@ -27,6 +27,7 @@ class Command:
     summary: str          # one whole sentence, shown in `echomq-bench --help`
     server: bool = True   # takes --server: it talks to a server
     every_build: bool = False  # with no --server: every build installed here, not redis and valkey
+    servers: tuple[str, ...] = ()  # with no --server: these specs, not redis and valkey
 
 
 COMMANDS: dict[str, Command] = {
@@ -39,7 +40,8 @@ COMMANDS: dict[str, Command] = {
                         "cap."),
     "faults": Command("Inject ten faults under a steady load on every installed build and audit where every job "
                       "went.", every_build=True),
-    "peers": Command("Run the same no-op jobs through echomq and eight peer queues, in two modes, on one server."),
+    "peers": Command("Run the same no-op jobs through echomq and ten peer queues, in two modes, on one server.",
+                     servers=("redis",)),
     "lease": Command("Sweep leases on a real server, model them and recommend one."),
     "report": Command("Turn results folders into report.md, a self-contained report.html and PNG charts.",
                       server=False),
@@ -87,7 +89,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         if argv is not None and name != wanted:
             continue
         if command.server:
-            add_server_option(cmd, every_build=command.every_build)
+            add_server_option(cmd, every_build=command.every_build, default=command.servers)
         else:
             cmd.add_argument("--server", action=_NoServer, nargs="?", help=argparse.SUPPRESS)
         module = module_of(name)
@@ -105,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from echomq_bench.servers import DEFAULT_SPECS, installed_builds, parse_server_spec
 
         every = [b.name for b in installed_builds()] if COMMANDS[args.command].every_build else []
-        args.server = [parse_server_spec(s) for s in (every if len(every) >= 2 else DEFAULT_SPECS)]
+        fallback = COMMANDS[args.command].servers or DEFAULT_SPECS
+        args.server = [parse_server_spec(s) for s in (every if len(every) >= 2 else fallback)]
     try:
         return int(args._module.run(args))
     except KeyboardInterrupt:

@@ -185,16 +185,18 @@ def server_spec(text: str) -> object:
         raise argparse.ArgumentTypeError(f"{exc}{hint}") from None
 
 
-def add_server_option(parser: argparse.ArgumentParser, *, every_build: bool = False) -> None:
+def add_server_option(parser: argparse.ArgumentParser, *, every_build: bool = False,
+                      default: Sequence[str] = ()) -> None:
     from echomq_bench.servers.builds import BUILD_NAMES
 
-    default = (f"every build installed here of {', '.join(BUILD_NAMES[:-1])} and {BUILD_NAMES[-1]} (redis and "
-               "valkey when fewer than two are)" if every_build else "redis and valkey")
+    named = " and ".join(default) if default else "redis and valkey"
+    default_text = (f"every build installed here of {', '.join(BUILD_NAMES[:-1])} and {BUILD_NAMES[-1]} (redis and "
+                    "valkey when fewer than two are)" if every_build else named)
     parser.add_argument(
         "--server", action="append", type=server_spec, metavar="SPEC",
         help=f"redis | valkey | {' | '.join(BUILD_NAMES)} | NAME=BINARY [ARGS...] | "
              "redis://... | rediss://... | redis-cluster | valkey-cluster | redis+cluster://... (repeatable, "
-             f"once per server; default: {default}, embedded)")
+             f"once per server; default: {default_text}, embedded)")
 
 
 def add_quick(parser: argparse.ArgumentParser, what: str) -> None:

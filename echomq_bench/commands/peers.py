@@ -17,30 +17,36 @@ from pathlib import Path
 from echomq_bench.records import meta as meta_mod
 from echomq_bench.records import files as results
 from echomq_bench.measurement.verdicts import MIN_TRIALS
-from echomq_bench.peers import MODES, PEERS, get
+from echomq_bench.peers import BASELINE, MODES, PEERS, get
 from echomq_bench.peers.base import PAYLOAD_BYTES, PeerMissingError, version_of
 from echomq_bench.peers.children import RunnerError
 from echomq_bench.peers.result import PeerRun, Phase
-from echomq_bench.peers.rounds import PeersSettings, check_empty, choose_queues, remove_tree, run_rounds
+from echomq_bench.peers.rounds import HEADLINE, PeersSettings, check_empty, choose_queues, remove_tree, run_rounds
 from echomq_bench.peers.runner import MAX_CONSUMERS, MAX_JOBS, QUEUE_NAME, measure
 from echomq_bench.peers.summary import build_summary, command_rows, ratio_rows, tidy_rows
 
 __all__ = ["configure", "run", "measure", "choose_queues", "PeerRun", "Phase", "RunnerError", "QUEUE_NAME"]
 
-DEFAULT_JOBS = 5_000
+DEFAULT_JOBS = 2_000
 QUICK_JOBS = 1_000
 # The verdict method's minimum: fewer trials give every ratio "inconclusive".
 DEFAULT_TRIALS = MIN_TRIALS
+# The headline ratio (echomq against bullmq-node) is sized to ±5%, within the
+# run's 15 minutes: every queue in both modes at the default jobs takes about
+# two thirds of that here, and each headline round about 10 s.
+DEFAULT_PRECISION = 0.05
+DEFAULT_MAX_TRIALS = 40
+DEFAULT_BUDGET_S = 15 * 60.0
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Enqueue N no-op jobs (64-byte payload) with one producer, then drain them with C consumer "
-        "processes, through echomq, BullMQ (Node and Python), RQ, arq, Celery, Dramatiq, Huey and SAQ, each "
-        "with its defaults and with its high-throughput settings, in turn on a fresh server each; report "
+        "processes, through echomq, BullMQ (Node and Python), RQ, arq, Celery, Dramatiq, Huey, SAQ, streaQ and "
+        "taskiq, each with its defaults and with its high-throughput settings, in turn on a fresh server each; report "
         "server CPU µs, script µs, commands and round trips per job, memory per pending job, jobs/s and "
         "client CPU µs per job, with confidence intervals and ratios to bullmq-node.")
-    from echomq_bench.options import add_list, add_out, add_quick, choice, duration_s
+    from echomq_bench.options import add_list, add_out, add_quick, choice, duration_s, fraction, number
 
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help=f"jobs per queue and trial (default {DEFAULT_JOBS}; {QUICK_JOBS} with --quick)")
@@ -55,9 +61,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_list(parser, "--mode", choice(list(MODES)), metavar="MODE",
              help=f"only these modes (default all: {', '.join(MODES)}): the library's defaults, or its documented "
                   "high-throughput settings")
+    parser.add_argument("--precision", type=fraction, default=DEFAULT_PRECISION, metavar="FRACTION",
+                        help=f"after the rounds, run {HEADLINE} and {BASELINE} alone, round after round, until "
+                             f"each mode's ratio interval is within ±FRACTION (default {DEFAULT_PRECISION:.0%}%; "
+                             "off with --quick), or --max-trials, or --budget")
+    parser.add_argument("--max-trials", type=number(int, 1, 100), default=DEFAULT_MAX_TRIALS, metavar="N",
+                        help=f"the most rounds of the headline pair, the first --trials included "
+                             f"(default {DEFAULT_MAX_TRIALS})")
+    parser.add_argument("--budget", type=duration_s, default=DEFAULT_BUDGET_S, metavar="DURATION",
+                        help="start no headline round once the run has taken this long, e.g. 15m "
+                             f"(default {DEFAULT_BUDGET_S / 60:g}m)")
     parser.add_argument("--timeout", type=duration_s, default=600.0, metavar="DURATION",
                         help="give up on a phase after this long, e.g. 90s, 10m (default 10m)")
-    add_quick(parser, f"{QUICK_JOBS} jobs per queue and trial")
+    add_quick(parser, f"{QUICK_JOBS} jobs per queue and trial, no headline rounds")
     add_out(parser, "results/<utc-time>-peers")
 
 
@@ -77,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
         return _bad(f"--trials must be from 1 to 100, got {args.trials}")
     if not args.timeout > 0:
         return _bad(f"--timeout must be positive, got {args.timeout}")
+    if not args.budget > 0:
+        return _bad(f"--budget must be positive, got {args.budget}")
     try:
         names, skipped = choose_queues(args.queue or [])
     except PeerMissingError as exc:
@@ -97,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
     log_dir = Path(tempfile.mkdtemp(prefix="echomq-peers-logs-"))
     modes = tuple(dict.fromkeys(args.mode or MODES))
     settings = PeersSettings(jobs=args.jobs, consumers=args.consumers, trials=args.trials,
-                             timeout_s=args.timeout, servers=tuple(args.server), modes=modes)
+                             timeout_s=args.timeout, servers=tuple(args.server), modes=modes,
+                             precision=None if args.quick else args.precision,
+                             max_trials=max(args.max_trials, args.trials), budget_s=args.budget)
     outcome = run_rounds(settings, names, log_dir)
     runs, failures, described = outcome.runs, outcome.failures, outcome.described
     skipped.update(outcome.skipped)

@@ -1,17 +1,29 @@
 """The interleaved rounds of a `peers` run: every queue in every mode on every
-server, once per trial, each on a fresh server.
+server, once per trial, each on a fresh server; then, with a precision, more
+rounds of the headline pair alone.
 
 An embedded build is started anew for every queue and trial; a server given
 by URL must have an empty database, and is flushed after each queue.
+
+The headline is echomq's server µs per job against the baseline queue's, in
+each mode on each server. Its trial-to-trial spread is wider than the
+rounds every queue gets can narrow, so after them echomq and the baseline
+run on, round after round, until every headline ratio's interval is within
+±precision, or `max_trials` rounds, or the run has taken `budget_s`. The
+rule looks at how wide the intervals are, never at where they lie, so the
+verdicts keep the error rates of a fixed number of trials (as compare's
+adaptive runs do).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from echomq_bench.peers import PEERS, get, modes_of
+from echomq_bench.measurement.verdicts import precision_reached
+from echomq_bench.peers import BASELINE, PEERS, get, modes_of
 from echomq_bench.peers.base import PeerMissingError
 from echomq_bench.peers.children import RunnerError
 from echomq_bench.peers.result import PeerRun
@@ -20,7 +32,10 @@ from echomq_bench.progress import Progress
 from echomq_bench.records import meta as meta_mod
 from echomq_bench.servers import EmbeddedServer, Server, ServerSpec, start
 
-__all__ = ["PeersSettings", "PeersOutcome", "run_rounds", "choose_queues", "pairs", "check_empty", "remove_tree"]
+__all__ = ["PeersSettings", "PeersOutcome", "run_rounds", "choose_queues", "pairs", "check_empty", "remove_tree",
+           "HEADLINE", "headline_ratios"]
+
+HEADLINE = "echomq"   # the queue whose ratio to BASELINE the run sizes its trials for
 
 
 @dataclass(frozen=True)
@@ -33,6 +48,9 @@ class PeersSettings:
     timeout_s: float
     servers: tuple[ServerSpec, ...]
     modes: tuple[str, ...]
+    precision: float | None = None   # the headline pair runs on until each ratio is within ±precision
+    max_trials: int = 0              # the most rounds of the headline pair, the first `trials` included
+    budget_s: float = float("inf")   # no headline round starts once the run has taken this long
 
 
 @dataclass
@@ -51,7 +69,9 @@ def pairs(names: list[str], modes: tuple[str, ...]) -> list[tuple[str, str]]:
 
 
 def run_rounds(settings: PeersSettings, names: list[str], log_dir: Path) -> PeersOutcome:
-    """Every queue in every mode on every server, once per trial, interleaved so drift hits them alike."""
+    """Every queue in every mode on every server, once per trial, interleaved so drift hits them alike;
+    then the headline pair alone until its ratios are precise enough (see the module's docstring)."""
+    started = time.monotonic()
     outcome = PeersOutcome()
     todo = pairs(names, settings.modes)
     total = len(settings.servers) * settings.trials * len(todo)
@@ -63,7 +83,44 @@ def run_rounds(settings: PeersSettings, names: list[str], log_dir: Path) -> Peer
                 step += 1
                 label = f"[{step}/{total}] {spec.name} {name} ({mode}) trial {trial + 1}/{settings.trials}"
                 _one_round(settings, spec, (name, mode), trial, log_dir, label, progress, outcome)
+    _headline_rounds(settings, names, log_dir, outcome, progress, started)
     return outcome
+
+
+def headline_ratios(runs: list[PeerRun], server: str, mode: str) -> list[float]:
+    """HEADLINE's server µs per job over BASELINE's, trial by trial, clean pairs only."""
+    base = {r.trial: r.server_us_per_job for r in runs
+            if (r.server, r.queue, r.mode) == (server, BASELINE, mode) and r.clean}
+    return [r.server_us_per_job / base[r.trial] for r in runs
+            if (r.server, r.queue, r.mode) == (server, HEADLINE, mode) and r.clean
+            and base.get(r.trial, 0) > 0 and r.server_us_per_job > 0]
+
+
+def _headline_rounds(settings: PeersSettings, names: list[str], log_dir: Path, outcome: PeersOutcome,
+                     progress: Progress, started: float) -> None:
+    if settings.precision is None or HEADLINE not in names or BASELINE not in names:
+        return
+    precision = settings.precision
+    todo = pairs([HEADLINE, BASELINE], settings.modes)
+    modes = list(dict.fromkeys(mode for _, mode in todo))
+
+    def precise() -> bool:
+        return all(precision_reached(headline_ratios(outcome.runs, spec.name, mode), precision)
+                   for spec in settings.servers for mode in modes)
+
+    trial = settings.trials
+    while trial < settings.max_trials and not precise():
+        if time.monotonic() - started >= settings.budget_s:
+            progress.end(f"headline: the run's budget of {settings.budget_s:.0f} s is spent after {trial} trials")
+            return
+        for spec in settings.servers:
+            for name, mode in todo:
+                label = f"[headline] {spec.name} {name} ({mode}) trial {trial + 1}/{settings.max_trials} at most"
+                _one_round(settings, spec, (name, mode), trial, log_dir, label, progress, outcome)
+        trial += 1
+    if precise():
+        progress.end(f"headline: every ratio of {HEADLINE} to {BASELINE} is within ±{precision:.0%} after "
+                     f"{trial} trials")
 
 
 def _one_round(settings: PeersSettings, spec: ServerSpec, queue: tuple[str, str], trial: int, log_dir: Path,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any, Iterable
 
@@ -9,7 +10,7 @@ from echomq_bench.peers import BASELINE, get
 from echomq_bench.peers.base import PAYLOAD_BYTES, version_of
 from echomq_bench.peers.intervals import FIGURES_WITH_CI, interval, ratio_verdict
 from echomq_bench.peers.result import PeerRun, Phase
-from echomq_bench.peers.rounds import PeersSettings, pairs
+from echomq_bench.peers.rounds import HEADLINE, PeersSettings, pairs
 
 __all__ = ["build_summary", "tidy_rows", "command_rows", "ratio_rows", "FIGURES"]
 
@@ -47,6 +48,9 @@ def build_summary(runs: list[PeerRun], names: list[str], skipped: dict[str, str]
         "jobs": settings.jobs,
         "consumers": settings.consumers,
         "trials": settings.trials,
+        # The headline pair's rounds beyond `trials`: what ended them is in the rows' n.
+        "headline": {"queue": HEADLINE, "precision": settings.precision, "max_trials": settings.max_trials,
+                     "budget_s": settings.budget_s if math.isfinite(settings.budget_s) else None},
         "modes": list(settings.modes),
         "baseline": BASELINE,
         "payload_bytes": PAYLOAD_BYTES,

@@ -75,6 +75,18 @@ def _saq_left(c: Any) -> dict[str, int]:
             "rows": len(_keys(c, f"saq:job:{QUEUE_NAME}:*"))}
 
 
+def _streaq_left(c: Any) -> dict[str, int]:
+    base = f"streaq:{QUEUE_NAME}:"
+    return {"stream": c.xlen(base + "queues:normal"), "delayed": c.zcard(base + "queues:delayed:normal"),
+            "running": c.scard(base + "index:running"), "rows": len(_keys(c, base + "task:data:*")),
+            "tries": len(_keys(c, base + "task:retry:*")), "results": len(_keys(c, base + "task:results:*"))}
+
+
+def _taskiq_left(c: Any) -> dict[str, int]:
+    # Each entry of the stream is a job; its ack deletes it.
+    return {"stream": c.xlen(QUEUE_NAME)}
+
+
 # The test's own reading of each peer's keys, independent of the adapters'.
 SERVER_LEFT: dict[str, Callable[[Any], dict[str, int]]] = {
     "echomq": _echomq_left,
@@ -87,6 +99,8 @@ SERVER_LEFT: dict[str, Callable[[Any], dict[str, int]]] = {
     "dramatiq": _dramatiq_left,
     "huey": _huey_left,
     "saq": _saq_left,
+    "streaq": _streaq_left,
+    "taskiq": _taskiq_left,
 }
 PAIRS = [(name, mode) for name in PEERS for mode in modes_of(name)]
 
@@ -135,7 +149,7 @@ def test_each_queue_drains_every_job_exactly_once(name: str, mode: str, server: 
 def test_cli_writes_summary_csv_meta_and_ratios(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
     code = main(["peers", "--server", "valkey", "--queue", "echomq,bullmq-node", "--mode", "default",
-                 "--jobs", "300", "--consumers", "1", "--trials", "2", "--out", str(out)])
+                 "--jobs", "300", "--consumers", "1", "--trials", "2", "--max-trials", "2", "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 0, printed
 

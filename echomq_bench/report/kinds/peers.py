@@ -98,6 +98,28 @@ def _ratios(entries: list[dict[str, Any]], base: str) -> Table | None:
                                      "jobs/s)")
 
 
+def _headline(summary: dict[str, Any], entries: list[dict[str, Any]], base: str) -> list[Block]:
+    """echomq's server µs per job against the baseline's, one line per server and mode, with n and interval."""
+    head = summary.get("headline") or {}
+    queue = str(head.get("queue") or "echomq")
+    lines = []
+    for e in entries:
+        v = (e.get("vs_baseline") or {}).get("server_us_per_job")
+        if e.get("queue") != queue or not v:
+            continue
+        ci = v.get("ci")
+        width = f", ±{(float(ci[1]) / float(ci[0])) ** 0.5 - 1:.1%}" if ci else ""
+        lines.append(f"{e.get('server')} {e.get('mode')}: {queue} costs {float(v['ratio']):.3f}x {base}'s server "
+                     f"µs per job" + (f" [{float(ci[0]):.3f}, {float(ci[1]):.3f}{width}]" if ci else "")
+                     + f", n = {v.get('n')} trial pairs: {v.get('text')}")
+    if not lines:
+        return []
+    rule = (f"; the pair ran on alone until every interval was within ±{float(head['precision']):.0%}, "
+            f"{head.get('max_trials')} trials or the run's budget" if head.get("precision") else "")
+    return [Para(f"Headline, {queue} against {base} (95% t-interval on the trial-paired log ratios{rule}):"),
+            Notes(lines)]
+
+
 def _settings(entries: list[dict[str, Any]]) -> list[Block]:
     """What each queue ran with: the worker's settings per mode, the enqueue path per queue."""
     seen: dict[tuple[str, str], str] = {}
@@ -134,7 +156,7 @@ def section(run: Run, out: Path) -> list[Block]:
     if not entries:
         return blocks + _older(run) + [Notes(context_lines(run, bottleneck=BOTTLENECK))]
     base = str(s.get("baseline", "bullmq-node"))
-    blocks += [*_trouble(s),
+    blocks += [*_trouble(s), *_headline(s, entries, base),
                Para(f"{_count(s.get('jobs'))} jobs of {s.get('payload_bytes', 64)} bytes per queue and trial, "
                     f"{s.get('consumers', '?')} consumer processes, {s.get('trials', '?')} trial(s), interleaved "
                     "round by round, each queue on a fresh server. Figures per job, geometric means over the "
