@@ -107,7 +107,7 @@ def allocator_note(servers: Mapping[str, Mapping[str, Any]], names: list[str]) -
         return f"Allocator: {groups}. Every build uses the same allocator, so a ratio between them is the version's."
     return (f"Allocator: {groups}. The allocator differs between these builds, so a ratio across two allocators "
             "measures the version and the allocator together; read a version's effect from builds that share one "
-            "(the wheel builds use libc malloc, Debian's use jemalloc).")
+            "(each build's malloc column says which it links).")
 
 
 def matrix_section(runs: Mapping[str, Run], out: Path) -> list[Block]:
