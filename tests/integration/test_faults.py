@@ -33,7 +33,7 @@ def test_quick_faults_pass_on_every_installed_build(tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     entries = {(e["server"], e["scenario"]): e for e in summary["scenarios"]}
     builds = [b.name for b in installed_builds()]
-    assert len(builds) == 4, "bash setup.sh installs the four builds"
+    assert len(builds) == 6, "bash setup.sh installs the six builds"
     assert set(entries) == {(b, s) for b in builds for s in SCENARIOS}
     for (build, scenario), e in entries.items():
         assert e["passed"] is True, (build, scenario, [c for c in e["checks"] if not c["ok"]])
