@@ -5,7 +5,7 @@
     ├── WrongKindError              EMQKIND: an id of another kind (also ValueError)
     ├── InvalidArgumentError        EMQID, EMQARG: a malformed id or argument (also ValueError)
     ├── ServerUnavailableError      the server could not be reached in time
-    │   ├── RepliesLostError        a pipeline's connection failed after it was sent:
+    │   ├── RepliesLostError        the connection failed after calls were written:
     │   │                           the calls whose replies were lost may have run
     │   └── SlotMigratingError      TRYAGAIN: the queue's cluster slot is moving to
     │                               another node and the call ran nothing; a later
@@ -31,6 +31,8 @@ the Queue maps to ours; Redis 6.2 wraps an OOM refused inside a script as
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "EchoMQError",
@@ -76,11 +78,13 @@ class ServerUnavailableError(EchoMQError):
 
 
 class RepliesLostError(ServerUnavailableError):
-    """A pipeline went out and its connection failed before every reply came
-    back. `replies` has one entry per call: its reply where it was read,
-    None at the positions in `lost`, whose calls may or may not have run."""
+    """One call or a pipeline went out, and its connection failed before
+    every reply came back. `replies` has one entry per call: its reply where
+    it was read, None at the positions in `lost`, whose calls may or may not
+    have run. Raised by the client's once-only senders; `Queue` and `Worker`
+    judge each lost complete, retry and enqueue from the job's row."""
 
-    def __init__(self, message: str, replies: list[object], lost: tuple[int, ...]) -> None:
+    def __init__(self, message: str, replies: list[Any], lost: tuple[int, ...]) -> None:
         super().__init__(message)
         self.replies = replies
         self.lost = lost

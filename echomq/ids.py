@@ -19,7 +19,10 @@ from typing import Callable
 
 from .errors import InvalidArgumentError, WrongKindError
 
-__all__ = ["ALPHABET", "EPOCH_MS", "BrandedId", "Minter", "mint", "parse_id", "check_job_id"]
+# The format itself is public (its constants and `encode`): a bulk writer that
+# mints ids a block at a time must produce exactly what `mint` would.
+__all__ = ["ALPHABET", "EPOCH_MS", "DIGITS", "MAX_NODE", "MAX_SEQ", "encode", "BrandedId", "Minter", "mint",
+           "parse_id", "check_job_id"]
 
 ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 EPOCH_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z

@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Sequence
 
+from echomq_bench.errors import BenchError
 from echomq_bench.options import add_server_option
 
 __all__ = ["main", "build_parser", "COMMANDS", "Command"]
@@ -99,25 +100,33 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from echomq.errors import EchoMQError
+    """Run one command. Every failure of the instrument (echomq_bench.errors),
+    of the client (a server that misbehaves) or of the system ends it with one
+    line on stderr and exit 2, not a traceback; anything else is a bug and
+    keeps its traceback."""
+    from echomq import EchoMQError  # not at import: the parser alone needs no server client
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
-    if COMMANDS[args.command].server and not args.server:
-        from echomq_bench.servers import DEFAULT_SPECS, installed_builds, parse_server_spec
-
-        every = [b.name for b in installed_builds()] if COMMANDS[args.command].every_build else []
-        fallback = COMMANDS[args.command].servers or DEFAULT_SPECS
-        args.server = [parse_server_spec(s) for s in (every if len(every) >= 2 else fallback)]
     try:
+        if COMMANDS[args.command].server and not args.server:
+            args.server = default_servers(COMMANDS[args.command])
         return int(args._module.run(args))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (EchoMQError, OSError) as exc:
-        # Known failures get one clear line, not a traceback.
+    except (BenchError, EchoMQError, OSError) as exc:
         print(f"echomq-bench {args.command}: error: {exc}", file=sys.stderr)
         return 2
+
+
+def default_servers(command: Command) -> list[object]:
+    """The servers of a command given no --server: every installed build, or its own specs, or the defaults."""
+    from echomq_bench.servers import DEFAULT_SPECS, installed_builds, parse_server_spec
+
+    every = [b.name for b in installed_builds()] if command.every_build else []
+    fallback = command.servers or DEFAULT_SPECS
+    return [parse_server_spec(s) for s in (every if len(every) >= 2 else fallback)]
 
 
 if __name__ == "__main__":

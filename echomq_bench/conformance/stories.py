@@ -17,12 +17,8 @@ from typing import Callable, Iterator
 
 import redis
 
-from echomq import verbs
-from echomq.errors import StaleTokenError, WrongKindError
-from echomq.ids import mint, parse_id
-from echomq.queue import Job, Queue
-from echomq.scripts import discover
-from echomq_bench.load.backlog import drop_queue
+from echomq import Job, Queue, StaleTokenError, WrongKindError, discover, mint, parse_id, verbs
+from echomq_bench.load.bulk import drop_queue
 
 __all__ = ["Line", "Failed", "STORIES", "run_check", "expect", "wire_error", "server_ms"]
 

@@ -35,9 +35,9 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable, Protocol, Sequence
 
-from echomq.errors import (InvalidArgumentError, KeyspaceDamageError, OutOfMemoryError, StaleTokenError,
-                           WrongKindError)
-from echomq.verbs import ScriptCall
+from echomq import (
+    InvalidArgumentError, KeyspaceDamageError, OutOfMemoryError, ScriptCall, StaleTokenError, WrongKindError,
+)
 
 __all__ = ["History", "HistoryCalls", "FaultNow", "CallsLike", "REFUSED", "clock"]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Protocol
 
-from echomq.errors import EchoMQError
+from echomq_bench.errors import SettingsError
 
 __all__ = ["Distribution", "parse_duration_ms", "parse_dist", "DistError", "load_work_times", "load_work_file",
            "WORK_HISTOGRAM"]
@@ -41,10 +41,8 @@ WORK_HISTOGRAM = "work.hdr"
 MAX_EMPIRICAL = 200_000
 
 
-class DistError(EchoMQError, ValueError):
+class DistError(SettingsError):
     """A distribution string that does not parse; the message names the problem."""
-
-    code = "EMQARG"
 
 
 def parse_duration_ms(text: str) -> float:

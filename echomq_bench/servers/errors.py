@@ -1,4 +1,5 @@
-"""The error tree of `echomq_bench.servers`, drawn once.
+"""The error tree of `echomq_bench.servers`, drawn once (its place in the
+instrument's whole tree: echomq_bench.errors).
 
     ServerError                     a server could not be described, started or controlled
     ├── ServerSpecError             a `--server SPEC` that is not an accepted form (also ValueError)
@@ -7,11 +8,12 @@
     └── ServerStartError            an embedded server did not come up, or a URL server did not answer
         ├── ServerNotFoundError     the server binary is not installed or not on the system PATH
         └── ClusterNotReadyError    the nodes did not agree on a healthy cluster in time
+    TlsError (servers.tls)          openssl is missing or refused to make a certificate
 """
 
 from __future__ import annotations
 
-from echomq.errors import EchoMQError
+from echomq_bench.errors import BenchError
 
 __all__ = [
     "ServerError",
@@ -23,10 +25,8 @@ __all__ = [
 ]
 
 
-class ServerError(EchoMQError):
+class ServerError(BenchError):
     """A server could not be described, started or controlled."""
-
-    code = "EMQSERVER"
 
 
 class ServerSpecError(ServerError, ValueError):

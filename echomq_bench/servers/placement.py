@@ -16,7 +16,7 @@ import redis
 from redis.cluster import RedisCluster
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from echomq.keys import check_queue_name
+from echomq import check_queue_name
 from echomq_bench.servers.cluster import Cluster
 from echomq_bench.servers.errors import ServerError
 
@@ -40,6 +40,12 @@ def is_cluster(target: Any) -> bool:
     return isinstance(target, Cluster)
 
 
+def _address(client: redis.Redis) -> str:
+    """A plain client's node, named as a cluster names its masters: host:port (or its socket's path)."""
+    kw = client.connection_pool.connection_kwargs
+    return str(kw["path"]) if "path" in kw else f"{kw.get('host', '?')}:{kw.get('port', '?')}"
+
+
 def _owners(target: Any) -> tuple[list[str], Callable[[int], str]]:
     """The masters' addresses and a slot -> address function for a cluster,
     a cluster client, or a plain client (one node owns everything)."""
@@ -60,9 +66,7 @@ def _owners(target: Any) -> tuple[list[str], Callable[[int], str]]:
             if name not in order:
                 order.append(name)
         return order, owner
-    from echomq.wire import describe
-
-    only = describe(target)
+    only = _address(target)
     return [only], lambda slot: only
 
 
@@ -105,9 +109,7 @@ def master_clients(target: Any) -> dict[str, redis.Redis]:
         # redis-py leaves get_primaries unannotated; it answers ClusterNodes.
         nodes = {n.name: n for n in target.get_primaries()}  # type: ignore[no-untyped-call]
         return {name: target.get_redis_connection(nodes[name]) for name in order}
-    from echomq.wire import describe
-
-    return {describe(target): target}
+    return {_address(target): target}
 
 
 def format_placements(placements: Sequence[Placement]) -> str:

@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from echomq_bench.servers.errors import ServerError
+
 __all__ = ["TlsFiles", "TlsError", "throwaway_certificate", "server_args", "tls_url"]
 
 DAYS = "1"
 
 
-class TlsError(RuntimeError):
+class TlsError(ServerError):
     """openssl is missing or refused to make the certificate."""
 
 

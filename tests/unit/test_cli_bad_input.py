@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from echomq import EchoMQError
 from echomq_bench.cli import COMMANDS, build_parser, main
+from echomq_bench.errors import BenchError
 from echomq_bench.records.files import ResultsError, load
 from tests.helpers import ROOT
 
@@ -50,10 +50,18 @@ def help_of(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     (["failover", "--before", "500ms", "--after", "1s"], "after", 1.0),
     (["peers", "--timeout", "10m"], "timeout", 600.0),
     (["reapcost", "--cadence", "100ms,1s"], "cadence_ms", [100, 1000]),
-    (["reapcost", "--cadence-ms", "100,1000"], "cadence_ms", [100, 1000]),  # the old spelling, ms by its name
 ])
 def test_durations_take_their_unit_the_same_way_everywhere(argv: list[str], dest: str, value: object) -> None:
     assert getattr(parse(argv), dest) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("argv", [["reapcost", "--cadence-ms", "100"], ["compare", "--min-effect", "0.05"]])
+def test_a_flag_no_parser_takes_is_refused_by_argparse(argv: list[str],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse(argv)
+    assert exc.value.code == 2
+    assert f"unrecognized arguments: {argv[1]}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("repeated, comma, dest, value", [
@@ -160,4 +168,4 @@ def test_unreadable_results_folders(tmp_path: Path) -> None:
         with pytest.raises(ResultsError) as info:
             load(path)
         assert fragment in str(info.value) and str(path.name) in str(info.value)
-        assert isinstance(info.value, EchoMQError)  # so the CLI prints one line and exits 2
+        assert isinstance(info.value, BenchError)  # so the CLI prints one line and exits 2

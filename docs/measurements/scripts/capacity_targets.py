@@ -30,9 +30,7 @@ from pathlib import Path
 
 from echomq_bench.commands.capacity import CapacitySettings, measure
 from echomq_bench.commands.compare import Build, run_compare, unique_builds
-from echomq import verbs
-from echomq.queue import Queue
-from echomq.scripts import lua_dir
+from echomq import Queue, lua_dir, verbs
 from echomq_bench.servers import parse_server_spec, start
 from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.measurement.verdicts import FASTER, SLOWER
@@ -50,7 +48,7 @@ def claim_costs(spec: str, folders: list[Path | None], rounds: int = 40, batch: 
     batches of claims go to each in turn, so a machine whose speed drifts
     by the second weighs on every folder alike.
     """
-    from echomq_bench.load.backlog import fill_in_turn
+    from echomq_bench.load.bulk import fill_in_turn
     from echomq_bench.commands.capacity import target_of
 
     n = rounds * batch

@@ -33,12 +33,11 @@ from typing import Any
 
 import redis
 
-from echomq import Queue, mint, verbs
+from echomq import Queue, QueueKeys, mint, verbs
 from echomq_bench.records import meta
 from echomq_bench.servers import (EmbeddedCluster, format_placements, master_clients, parse_server_spec,
                                    spread_queues, start)
-from echomq.keys import QueueKeys
-from echomq_bench.load.backlog import drop_queue
+from echomq_bench.load.bulk import drop_queue
 from echomq_bench.records.files import new_run_dir
 from echomq_bench.records.record import Record
 from echomq_bench.records.writer import write_record

@@ -37,7 +37,7 @@ from pathlib import Path
 from echomq_bench.counts.baseline import count_baseline_path, load_count_baseline
 from echomq_bench.counts.identity import binary_identity
 from echomq_bench.counts.measure import count_spec
-from echomq_bench.lease.stats import wilson
+from echomq_bench.measurement.intervals import wilson
 from echomq_bench.microbench.baseline import default_baseline_dir, slowed_copy
 from echomq_bench.servers import parse_server_spec
 from echomq_bench.servers.embedded import spec_binary

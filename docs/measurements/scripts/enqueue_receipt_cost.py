@@ -23,8 +23,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from echomq import Queue, mint
-from echomq.scripts import lua_dir
+from echomq import Queue, lua_dir, mint
 from echomq_bench.counts.measure import COUNTED, count_spec
 from echomq_bench.servers import parse_server_spec, start
 

@@ -63,10 +63,7 @@ def child(mode: str, url: str, consumers: int) -> None:
     import gevent
     import redis
 
-    from echomq.ids import mint
-    from echomq.keys import QueueKeys
-    from echomq import verbs
-    from echomq.scripts import Scripts
+    from echomq import QueueKeys, Scripts, mint, verbs
 
     scripts = Scripts(redis.Redis.from_url(url))
     k = QueueKeys(f"ref-{os.getpid()}")

@@ -33,11 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from echomq_bench.records import meta
-from echomq import verbs
+from echomq import Queue, QueueKeys, mint, verbs
 from echomq_bench.servers import EmbeddedCluster, ServerSpec, parse_server_spec
-from echomq.ids import mint
-from echomq.keys import QueueKeys
-from echomq.queue import Queue
 from echomq_bench.records.files import new_run_dir
 from echomq_bench.records.record import Record
 from echomq_bench.records.writer import write_record
