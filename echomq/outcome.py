@@ -51,9 +51,12 @@ from typing import Any, Callable, Iterator, Literal, Sequence
 import redis
 
 from . import verbs
+from .errors import RepliesLostError
+from .scripts import Command, send_reloading
 from .verbs import ScriptCall
+from .wire import describe
 
-__all__ = ["ReplyLost", "send_once", "send_all_once", "refresh_slots", "Row", "Verdict", "Identity", "judge",
+__all__ = ["send_once", "send_all_once", "refresh_slots", "Row", "Verdict", "Identity", "judge",
            "judge_complete", "judge_retry", "judge_enqueue", "Leases", "LEASE_SAFETY", "REAP_ERROR"]
 
 # A lease is trusted for this share of its length, less LEASE_SLACK_S: the
@@ -64,21 +67,13 @@ MAX_LEASES = 100_000
 REAP_ERROR = b"lease expired"  # what reap writes as last_error when it buries a job
 
 
-class ReplyLost(Exception):
-    """The connection failed after the commands may have left: they may have run.
-    `replies` holds the replies read before it failed, in order (a prefix)."""
-
-    def __init__(self, message: str, replies: Sequence[Any] = ()) -> None:
-        super().__init__(message)
-        self.replies = list(replies)
-
-
 def send_once(client: Any, sha: str, call: ScriptCall, load: Callable[[], None], node: Any = None) -> Any:
     """EVALSHA once, never resent after it may have reached the server.
 
     A failure to get a connection sent nothing and raises redis-py's own
-    error; a failure after sending began raises ReplyLost. NOSCRIPT ran
-    nothing: the scripts are loaded (`load`) and the call sent again.
+    error; a failure after sending began raises RepliesLostError. NOSCRIPT
+    ran nothing: the scripts are loaded (`load`) and the call sent again
+    (`echomq.scripts.send_reloading`).
 
     On a RedisCluster the call goes to `node`, by default the master the
     client's slot map gives the call's first key. A connection failure there
@@ -92,25 +87,21 @@ def send_once(client: Any, sha: str, call: ScriptCall, load: Callable[[], None],
         target = client.get_redis_connection(node)
     command = call.evalsha(sha)
     try:
-        try:
-            return _sent(client, node, target, command)
-        except redis.exceptions.NoScriptError:
-            load()
-            return _sent(client, node, target, command)
+        return _raised(send_reloading(lambda commands: _sent(client, node, target, commands), load, [command])[0])
     except (redis.exceptions.MovedError, redis.exceptions.AskError):
         # Nothing ran: the slot is elsewhere. The cluster client follows the
         # redirect and refreshes its slot map (with its usual resends).
         return client.execute_command(*command)
 
 
-def _sent(client: Any, node: Any, target: redis.Redis, command: tuple[Any, ...]) -> Any:
-    """One command's reply, an error reply raised; on a cluster (`node` set),
-    the slot map read again after the connection to `node` failed."""
+def _sent(client: Any, node: Any, target: redis.Redis, commands: Sequence[Command]) -> list[Any]:
+    """`send_all_once`; on a cluster (`node` set), the slot map read again
+    after the connection to `node` failed."""
     try:
-        return _raised(send_all_once(target, [command])[0])
+        return send_all_once(target, commands)
     except (redis.exceptions.AuthenticationError, redis.exceptions.MaxConnectionsError):
         raise  # the node is there: refused credentials, or this client's own pool is full
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ReplyLost):
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, RepliesLostError):
         if node is not None:
             refresh_slots(client, node)
         raise
@@ -136,14 +127,15 @@ def refresh_slots(client: redis.RedisCluster, node: Any) -> None:
         pass
 
 
-def send_all_once(target: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+def send_all_once(target: redis.Redis, commands: Sequence[Command]) -> list[Any]:
     """The commands in one write on one connection of the client's own pool,
     each reply read once; an error reply comes back in its place as
     redis-py's exception. Never resent: redis-py's `execute_command` and
     `Pipeline.execute` both run inside the connection's Retry, which after a
     ConnectionError or TimeoutError reconnects and sends everything again,
     though the server may have run it. Connecting keeps that Retry (nothing
-    has been sent yet); a failure after the write began raises ReplyLost."""
+    has been sent yet); a failure after the write began raises
+    RepliesLostError, with the replies read before and the rest lost."""
     with _connection(target) as conn:
         replies: list[Any] = []
         try:
@@ -155,8 +147,16 @@ def send_all_once(target: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> l
                     replies.append(exc)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
             conn.disconnect()
-            raise ReplyLost(str(exc), replies) from exc
+            heard, sent = len(replies), len(commands)
+            raise RepliesLostError(
+                f"server {describe(target)} unavailable: the connection failed after {_calls(sent)} went out "
+                f"({exc}); {_calls(sent - heard)} lost their replies and may have run",
+                replies + [None] * (sent - heard), tuple(range(heard, sent))) from exc
         return replies
+
+
+def _calls(count: int) -> str:
+    return "1 call" if count == 1 else f"{count} calls"
 
 
 @contextmanager
@@ -181,7 +181,8 @@ def _connection(target: redis.Redis) -> Iterator[Any]:
 
 
 def _raised(reply: Any) -> Any:
-    if isinstance(reply, redis.exceptions.ResponseError):
+    """A reply, or the error in its place raised: an error reply, or what stopped a reload."""
+    if isinstance(reply, Exception):
         raise reply
     return reply
 

@@ -18,7 +18,8 @@ lost.
 
 The one resend is of calls answered NOSCRIPT (the scripts were flushed, or
 the server restarted without them), which ran nothing: the scripts are
-loaded again and those calls sent once more. Whatever befalls the resend,
+loaded again and those calls sent once more (`echomq.scripts.send_reloading`,
+the client's one reload). Whatever befalls the resend,
 the replies of the first send stand: a complete that landed beside a
 NOSCRIPT claim is still "ok". A call is reported never sent only when it
 surely was not: when the reload fails, or no connection can be had for
@@ -38,18 +39,19 @@ tell whether it was written, so its calls are reported lost.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Sequence
 
 import redis
 
 from .errors import EchoMQError, OutOfMemoryError, RepliesLostError, ServerUnavailableError
-from .outcome import ReplyLost, send_all_once
+from .outcome import send_all_once, send_once
 from .queue import Job, Queue, job_of_reply
-from .wire import describe, reply_error, wire_errors
-from .scripts import Client, Scripts, evalsha
+from .wire import reply_error, wire_errors
+from .scripts import Client, Command, Scripts, send_reloading
 from .verbs import ScriptCall
 
-__all__ = ["send", "send_calls", "as_error", "job_of"]
+__all__ = ["send", "send_calls", "send_one", "as_error", "job_of"]
 
 
 def as_error(reply: Any) -> Any:
@@ -79,66 +81,50 @@ def send_calls(client: Client, scripts: Scripts, calls: Sequence[ScriptCall]) ->
     """`send` over a client and its loaded scripts, for callers that hold no Queue."""
     if not calls:
         return []
-    replies = _send(client, scripts, calls)
-    missing = [i for i, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
-    if missing:
-        _resend(client, scripts, calls, replies, missing)
+    commands = [call.evalsha(scripts.sha(call.verb)) for call in calls]
+
+    def load() -> None:
+        with wire_errors(client):
+            scripts.load(client)
+
+    cluster = isinstance(client, redis.RedisCluster)
+    try:
+        replies = send_reloading(partial(_send, client), load, commands,
+                                 resend=partial(_resent_on_cluster, client) if cluster else None)
+    except RepliesLostError as exc:
+        raise RepliesLostError(str(exc), [as_error(r) for r in exc.replies], exc.lost) from exc.__cause__
     return [as_error(r) for r in replies]
 
 
-def _resend(client: Client, scripts: Scripts, calls: Sequence[ScriptCall], replies: list[Any],
-            missing: list[int]) -> None:
-    """The calls at `missing` (answered NOSCRIPT: they ran nothing) sent again
-    after a reload, their replies put in place in `replies`. The first send's
-    replies are kept whatever fails here, as they say what already ran."""
-    try:
-        with wire_errors(client):
-            scripts.load(client)
-    except EchoMQError as exc:  # out of reach, or a load refused: the resend never went out
-        for i in missing:
-            replies[i] = exc
-        return
-    try:
-        again = _send(client, scripts, [calls[i] for i in missing])
-    except RepliesLostError as exc:  # written, then the connection failed: place the resend's
-        for i, reply in zip(missing, exc.replies):
-            replies[i] = reply
-        raise RepliesLostError(str(exc), [as_error(r) for r in replies],
-                               tuple(missing[i] for i in exc.lost)) from exc.__cause__
-    except EchoMQError as exc:
-        if isinstance(client, redis.RedisCluster):
-            # ClusterPipeline may have written the calls (and resent them) before it failed.
-            for i in missing:
-                replies[i] = None
-            raise RepliesLostError(
-                f"{exc}; resending {len(missing)} pipelined calls answered NOSCRIPT failed, "
-                "those calls may have run", [as_error(r) for r in replies], tuple(missing)) from exc
-        # send_all_once raises anything but ReplyLost only before its write (no connection).
-        for i in missing:
-            replies[i] = exc
-        return
-    for i, reply in zip(missing, again):
-        replies[i] = reply
+def send_one(client: Client, scripts: Scripts, call: ScriptCall) -> Any:
+    """One call, sent once whatever the client's retry settings
+    (`echomq.outcome.send_once`): its reply; an error reply raised in the
+    echomq tree; a reply lost after the call went out, RepliesLostError."""
+    with wire_errors(client):
+        return send_once(client, scripts.sha(call.verb), call, lambda: scripts.load(client))
 
 
-def _send(client: Client, scripts: Scripts, calls: Sequence[ScriptCall]) -> list[Any]:
+def _send(client: Client, commands: Sequence[Command]) -> list[Any]:
     if isinstance(client, redis.RedisCluster):
         pipe = client.pipeline(transaction=False)  # type: ignore[no-untyped-call]
-        for call in calls:
-            evalsha(pipe, scripts.sha(call.verb), call.keys, call.args)
+        for command in commands:
+            pipe.execute_command(*command)
         with wire_errors(client):
             return list(pipe.execute(raise_on_error=False))
-    commands = [call.evalsha(scripts.sha(call.verb)) for call in calls]
     with wire_errors(client):
-        try:
-            return send_all_once(client, commands)
-        except ReplyLost as lost:
-            heard = len(lost.replies)
-            raise RepliesLostError(
-                f"server {describe(client)} unavailable: the connection failed after {len(calls)} pipelined "
-                f"calls went out ({lost}); {len(calls) - heard} replies lost, those calls may have run",
-                [as_error(r) for r in lost.replies] + [None] * (len(calls) - heard),
-                tuple(range(heard, len(calls)))) from lost.__cause__
+        return send_all_once(client, commands)
+
+
+def _resent_on_cluster(client: Client, commands: Sequence[Command]) -> list[Any]:
+    """The resend of calls answered NOSCRIPT on a cluster: ClusterPipeline may
+    have written them (and resent them) before it failed, so a failure
+    reports them lost."""
+    try:
+        return _send(client, commands)
+    except EchoMQError as exc:
+        raise RepliesLostError(f"{exc}; resending {len(commands)} pipelined calls answered NOSCRIPT failed, "
+                               "those calls may have run", [None] * len(commands),
+                               tuple(range(len(commands)))) from exc
 
 
 def job_of(reply: Any) -> Job | None:

@@ -10,11 +10,11 @@ from typing import Any, Literal
 import redis
 
 from .args import INT31, INT53, MAX_LIMIT, check_bytes, check_int
-from .errors import (InvalidArgumentError, MalformedReplyError, OutcomeUnknownError, ServerUnavailableError,
-                     StaleTokenError)
+from .errors import (InvalidArgumentError, MalformedReplyError, OutcomeUnknownError, RepliesLostError,
+                     ServerUnavailableError, StaleTokenError)
 from .ids import check_job_id
 from .keys import QueueKeys
-from .outcome import Identity, Leases, ReplyLost, Row, Verdict, judge, judge_enqueue, send_once
+from .outcome import Identity, Leases, Row, Verdict, judge, judge_enqueue, send_once
 from .scripts import Scripts
 from . import verbs
 from .verbs import ScriptCall
@@ -98,7 +98,7 @@ class Queue:
         call = verbs.enqueue(self.keys, job_id, data)
         try:
             return _text(_send_once(self, call))
-        except ReplyLost as lost:
+        except RepliesLostError as lost:
             verdict = judge_enqueue(_row(self, call, job_id, lost), data)
             if verdict.kind != "landed":
                 raise _unknown(call, job_id, lost, verdict) from lost.__cause__
@@ -125,7 +125,7 @@ class Queue:
         sent = time.monotonic()
         try:
             reply = _send_once(self, verbs.claim(self.keys, lease_ms), node)
-        except ReplyLost as lost:
+        except RepliesLostError as lost:
             raise OutcomeUnknownError(
                 f"claim on {self.name}: the reply was lost ({lost}); a job it may have leased returns to "
                 f"pending once its lease of {lease_ms} ms expires and reap runs") from lost.__cause__
@@ -194,7 +194,7 @@ def settle(queue: Queue, call: ScriptCall, lost: Exception | None = None) -> str
                 reply = _text(_send_once(queue, call))
                 queue.leases.drop(job_id, token)
                 return reply
-            except ReplyLost as exc:
+            except RepliesLostError as exc:
                 lost = exc
             except StaleTokenError:
                 if lost is None:  # sent once and refused: the lease is gone

@@ -10,7 +10,10 @@ A cycle of includes is an error.
 
 redis-py's Script already computes the SHA locally, tries EVALSHA first and
 reloads on NOSCRIPT; `Scripts` wraps it and loads everything up front, so no
-timed call ever pays for the fallback.
+timed call ever pays for the fallback. The calls the client sends past a
+Script (once only, or pipelined) and the Locust wire's held connections
+reload through `send_reloading`, which resends only the calls answered
+NOSCRIPT: they alone surely ran nothing.
 
 On a cluster the same holds: redis-py's RedisCluster sends SCRIPT LOAD to
 every primary and EVALSHA to the node owning the keys' slot (all keys of a
@@ -29,16 +32,22 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import redis
 from redis.cluster import ClusterPipeline
 from redis.commands.core import Script
 
-__all__ = ["ScriptSource", "lua_dir", "discover", "Scripts", "evalsha", "Client"]
+from .errors import EchoMQError, RepliesLostError
+
+__all__ = ["ScriptSource", "lua_dir", "discover", "Scripts", "evalsha", "send_reloading", "Client", "Command",
+           "Send"]
 
 # A server or a cluster: every verb is one script on one hash tag, so either serves.
 Client = redis.Redis | redis.RedisCluster
+# One command as sent, and a transport that sends several in one round trip.
+Command = tuple[Any, ...]
+Send = Callable[[Sequence[Command]], Sequence[Any]]
 
 _FILE = re.compile(r"(?P<verb>[a-z_]+)-(?P<numkeys>\d+)\.lua")
 _INCLUDE = re.compile(r'^--- @include "(?P<name>[A-Za-z0-9_]+)"\s*$', re.MULTILINE)
@@ -145,3 +154,50 @@ class Scripts:
 
     def numkeys(self, verb: str) -> int:
         return self.sources[verb].numkeys
+
+
+def send_reloading(send: Send, load: Callable[[], None], commands: Sequence[Command],
+                   resend: Send | None = None) -> list[Any]:
+    """`send(commands)`, then the commands answered NOSCRIPT (the scripts were
+    flushed, or the server restarted without them) sent once more after
+    `load()`: per command its reply, an error reply in its place.
+
+    The one place a script call is sent again, and only these: a NOSCRIPT
+    reply means the call ran nothing. `send` (and `resend`, for the second
+    send when it differs) returns one reply per command, an error reply as
+    redis-py's exception in its place; it raises `RepliesLostError` when the
+    connection failed after its write began (those calls may have run), and
+    anything else only when nothing went out.
+
+    The first send's replies stand whatever befalls the resend: they say
+    what already ran. When the reload fails, or the resend goes out nowhere,
+    each NOSCRIPT command holds the error that stopped it and the list is
+    returned. When the resend's connection fails after its write began,
+    `RepliesLostError` carries every reply read in either send, and as lost
+    the resent commands not heard from."""
+    replies = list(send(commands))
+    missing = [i for i, reply in enumerate(replies) if isinstance(reply, redis.exceptions.NoScriptError)]
+    if not missing:
+        return replies
+    try:
+        load()
+    except _NOT_SENT as exc:  # a reload that failed (a lost SCRIPT LOAD included) sent none of them
+        return _placed(replies, missing, [exc] * len(missing))
+    try:
+        again = (resend or send)([commands[i] for i in missing])
+    except RepliesLostError as exc:
+        _placed(replies, missing, exc.replies)
+        raise RepliesLostError(str(exc), replies, tuple(missing[i] for i in exc.lost)) from exc.__cause__
+    except _NOT_SENT as exc:  # nothing of the resend went out
+        return _placed(replies, missing, [exc] * len(missing))
+    return _placed(replies, missing, again)
+
+
+# What a transport raises when nothing went out, and what a reload raises.
+_NOT_SENT = (EchoMQError, redis.exceptions.RedisError, OSError)
+
+
+def _placed(replies: list[Any], where: Sequence[int], these: Sequence[Any]) -> list[Any]:
+    for i, reply in zip(where, these):
+        replies[i] = reply
+    return replies

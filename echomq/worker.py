@@ -17,10 +17,11 @@ reap then promote in one round trip, every `pump_interval_ms`, and goes on
 whatever a round raises (`echomq.pumps`); `health()` shows from any thread
 how the Worker fares.
 
-Every call is a verb built by `echomq.verbs` and sent by `echomq.pipeline`:
-the Worker has no script call of its own. The complete and retry verbs are
-fenced by the claim's token, so a worker whose lease was reaped cannot
-finish the job: that reply (EMQSTALE) is counted as `lost`, never as done.
+Every call comes from the consume step (`echomq.consume`), which the load
+engine's consumers share, and is sent by `echomq.pipeline`: the Worker has
+no script call of its own. The complete and retry verbs are fenced by the
+claim's token, so a worker whose lease was reaped cannot finish the job:
+that reply (EMQSTALE) is counted as `lost`, never as done.
 
 Each pipeline is sent once, whatever the client's retry settings, and its
 replies are judged call by call. When a complete's or retry's reply is lost, it
@@ -47,9 +48,10 @@ from typing import Any, Callable, Iterator, Sequence
 import redis
 
 from . import pipeline, verbs
-from .errors import (EchoMQError, InvalidArgumentError, MalformedReplyError, OutcomeUnknownError,
-                     RepliesLostError, ServerUnavailableError, StaleTokenError)
+from .errors import (EchoMQError, InvalidArgumentError, MalformedReplyError, RepliesLostError,
+                     ServerUnavailableError)
 from .args import INT31, MAX_LIMIT, check_int
+from .consume import OUTCOMES, ConsumeStep
 from .pumps import Tally, WorkerHealth, pump_thread
 from .queue import Job, Queue, leased, settle
 from .verbs import ScriptCall
@@ -59,19 +61,8 @@ __all__ = ["Worker", "WorkerSettings", "WorkerStats", "WorkerHealth", "Handler",
 log = logging.getLogger("echomq.worker")
 
 Handler = Callable[[Job], object]
-# Called once per claimed job after its round is settled, with one of OUTCOMES.
+# Called once per claimed job after its round is settled, with one of OUTCOMES (echomq.consume).
 OnSettled = Callable[[Job, str], None]
-
-# completed: the complete landed. retried: scheduled for another attempt.
-# dead: the retry moved it to the dead set. lost: the lease was lost (EMQSTALE,
-# or a lost reply whose row shows the lease gone): another worker may hold the
-# job; this attempt's result is discarded.
-# unsettled: the complete or retry surely did not land (refused, or never
-# sent); the lease will expire and reap will hand the job out again.
-# unknown: its reply was lost and the server's state cannot tell whether it
-# landed (OutcomeUnknownError); never counted as done: if it did not land,
-# the lease expires and reap hands the job out again.
-OUTCOMES = ("completed", "retried", "dead", "lost", "unsettled", "unknown")
 
 MAX_CONCURRENCY = 1024
 MAX_BATCH = 10_000
@@ -170,6 +161,7 @@ class Worker:
         self.on_settled = on_settled
         self.rng = rng or random.Random()
         self.stats = WorkerStats()
+        self._step = ConsumeStep(queue.keys, self.settings.lease_ms, self.settings.claim_batch, queue.max_attempts)
         self._stop = threading.Event()
         self._running = threading.Lock()
         self._tally = Tally(self.stats)  # the rounds and the pump thread both count errors
@@ -213,7 +205,7 @@ class Worker:
 
     def _claim_alone(self) -> list[Job] | None:
         """A round trip of claims only: the jobs they leased, or None when every one failed."""
-        claims = self._claims()
+        claims = self._step.claims
         sent = time.monotonic()
         return self._leased(self._send(claims), sent)
 
@@ -222,16 +214,13 @@ class Worker:
         round's claims unless the Worker is stopping: the jobs those claims leased;
         None when none went out or every one failed."""
         settles = self._settle_calls(jobs, self._handle(jobs, pool))
-        claims = [] if self._stop.is_set() else self._claims()
+        claims = () if self._stop.is_set() else self._step.claims
         sent = time.monotonic()
-        replies = self._send(settles + claims)
+        replies = self._send([*settles, *claims])
         self._settled(jobs, settles, replies[:len(settles)])
         return self._leased(replies[len(settles):], sent) if claims else None
 
-    def _claims(self) -> list[ScriptCall]:
-        return [verbs.claim(self.queue.keys, self.settings.lease_ms)] * self.settings.claim_batch
-
-    def _send(self, calls: list[ScriptCall]) -> list[Any]:
+    def _send(self, calls: Sequence[ScriptCall]) -> list[Any]:
         """One pipeline, sent once: per call its reply, or where the reply was
         lost the RepliesLostError that lost it; when nothing could be sent, each
         is the ServerUnavailableError. A call answered NOSCRIPT whose resend
@@ -282,10 +271,9 @@ class Worker:
         return None
 
     def _settle_calls(self, jobs: list[Job], failures: Sequence[BaseException | None]) -> list[ScriptCall]:
-        keys, max_attempts = self.queue.keys, self.queue.max_attempts
-        return [verbs.complete(keys, job.id, job.token) if exc is None else
-                verbs.retry(keys, job.id, job.token, self._error_text(exc),
-                            self.settings.retry_delay_ms(job.token, self.rng), max_attempts)
+        step = self._step
+        return [step.settle(job.id, job.token) if exc is None else
+                step.settle(job.id, job.token, self._error_text(exc), self.settings.retry_delay_ms(job.token, self.rng))
                 for job, exc in zip(jobs, failures)]
 
     def _settled(self, jobs: list[Job], calls: list[ScriptCall], replies: list[Any]) -> None:
@@ -308,21 +296,15 @@ class Worker:
             return exc
 
     def _outcome(self, job: Job, verb: str, reply: Any) -> str:
-        if isinstance(reply, StaleTokenError):
+        outcome = self._step.outcome(verb, reply)
+        if outcome == "lost":
             log.warning("job %s: lease lost before its %s (token %d is stale); this attempt's result "
                         "is discarded", job.id, verb, job.token)
-            return "lost"
-        if isinstance(reply, OutcomeUnknownError):
+        elif outcome == "unknown":
             log.warning("job %s: %s", job.id, reply)
-            return "unknown"
-        if _is_error(reply):
-            if not isinstance(reply, ServerUnavailableError):
-                log.error("job %s: %s refused: %s", job.id, verb, reply)
-            return "unsettled"
-        if verb == "complete":
-            return "completed"
-        text = reply.decode("ascii") if isinstance(reply, bytes) else str(reply)
-        return "dead" if text == "dead" else "retried"
+        elif outcome == "unsettled" and not isinstance(reply, ServerUnavailableError):
+            log.error("job %s: %s refused: %s", job.id, verb, reply)
+        return outcome
 
     def _count(self, job: Job, outcome: str) -> None:
         setattr(self.stats, outcome, getattr(self.stats, outcome) + 1)

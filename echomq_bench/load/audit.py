@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 
-from echomq.keys import QueueKeys
-from echomq.scripts import Client
+from echomq import Client, QueueKeys
 from echomq_bench.load.bulk import member_ids
 
 __all__ = ["Ledger", "AuditReport", "audit"]

@@ -18,14 +18,17 @@ Locust's measured wire implements the same three methods
 (`echomq_bench.locust.calls`); the capacity driver runs the engine's
 pipelined transport instead (`echomq_bench.load.pipelined`).
 
-This module never resends a call after it may have run: a complete that
-timed out may have landed, and resending it would turn its success into
-EMQSTALE. The one resend is of pipelined calls answered NOSCRIPT, which ran
-nothing. A pipeline goes out once whatever the client's retry settings
-(`echomq.pipeline`); a single `call` goes through a redis-py Script, so the
-client's own Retry can still send it again after a connection error. A load
-that must never resend one (the fault load) builds its clients with no
-retries (`echomq_bench.faults.load`).
+This module never resends a call after it may have run: a claim resent
+after a lost reply would lease a second job, and a complete that timed out
+may have landed, so resending it would turn its success into EMQSTALE. A
+call and a pipeline both go out once whatever the client's retry settings,
+through the client's own senders (`echomq.pipeline`); a reply lost after
+the call went out is `RepliesLostError`, a ServerUnavailableError. The one
+resend is the client's, of calls answered NOSCRIPT, which ran nothing
+(`echomq.send_reloading`): after a restart without persistence, or a
+SCRIPT FLUSH, the scripts are loaded again and those calls sent once more.
+On a RedisCluster a pipeline goes through redis-py's ClusterPipeline, which
+follows redirects and resends as its cluster retries say.
 """
 
 from __future__ import annotations
@@ -35,13 +38,9 @@ from typing import Any, Protocol, Sequence
 
 import redis
 
-from echomq.errors import EchoMQError, InvalidArgumentError
-from echomq.pipeline import as_error, send_calls
-from echomq.wire import wire_errors
-from echomq.scripts import Client, Scripts
-from echomq.verbs import ScriptCall
+from echomq import Client, EchoMQError, InvalidArgumentError, ScriptCall, Scripts, pipeline, wire_errors
 
-__all__ = ["Calls", "RedisCalls", "as_error", "is_error"]
+__all__ = ["Calls", "RedisCalls", "is_error"]
 
 
 class Calls(Protocol):
@@ -64,14 +63,10 @@ class RedisCalls:
             self.scripts = Scripts(client, lua_dir)
 
     def call(self, call: ScriptCall) -> Any:
-        with wire_errors(self.client):
-            return self.scripts[call.verb](keys=call.keys, args=call.args, client=self.client)
+        return pipeline.send_one(self.client, self.scripts, call)
 
     def pipeline(self, calls: Sequence[ScriptCall]) -> list[Any]:
-        # The client's own pipelined sender: after a restart without persistence
-        # the scripts are gone, and a call answered NOSCRIPT, which ran nothing,
-        # is sent again once they are loaded.
-        return send_calls(self.client, self.scripts, calls)
+        return pipeline.send_calls(self.client, self.scripts, calls)
 
     def command(self, *args: Any) -> Any:
         with wire_errors(self.client):

@@ -16,13 +16,13 @@ import secrets
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 from echomq_bench.measurement import serverstats
-from echomq_bench.load.backlog import drop_queue, fill
-from echomq import verbs
-from echomq.keys import QueueKeys
+from echomq_bench.load.bulk import drop_queue, fill
+from echomq import QueueKeys, verbs
 from echomq_bench.load.wire import Target, as_bytes
+from echomq_bench.progress import ProgressFn, silent
 
 __all__ = ["Ceiling", "CeilingOptions", "run_ceiling", "benchmark_binary"]
 
@@ -63,21 +63,21 @@ class CeilingOptions:
     payload: bytes = b"x" * 64
     lease_ms: int = 60_000
     cpus: tuple[int, ...] | None = None          # pin the C client to these cores
-    say: Callable[[str], None] = lambda _: None
+    progress: ProgressFn = silent
 
 
 def run_ceiling(client: Any, target: Target, claim_sha: str, version: str,
                 options: CeilingOptions = CeilingOptions()) -> Ceiling | None:
     """Run the C client on its own throwaway queue; None when no benchmark client is installed."""
-    requests, payload, lease_ms, cpus, say = (options.requests, options.payload, options.lease_ms, options.cpus,
-                                              options.say)
+    requests, payload, lease_ms, cpus, progress = (options.requests, options.payload, options.lease_ms,
+                                                   options.cpus, options.progress)
     tool = benchmark_binary(version)
     if tool is None:
-        say("no redis-benchmark or valkey-benchmark on PATH: no ceiling")
+        progress("no redis-benchmark or valkey-benchmark on PATH: no ceiling")
         return None
     name = f"ceiling-{secrets.token_hex(3)}"
     keys = QueueKeys(name)
-    say(f"ceiling: filling {requests:,} jobs")
+    progress(f"ceiling: filling {requests:,} jobs")
     fill(target, name, requests, payload)
     command = [tool, "-h", target.host, "-p", str(target.port), "-n", str(requests), "-P", str(PIPELINE),
                "-c", str(CLIENTS), "--csv"]
@@ -89,7 +89,7 @@ def run_ceiling(client: Any, target: Target, claim_sha: str, version: str,
         # The benchmark clients read a password from argv only; it is never written anywhere.
         command += ["-a", target.password]
     command += [as_bytes(arg).decode() for arg in verbs.claim(keys, lease_ms).evalsha(claim_sha)]
-    say(f"ceiling: {tool} -P {PIPELINE} -c {CLIENTS}, {requests:,} claims")
+    progress(f"ceiling: {tool} -P {PIPELINE} -c {CLIENTS}, {requests:,} claims")
     try:
         before = serverstats.sample(client)
         proc = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S,
@@ -103,10 +103,10 @@ def run_ceiling(client: Any, target: Target, claim_sha: str, version: str,
         # Its stderr may echo the command; never show a password.
         tail = proc.stderr.strip().splitlines()[-1:] if proc.stderr else []
         text = " ".join(tail).replace(target.password, "***") if target.password else " ".join(tail)
-        say(f"ceiling: {tool} failed ({proc.returncode}): {text}")
+        progress(f"ceiling: {tool} failed ({proc.returncode}): {text}")
         return None
     if claimed != requests:
-        say(f"ceiling: {tool} claimed {claimed:,} of {requests:,} jobs")
+        progress(f"ceiling: {tool} claimed {claimed:,} of {requests:,} jobs")
     use = serverstats.usage(before, after)
     return Ceiling(claims_per_s=rps, server_utilization=use.utilization,
                    server_us_per_claim=use.main_cpu_s * 1e6 / max(1, claimed), tool=tool,

@@ -44,8 +44,8 @@ import selectors
 import time
 from typing import Any
 
-from echomq.keys import QueueKeys
-from echomq_bench.load.backlog import IdBlock
+from echomq import QueueKeys
+from echomq_bench.load.bulk import IdBlock
 from echomq_bench.load.pipelined import PipelinedConsumer, PipelinedProducer, Tally, Working
 from echomq_bench.load.wire import connect
 from echomq_bench.load.worker_plan import BIN_S, VERBS, WorkerPlan, Window, slot_owner

@@ -15,6 +15,9 @@ roles; each keeps only its policy and what it records.
         crash), works (the `handle` hook on the payload, then a sleep of
         work_ms / time_scale), then completes or retries (after the
         policy's `retry_delay`); a crash abandons the job after crash_ms.
+        Its claims and settles are the client's `echomq.ConsumeStep`, which
+        `echomq.Worker` runs too: this role adds the Fate, the Events and
+        the schedule (docs/design/consumer-loop.md).
     Pump(calls, queues, PumpPolicy, on_event, rng)
         reaps and/or promotes every queue on a fixed cadence, each call
         repeated while it moves its whole limit (up to `drain_rounds`).
@@ -38,7 +41,8 @@ user's task runs these roles one `step()` at a time.
 
 The pipelined transport (`echomq_bench.load.pipelined`) is the same consumer
 and producer roles for the capacity driver, where one round trip per step
-would leave the server idle: a `PipelinedConsumer` per raw socket keeps
+would leave the server idle: a `PipelinedConsumer` per raw socket sends the
+consume step's claim and complete, encoded once, and keeps
 `ConsumerPolicy.claim_batch` jobs in flight and handles each reply as it is
 parsed (hiredis), and a `PipelinedProducer` backfills pending to
 `ProducerPolicy.backlog` with at most `batch` enqueues in flight. They take
@@ -71,11 +75,8 @@ import time
 from collections import Counter
 from typing import Any, Callable, Sequence
 
-from echomq import verbs
-from echomq.errors import OutOfMemoryError, ServerUnavailableError, StaleTokenError
-from echomq.ids import mint
-from echomq.keys import QueueKeys
-from echomq.verbs import ScriptCall
+from echomq import (ConsumeStep, OutOfMemoryError, QueueKeys, ScriptCall, ServerUnavailableError, StaleTokenError,
+                    mint, verbs)
 from echomq_bench.load.calls import Calls, is_error
 from echomq_bench.load.policy import (
     ConsumerPolicy, Event, Fate, OnEvent, ProducerPolicy, PumpPolicy, Stop, now,
@@ -93,6 +94,10 @@ def _outcome(exc: BaseException) -> str:
     if isinstance(exc, OutOfMemoryError):
         return "oom"
     return "error"
+
+
+# The consume step's outcome of an answered settle, as this engine's Events name it.
+_ANSWERED = {"completed": "accepted", "retried": "scheduled", "dead": "dead"}
 
 
 def _text(value: Any) -> str:
@@ -127,7 +132,7 @@ class _Role:
         if self.strict and outcome != "refused":  # a refusal is an answer, not a failure
             raise error
 
-    def _send(self, calls: list[ScriptCall]) -> tuple[list[Any], float, float]:
+    def _send(self, calls: Sequence[ScriptCall]) -> tuple[list[Any], float, float]:
         """One call, or a pipeline of several; a failure of the whole round trip is each call's."""
         t0 = now()
         try:
@@ -224,6 +229,8 @@ class Consumer(_Role):
         super().__init__(calls, queues, on_event, strict)
         self.policy = policy
         self.rng = rng or random.Random()
+        # One step per queue, in the queues' order: its claims are built here, once.
+        self.steps = [ConsumeStep(q, policy.lease_ms, policy.claim_batch, policy.max_attempts) for q in self.queues]
         self._empty_in_a_row = 0
         self._due = now()
 
@@ -240,8 +247,10 @@ class Consumer(_Role):
 
     def step(self) -> int:
         p = self.policy
-        q = self._next_queue()
-        replies, t0, t1 = self._send([verbs.claim(q, p.lease_ms)] * p.claim_batch)
+        step = self.steps[self._turn % len(self.steps)]
+        self._turn += 1
+        q = step.keys
+        replies, t0, t1 = self._send(step.claims)
         jobs: list[tuple[str, int, Fate]] = []
         trouble = False
         for reply in replies:
@@ -260,7 +269,7 @@ class Consumer(_Role):
             time.sleep(p.backoff_s)
         self._idle(bool(jobs) or trouble or any(r for r in replies))
         if jobs:
-            self._settle(q, jobs)
+            self._settle(step, jobs)
         return len(jobs)
 
     def _idle(self, found: bool) -> None:
@@ -291,10 +300,10 @@ class Consumer(_Role):
         self._emit("work", "done", q, jid, token, now(), fate=fate)
         return True
 
-    def _settle(self, q: QueueKeys, jobs: list[tuple[str, int, Fate]]) -> None:
-        p = self.policy
-        calls = [verbs.retry(q, jid, token, p.retry_error, p.retry_delay(token, self.rng), p.max_attempts)
-                 if fate.action == "retry" else verbs.complete(q, jid, token) for jid, token, fate in jobs]
+    def _settle(self, step: ConsumeStep, jobs: list[tuple[str, int, Fate]]) -> None:
+        p, q = self.policy, step.keys
+        calls = [step.settle(jid, token, p.retry_error, p.retry_delay(token, self.rng))
+                 if fate.action == "retry" else step.settle(jid, token) for jid, token, fate in jobs]
         replies, t0, t1 = self._send(calls)
         trouble = False
         for (jid, token, fate), call, reply in zip(jobs, calls, replies):
@@ -303,7 +312,7 @@ class Consumer(_Role):
                 trouble = trouble or outcome != "refused"
                 self._fail(call.verb, outcome, q, jid, token, t0, t1, fate=fate, error=reply)
             else:
-                outcome = "accepted" if call.verb == "complete" else _text(reply)
+                outcome = _ANSWERED[step.outcome(call.verb, reply)]
                 self._emit(call.verb, outcome, q, jid, token, t0, t1, fate=fate)
         if trouble:
             time.sleep(p.backoff_s)

@@ -4,13 +4,14 @@ raw pipelined sockets, for the capacity driver.
 The engine's `Consumer` and `Producer` wait for each round trip; here one
 connection keeps up to `ConsumerPolicy.claim_batch` jobs in flight and its
 replies are parsed (hiredis) as they arrive, so one process can keep a
-server busy. The policy is the engine's: `lease_ms`, the work-time
-distribution (`ConsumerPolicy.fate`), the open-loop claim `rate`, the
-pipeline depth (`claim_batch`), the backfill's `backlog` and in-flight bound
-(`ProducerPolicy.batch`). The commands are raw EVALSHA laid out by
-`echomq.verbs` and encoded once per queue (`load.wire.CommandTemplate`):
-claim's bytes never change, complete's differ by id and token only,
-enqueue's by id only.
+server busy. A consumer is the client's consume step (`echomq.ConsumeStep`)
+with several calls in flight: the step's claim and complete are encoded
+once per queue as raw EVALSHA (`load.wire.CommandTemplate`: claim's bytes
+never change, complete's differ by id and token only; the producer's
+enqueue differs by id only), and each reply is read as it is parsed. The policy is the engine's:
+`lease_ms`, the work-time distribution (`ConsumerPolicy.fate`), the
+open-loop claim `rate`, the pipeline depth (`claim_batch`), the backfill's
+`backlog` and in-flight bound (`ProducerPolicy.batch`).
 
 Each role is one connection. `send(now, hold)` writes what is due (a
 consumer: the completes that are ready, then claims unless held; a producer:
@@ -38,9 +39,8 @@ from typing import Any, Callable, cast
 
 import hiredis
 
-from echomq import verbs
-from echomq.keys import QueueKeys
-from echomq_bench.load.backlog import IdBlock
+from echomq import ConsumeStep, QueueKeys, verbs
+from echomq_bench.load.bulk import IdBlock
 from echomq_bench.load.policy import ConsumerPolicy, ProducerPolicy
 from echomq_bench.load.wire import CommandTemplate, encode_call, hole
 from echomq_bench.load.worker_plan import VERBS, Window
@@ -148,10 +148,11 @@ class PipelinedConsumer(_Pipelined):
         if policy.crash_rate or policy.fail_rate or policy.handle is not None:
             raise ValueError("the pipelined consumer completes every job: no crash, failure or handle")
         self.queue, self.policy, self.working, self.rng = queue, policy, working, rng
-        self.claim_cmd = encode_call(verbs.claim(queue, policy.lease_ms), shas["claim"])
+        step = ConsumeStep(queue, policy.lease_ms, policy.claim_batch, policy.max_attempts)
+        self.claim_cmd = encode_call(step.claim, shas["claim"])
         # The hole stands where the verb takes an int token; each fill writes the real one.
         token = cast(int, TOKEN_HOLE)
-        template = CommandTemplate(verbs.complete(queue, ID_HOLE, token).evalsha(shas["complete"]),
+        template = CommandTemplate(step.settle(ID_HOLE, token).evalsha(shas["complete"]),
                                    fixed={"id": ID_HOLE}, variable={"token": TOKEN_HOLE})
         self.complete = template.filler("id", "token", "len(token)")
         # No work time (capacity): a job completes in the same send as the next claims, no timer.

@@ -18,19 +18,21 @@ The load itself is the load engine's roles (echomq_bench.load.engine): a
 consumer user's task is one Consumer step, the producers and the pump are
 Producer and Pump roles in background greenlets.
 
-Modules: options (command line -> Settings), wire (script calls on a held
-connection), calls (the engine's calls protocol over a wire, each call a
-Locust request; the books recorder), client (the books, the drain gate, a
-zombie's complete and the crash notes), session (one run in one process:
-producers, pump, zombies), report (settle, audit, steps, audit.json),
-control (Locust's events), users (the abstract users, their policy, and the
-shape).
+Modules: installed (the one scenario a process runs), options (command line -> Settings), wire (script calls on a held
+connection), calls (a user's one client over a wire: the engine's calls
+protocol, a zombie's complete and the crash notes, each call a Locust
+request; the books recorder), client (the books, the drain gate, the
+request names), session (one run in one process: producers, pump,
+zombies), report (settle, audit, steps, audit.json), control (Locust's
+events), users (the abstract users, their policy, and the shape).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from echomq_bench.locust.installed import controller, install
 
 if TYPE_CHECKING:
     from echomq_bench.locust.control import Controller
@@ -42,33 +44,9 @@ __all__ = ["install", "controller", "Consumer", "ConsumerSteps", "EchoMQUser", "
 # here imports it until a locustfile asks for a user or installs itself:
 # tests and tools may use echomq_bench.locust.report or .client without it.
 _LAZY = {"Consumer": "users", "ConsumerSteps": "users", "EchoMQUser": "users", "Controller": "control"}
-_controller: "Controller | None" = None
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def install(scenario: str, **defaults: Any) -> Controller:
-    """Register the scenario with Locust's events; once per process."""
-    global _controller
-    from locust import events
-
-    from echomq_bench.locust.control import Controller
-
-    if _controller is not None:
-        if _controller.scenario != scenario:
-            raise RuntimeError(f"echomq scenario {_controller.scenario!r} is installed already; "
-                               f"run one scenario file per Locust process, not {scenario!r} beside it")
-        return _controller
-    _controller = Controller(scenario, defaults)
-    _controller.install(events)
-    return _controller
-
-
-def controller() -> Controller:
-    if _controller is None:
-        raise RuntimeError("echomq_bench.locust.install(...) was not called by the locustfile")
-    return _controller

@@ -1,4 +1,4 @@
-"""The load engine's calls protocol over a Locust wire, measured.
+"""A Locust process's one client over echomq: every call on one wire, measured.
 
 `LocustCalls` is what the engine's roles (`echomq_bench.load.engine`) talk to
 inside a Locust process: each call, or pipeline of calls, is one Locust
@@ -8,6 +8,12 @@ counted under its own name, never as a failure: "claim (empty)",
 refused complete from a lease holder, an enqueue of a fresh id that was not
 enqueued, a wire error; its exception goes to Locust and then on to the role,
 which reports it as the call's outcome.
+
+The same client, on the same wire and through the same measured request,
+sends a zombie's complete (a crashed consumer come back: its refusal is
+expected, "complete (zombie refused)", its acceptance a failure) and keeps
+the crash notes (not verbs, not measured), from which a re-claim's recovery
+time is fired as a request of type "recovery".
 
 Every call passes the run's `Gate`: once the run drains, a greenlet about to
 call ends instead (`Drained`). A call whose reply never came (the connection
@@ -25,17 +31,22 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from gevent import GreenletExit
 
-from echomq.errors import ServerUnavailableError
-from echomq.verbs import ScriptCall
+from echomq import ScriptCall, ServerUnavailableError, StaleTokenError
 from echomq_bench.load.calls import is_error
 from echomq_bench.load.policy import Event
-from echomq_bench.locust.client import REQUEST_TYPE, Books, Gate
-from echomq_bench.locust.wire import AnyWire
+from echomq_bench.locust.client import (CRASH_RECORD_TTL_MS, CRASH_TO_CLAIM, DEADLINE_TO_CLAIM, RECOVERY_TYPE,
+                                        REQUEST_TYPE, Books, Claimed, Gate)
+from echomq_bench.locust.wire import AnyWire, QueueWire
 
-__all__ = ["LocustCalls", "BooksRecorder", "unresolved_ops"]
+__all__ = ["LocustCalls", "BooksRecorder", "ZombieAccepted", "unresolved_ops"]
 
 Judge = Callable[[str, Any], tuple[str, "BaseException | None"]]  # (name, reply) -> name, failure
 Reply = TypeVar("Reply")
+_REFUSED = object()  # a zombie's complete answered EMQSTALE, as the fence should
+
+
+class ZombieAccepted(AssertionError):
+    """The fence failed: a complete with a superseded token was accepted."""
 
 
 def unresolved_ops(calls: Sequence[ScriptCall], names: Mapping[str, str]) -> list[list[Any]]:
@@ -52,7 +63,8 @@ def unresolved_ops(calls: Sequence[ScriptCall], names: Mapping[str, str]) -> lis
 
 
 class LocustCalls:
-    """`call`, `pipeline` and `command` over one wire, each a Locust request.
+    """`call`, `pipeline` and `command` over one wire, each a Locust request,
+    and a zombie's complete and the crash notes on the same wire.
 
     `names` maps each queue's pending and active keys to its name (enqueue
     and complete lead with them), for the unresolved ops."""
@@ -67,13 +79,15 @@ class LocustCalls:
 
     def call(self, call: ScriptCall) -> Any:
         cmd = call.evalsha(self._sha(call.verb))
-        return self._measured(call.verb, [call], lambda: self.wire.call(cmd), _judge_one)
+        return self._measured(call.verb, unresolved_ops([call], self.names), lambda: self.wire.call(cmd),
+                              _judge_one)
 
     def pipeline(self, calls: Sequence[ScriptCall]) -> list[Any]:
         cmds = [c.evalsha(self._sha(c.verb)) for c in calls]
         verbs = {c.verb for c in calls}
         name = verbs.pop() if len(verbs) == 1 else "pipeline"
-        return self._measured(name, calls, lambda: self.wire.pipeline(cmds), _judge_many)
+        return self._measured(name, unresolved_ops(calls, self.names), lambda: self.wire.pipeline(cmds),
+                              _judge_many)
 
     def command(self, *args: Any) -> Any:
         """Plain commands: the producer's backlog check (ZCARD) is "pending_size"."""
@@ -86,9 +100,61 @@ class LocustCalls:
             sha = self._shas[verb] = self.wire.scripts.sha(verb)
         return sha
 
-    def _measured(self, name: str, calls: Sequence[ScriptCall], send: Callable[[], Reply],
+    def zombie_complete(self, q: QueueWire, job_id: str, token: int) -> bool:
+        """A crashed consumer's complete, sent after its lease is gone: True
+        when the server accepted it, which fails the request ("complete
+        (zombie)"); its refusal is the expected "complete (zombie refused)"."""
+        cmd = q.complete(job_id, token)
+
+        def send() -> Any:
+            try:
+                return self.wire.call(cmd)
+            except StaleTokenError:
+                return _REFUSED
+
+        def judge(name: str, reply: Any) -> tuple[str, BaseException | None]:
+            if reply is _REFUSED:
+                return f"{name} (zombie refused)", None
+            return f"{name} (zombie)", ZombieAccepted(f"zombie complete of {job_id} token {token} was accepted")
+
+        accepted = self._measured("complete", [["complete", q.name, job_id, token, True]], send, judge) is not _REFUSED
+        self.books.ledger.record_complete(job_id, token, accepted, zombie=True)
+        if accepted:
+            self.books.completed[q.name] += 1
+        return accepted
+
+    def note_crash(self, q: QueueWire, job: Claimed, crashed_at: float) -> None:
+        """Leave a record where whichever process re-claims the job finds it."""
+        if self.gate.draining:
+            return  # the books are closed: a crash now would never be recovered
+        record = f"{job.token} {crashed_at!r} {job.deadline!r}"
+        self.wire.command("SET", q.crash_key(job.id), record, "PX", CRASH_RECORD_TTL_MS)
+        self.books.counters["crashes"] += 1
+
+    def note_reclaim(self, q: QueueWire, job_id: str, token: int) -> None:
+        """A claim with token > 1: if a crash left it, record the recovery."""
+        key = q.crash_key(job_id)
+        record, _ = self.wire.pipeline([("GET", key), ("DEL", key)])  # GETDEL, on any version
+        if not isinstance(record, bytes):
+            return
+        crashed_token, crashed_at, deadline = record.split()
+        if int(crashed_token) != token - 1:
+            return  # crashed earlier, then reaped and re-claimed in between: not this recovery
+        now = time.time()
+        self.books.counters["recovered"] += 1
+        # Wall clocks: the crash and the re-claim may be on different machines.
+        for name, since in ((DEADLINE_TO_CLAIM, float(deadline)), (CRASH_TO_CLAIM, float(crashed_at))):
+            ms = (now - since) * 1000.0
+            self.books.recovery[name].record_ms(max(ms, 0.001))
+            self._fire(request_type=RECOVERY_TYPE, name=name, response_time=max(ms, 0.0), response_length=0,
+                       exception=None, context={}, start_time=since)
+
+    def _measured(self, name: str, ops: list[list[Any]], send: Callable[[], Reply],
                   judge: Judge | None) -> Reply:
-        ops = unresolved_ops(calls, self.names)
+        """The one measured request: `send` between the gate's enter and leave,
+        fired as a Locust request named by `judge`. A call whose reply never
+        came (killed, connection lost) leaves its `ops` unresolved, for the
+        audit to settle against the server."""
         self.gate.enter(self, ops)
         start, t0 = time.time(), time.perf_counter()
         error: BaseException | None = None

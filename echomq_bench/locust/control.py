@@ -33,10 +33,10 @@ import gevent
 from gevent.event import Event
 
 from echomq_bench.load.audit import audit
-from echomq_bench.servers import (Cluster, EmbeddedServer, Server, ServerError, format_placements,
+from echomq_bench.servers import (Cluster, EmbeddedServer, Server, format_placements,
                                    master_clients, parse_server_spec, redacted_url, spread_queues, start)
-from echomq.errors import EchoMQError
-from echomq.keys import QueueKeys
+from echomq import EchoMQError, QueueKeys
+from echomq_bench.errors import BenchError
 from echomq_bench.records.meta import collect
 from echomq_bench import servers
 from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage
@@ -133,7 +133,7 @@ class Controller:
                         "its URL to the master, e.g. --server redis://:PASSWORD@10.0.0.5:6379")
         try:
             self._ensure_server(settings)
-        except (ServerError, EchoMQError, OSError) as exc:
+        except (BenchError, EchoMQError, OSError) as exc:
             self._fatal(str(exc))
 
     def _ensure_server(self, settings: Settings) -> None:
@@ -177,7 +177,7 @@ class Controller:
                 self.session.close()
             try:
                 self.session = Session(environment, Settings.from_options(options), RunInfo.from_option(text))
-            except (SettingsError, EchoMQError, OSError) as exc:
+            except (BenchError, EchoMQError, OSError) as exc:
                 log.error("echomq: cannot join the run: %s", exc)
                 return
             self.session.start_producers()
@@ -199,7 +199,7 @@ class Controller:
                 self.session.close()
             self.session = Session(environment, settings, run, history_path(output_dir(options), run.run_id,
                                                                             self.role))
-        except (SettingsError, ServerError, EchoMQError, OSError) as exc:
+        except (BenchError, EchoMQError, OSError) as exc:
             log.error("echomq: cannot start the run: %s", exc)
             gevent.spawn(environment.runner.quit if getattr(options, "headless", False) else environment.runner.stop)
             return

@@ -16,8 +16,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from echomq.keys import QueueKeys
-from echomq.scripts import Client
+from echomq import Client, QueueKeys
 from echomq_bench.load.bulk import member_ids
 from echomq_bench.measurement.history import History
 from echomq_bench.measurement.historycheck import HistoryCheck, check_files

@@ -19,18 +19,12 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from echomq_bench.measurement.workdist import DistError, parse_dist
-from echomq_bench.options import DurationError, legacy_ms, parse_duration_ms
-from echomq.errors import InvalidArgumentError
-from echomq.keys import check_queue_name
+from echomq_bench.options import DurationError, parse_duration_ms
+from echomq import INT31, InvalidArgumentError, MAX_LIMIT, check_queue_name
+from echomq_bench.errors import SettingsError
 from echomq_bench.servers import ServerSpec, ServerSpecError, parse_server_spec
 
 __all__ = ["DEFAULTS", "Settings", "SettingsError", "add_options", "parse_steps"]
-
-INT31 = 2**31 - 1
-
-
-class SettingsError(ValueError):
-    """An option value that cannot run; the message names the option."""
 
 
 # What every scenario gets unless it says otherwise (see install()).
@@ -113,17 +107,6 @@ def _lease_ms(text: str) -> int:
     return int(round(ms))
 
 
-def _legacy_lease(text: str) -> str:
-    """--lease-ms N, the old spelling: N whole milliseconds, kept as the text --lease takes."""
-    try:
-        ms = legacy_ms(text)
-    except DurationError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    text = f"{ms:g}ms"
-    _checked(_lease_ms)(text)
-    return text
-
-
 def add_options(parser: Any, defaults: dict[str, Any]) -> None:
     """Add the echomq options to Locust's parser (shown in the web UI too).
     Durations carry their unit (us, ms, s or m); a bare number is refused, 0 excepted."""
@@ -139,35 +122,37 @@ def add_options(parser: Any, defaults: dict[str, Any]) -> None:
         metavar="SPEC")
     add("--queue", "queue", "queue name (default: a fresh name per run, so runs never mix)",
         type=_checked(check_queue_name), metavar="NAME")
-    add("--queues", "queues", "number of queues; consumers are spread over them", type=_ranged(int, 1, 1000))
+    add("--queues", "queues", "number of queues; consumers are spread over them", type=_ranged(int, 1, 1000),
+        metavar="N")
     add("--lease", "lease", "lease of each claim, e.g. 30s, 500ms", type=_checked(_lease_ms), metavar="DURATION")
-    # The old spelling: its name carries the unit, so a bare number stays milliseconds.
-    parser.add_argument("--lease-ms", dest="lease", type=_legacy_lease, default=argparse.SUPPRESS,
-                        help=argparse.SUPPRESS, include_in_web_ui=False)
-    add("--max-attempts", "max_attempts", "claims a job gets before the dead set", type=_ranged(int, 1, INT31))
-    add("--payload-bytes", "payload_bytes", "payload size of each job", type=_ranged(int, 0, 1 << 20))
+    add("--max-attempts", "max_attempts", "claims a job gets before the dead set", type=_ranged(int, 1, INT31),
+        metavar="N")
+    add("--payload-bytes", "payload_bytes", "payload size of each job", type=_ranged(int, 0, 1 << 20),
+        metavar="BYTES")
     add("--work", "work", "work-time distribution: const:0, exp:mean=20ms, lognormal:median=50ms,p99=400ms, "
         "uniform:lo=10ms,hi=30ms, empirical:FILE", type=_checked(parse_dist), metavar="DIST")
-    add("--fail-rate", "fail_rate", "share of work that fails and is retried with backoff", type=_ranged(float, 0, 1))
+    add("--fail-rate", "fail_rate", "share of work that fails and is retried with backoff", type=_ranged(float, 0, 1),
+        metavar="FRACTION")
     add("--crash-rate", "crash_rate", "share of claims whose consumer crashes mid-work and abandons the lease",
-        type=_ranged(float, 0, 1))
+        type=_ranged(float, 0, 1), metavar="FRACTION")
     add("--zombie-share", "zombie_share", "share of crashed consumers that come back as zombies and complete late",
-        type=_ranged(float, 0, 1))
+        type=_ranged(float, 0, 1), metavar="FRACTION")
     add("--reap-every", "reap_every", "pump cadence of reap (0 = never)", type=_checked(_duration),
         metavar="DURATION")
     add("--promote-every", "promote_every", "pump cadence of promote (0 = never)", type=_checked(_duration),
         metavar="DURATION")
-    add("--reap-limit", "reap_limit", "cap per reap call", type=_ranged(int, 1, 100_000))
-    add("--promote-limit", "promote_limit", "batch per promote call", type=_ranged(int, 1, 100_000))
+    add("--reap-limit", "reap_limit", "cap per reap call", type=_ranged(int, 1, MAX_LIMIT), metavar="JOBS")
+    add("--promote-limit", "promote_limit", "batch per promote call", type=_ranged(int, 1, MAX_LIMIT), metavar="JOBS")
     add("--backoff-base", "backoff_base", "retry delay before jitter: base * 2^(attempt-1), capped",
         type=_checked(_duration), metavar="DURATION")
     add("--backoff-cap", "backoff_cap", "largest retry delay before jitter", type=_checked(_duration),
         metavar="DURATION")
-    add("--producers", "producers", "producer greenlets per load process", type=_ranged(int, 0, 10_000))
-    add("--batch", "batch", "jobs per enqueue round trip (one pipelined request)", type=_ranged(int, 1, 10_000))
+    add("--producers", "producers", "producer greenlets per load process", type=_ranged(int, 0, 10_000), metavar="N")
+    add("--batch", "batch", "jobs per enqueue round trip (one pipelined request)", type=_ranged(int, 1, 10_000),
+        metavar="JOBS")
     add("--backlog", "backlog", "with --rate 0, producers keep this many jobs pending per queue",
-        type=_ranged(int, 1, 10_000_000))
-    add(("--rate", "--enqueue-rate"), "enqueue_rate", "jobs/s offered over all queues by the whole run, open loop "
+        type=_ranged(int, 1, 10_000_000), metavar="JOBS")
+    add("--rate", "enqueue_rate", "jobs/s offered over all queues by the whole run, open loop "
         "(0 = keep the backlog instead)", type=_ranged(float, 0, 1e7), metavar="JOBS_PER_S")
     add("--idle-wait", "idle_wait", "a consumer's pause after an empty claim", type=_checked(_duration),
         metavar="DURATION")
@@ -250,8 +235,8 @@ class Settings:
             zombie_share=number("zombie_share", float, 0, 1),
             reap_every_ms=duration("reap_every"),
             promote_every_ms=duration("promote_every"),
-            reap_limit=number("reap_limit", int, 1, 100_000),
-            promote_limit=number("promote_limit", int, 1, 100_000),
+            reap_limit=number("reap_limit", int, 1, MAX_LIMIT),
+            promote_limit=number("promote_limit", int, 1, MAX_LIMIT),
             backoff_base_ms=duration("backoff_base"),
             backoff_cap_ms=duration("backoff_cap"),
             producers=number("producers", int, 0, 10_000),

@@ -14,7 +14,7 @@ from typing import Any
 import redis
 
 from echomq_bench.load.audit import AuditReport, Ledger
-from echomq.keys import QueueKeys
+from echomq import QueueKeys
 from echomq_bench.measurement.serverstats import SATURATED, bound
 from echomq_bench.locust.client import Books
 from echomq_bench.measurement.historycheck import HistoryCheck

@@ -38,10 +38,10 @@ from typing import Any, Callable
 import gevent
 from gevent.pool import Group
 
-from echomq.errors import EchoMQError
+from echomq import EchoMQError
 from echomq_bench.load.engine import Producer, ProducerPolicy, Pump, PumpPolicy
 from echomq_bench.locust.calls import BooksRecorder, LocustCalls
-from echomq_bench.locust.client import Books, Claimed, Drained, EchoClient, Gate
+from echomq_bench.locust.client import Books, Claimed, Drained, Gate
 from echomq_bench.measurement.history import History, HistoryCalls
 from echomq_bench.locust.options import Settings
 from echomq_bench.locust.wire import AnyWire, ClusterRouter, ConnectionFactory, QueueWire, is_cluster_url
@@ -114,16 +114,13 @@ class Session:
 
     # -- for users ---------------------------------------------------------
 
-    def client(self, keep: bool = True) -> EchoClient:
-        """A measured client on its own connection; kept ones close with the session."""
+    def client(self, keep: bool = True) -> LocustCalls:
+        """A measured client on its own connection (the engine's calls, a
+        zombie's complete, the crash notes); kept ones close with the session."""
         wire = self.factory.wire(self.scripts)
         if keep:
             self.wires.append(wire)
-        return EchoClient(self.environment, wire, self.books, self.gate)
-
-    def calls(self, client: EchoClient) -> LocustCalls:
-        """The engine's calls protocol on a client's connection, each call a Locust request."""
-        return LocustCalls(self.environment, client.wire, self.books, self.gate, self.queue_names)
+        return LocustCalls(self.environment, wire, self.books, self.gate, self.queue_names)
 
     def recorded(self, calls: LocustCalls, role: str) -> HistoryCalls:
         """The calls of one greenlet, recorded in the history as a process of their own."""
@@ -151,7 +148,7 @@ class Session:
         keys = [q.keys for q in self.queues]
         for index in range(s.producers):
             turn = index % len(keys)  # each producer starts on its own queue
-            producer = Producer(self.recorded(self.calls(self.client()), "producer"), keys[turn:] + keys[:turn],
+            producer = Producer(self.recorded(self.client(), "producer"), keys[turn:] + keys[:turn],
                                 policy, self.recorder)
             self.background.spawn(producer.run)
 
@@ -172,12 +169,12 @@ class Session:
         if s.reap_every_ms:
             policy = PumpPolicy(interval_s=s.reap_every_ms / 1000.0, reap_limit=s.reap_limit, promote=False,
                                 max_attempts=s.max_attempts, drain_rounds=DRAIN_ROUNDS)
-            self.background.spawn(Pump(self.recorded(self.calls(self.client()), "reaper"), keys, policy,
+            self.background.spawn(Pump(self.recorded(self.client(), "reaper"), keys, policy,
                                        self.recorder).run)
         if s.promote_every_ms:
             policy = PumpPolicy(interval_s=s.promote_every_ms / 1000.0, reap=False, promote_limit=s.promote_limit,
                                 max_attempts=s.max_attempts, drain_rounds=DRAIN_ROUNDS)
-            self.background.spawn(Pump(self.recorded(self.calls(self.client()), "promoter"), keys, policy,
+            self.background.spawn(Pump(self.recorded(self.client(), "promoter"), keys, policy,
                                        self.recorder).run)
 
     def _zombie(self, q: QueueWire, job: Claimed) -> None:
@@ -194,7 +191,7 @@ class Session:
         finally:
             client.wire.close()
 
-    def _zombie_life(self, client: EchoClient, q: QueueWire, job: Claimed, row: str, poll: float) -> None:
+    def _zombie_life(self, client: LocustCalls, q: QueueWire, job: Claimed, row: str, poll: float) -> None:
         gevent.sleep(max(0.0, job.deadline - time.time()))
         give_up = time.time() + ZOMBIE_PATIENCE_S
         while True:
@@ -208,12 +205,12 @@ class Session:
         self.books.counters["zombies"] += 1
         self._zombie_complete(client, q, job)
 
-    def _zombie_complete(self, client: EchoClient, q: QueueWire, job: Claimed) -> None:
+    def _zombie_complete(self, client: LocustCalls, q: QueueWire, job: Claimed) -> None:
         """The zombie's complete, in the history with the fault that made it."""
         h, process = self.history, self.actor("zombie")
         h.line("invoke", process, "complete", job.id, job.token, fault="zombie")
         try:
-            accepted = client.complete(q, job.id, job.token, zombie=True)
+            accepted = client.zombie_complete(q, job.id, job.token)
         except BaseException as exc:
             sent = not isinstance(exc, Drained)
             h.line("info" if sent else "fail", process, "complete", job.id, job.token, fault="zombie",

@@ -12,14 +12,14 @@ from locust.exception import StopUser
 
 from echomq_bench.load.engine import Consumer as ConsumerRole, ConsumerPolicy, Event
 from echomq_bench.locust.calls import BooksRecorder, LocustCalls
-from echomq_bench.locust.client import Claimed, EchoClient
+from echomq_bench.locust.client import Claimed
 from echomq_bench.locust.options import Settings
 
 __all__ = ["EchoMQUser", "Consumer", "ConsumerSteps", "BackoffPolicy", "consumer_policy"]
 
 
 def _controller() -> Any:
-    from echomq_bench.locust import controller
+    from echomq_bench.locust.installed import controller
 
     return controller()
 
@@ -47,11 +47,11 @@ def consumer_policy(s: Settings) -> BackoffPolicy:
 class EchoMQUser(User):
     """A Locust user over echomq (abstract).
 
-    `self.calls` is the engine's calls protocol on the user's own connection,
-    each call a Locust request; `self.client` the zombie and crash
-    bookkeeping on the same connection; `self.queue` is the queue this user
-    works on; `self.session` the run it belongs to. No wait between tasks: a
-    consumer's pace is its work time.
+    `self.client` is the user's one client on its own connection: the
+    engine's calls protocol, each call a Locust request, and the crash
+    notes; `self.queue` is the queue this user works on; `self.session` the
+    run it belongs to. No wait between tasks: a consumer's pace is its work
+    time.
     """
 
     abstract = True
@@ -63,8 +63,7 @@ class EchoMQUser(User):
             raise StopUser()  # the run did not start (see the log) or is ending
         self.session = session
         self.settings = session.settings
-        self.client: EchoClient = session.client(keep=False)
-        self.calls: LocustCalls = session.calls(self.client)
+        self.client: LocustCalls = session.client(keep=False)
         self.queue = session.next_queue()
         self.rng = random.Random()
 
@@ -92,7 +91,7 @@ class Consumer(EchoMQUser):
         super().on_start()
         self._books = BooksRecorder(self.session.books)
         self._deadlines: dict[str, float] = {}  # job id -> wall-clock lease deadline, while held
-        self.role = ConsumerRole(self.session.recorded(self.calls, "user"), [self.queue.keys],
+        self.role = ConsumerRole(self.session.recorded(self.client, "user"), [self.queue.keys],
                                  consumer_policy(self.settings), self._heard, rng=self.rng)
 
     @task

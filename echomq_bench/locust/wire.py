@@ -11,7 +11,8 @@ by hiredis. The SHAs and texts come from the client's `Scripts`; the
 load engine's calls go over it through `echomq_bench.locust.calls`.
 
 EVALSHA is tried first; a NOSCRIPT reply (a restarted or flushed server)
-loads the script and sends once more, as redis-py's `Script` does.
+loads the scripts and sends the calls it answered once more, through the
+client's one reload (`echomq.send_reloading`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,7 @@ from gevent import GreenletExit
 from redis.cluster import ClusterNode, NodesManager, RedisCluster
 from redis.connection import AbstractConnection
 
-from echomq import verbs
-from echomq.errors import ServerUnavailableError, from_reply
-from echomq.keys import QueueKeys
-from echomq.scripts import Scripts
+from echomq import QueueKeys, RepliesLostError, Scripts, ServerUnavailableError, pipeline, send_reloading, verbs
 
 __all__ = ["Wire", "AnyWire", "Command", "QueueWire", "ConnectionFactory", "ClusterRouter", "ClusterWire",
            "is_cluster_url"]
@@ -48,7 +46,12 @@ pack_command = _hiredis_pack()
 
 class _Connection(Protocol):
     """What a wire drives on a redis-py connection, typed (redis-py leaves
-    these methods unannotated)."""
+    these methods unannotated). `_sock` is None until it connects: a
+    connect that fails sent nothing."""
+
+    _sock: Any
+
+    def connect(self) -> None: ...
 
     def send_packed_command(self, command: bytes | Sequence[bytes], check_health: bool = True) -> None: ...
 
@@ -133,69 +136,35 @@ class ConnectionFactory:
 class Wire:
     """One held connection. `call` returns the reply or raises an EchoMQError
     (wire codes mapped through echomq.errors); `pipeline` returns one reply
-    or exception per command."""
+    or exception per command. A connection that fails after a write began
+    raises RepliesLostError (a ServerUnavailableError): those calls may have
+    run; one that cannot be made raises ServerUnavailableError, nothing sent.
+    A command answered NOSCRIPT is sent again after the scripts are loaded
+    on this connection: the client's reload (`echomq.send_reloading`)."""
 
     def __init__(self, factory: _Connects, scripts: Scripts) -> None:
         self.scripts = scripts
-        self._texts = [source.text for source in scripts.sources.values()]
+        self._loads = [("SCRIPT", "LOAD", source.text) for source in scripts.sources.values()]
         self.conn: _Connection = factory.connect()
 
     def call(self, cmd: Command) -> Any:
-        conn = self.conn
-        try:
-            if pack_command is not None:
-                conn.send_packed_command((pack_command(cmd),), check_health=False)
-            else:
-                conn.send_command(*cmd)
-            return conn.read_response()
-        except redis.exceptions.NoScriptError:
-            return self._reload_and_call(cmd)
-        except redis.exceptions.ResponseError as exc:
-            raise _mapped(exc) from None
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-            conn.disconnect()
-            raise ServerUnavailableError(f"server unavailable: {exc}") from exc
-        except GreenletExit:
-            # Killed between send and reply: the reply would be read by the
-            # next command. Drop the connection; the next call reconnects.
-            conn.disconnect()
-            raise
+        reply = send_reloading(self._send, self.load_scripts, (cmd,))[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
     def pipeline(self, cmds: Sequence[Command]) -> list[Any]:
         """Send all, read all; a command's error reply is its result, mapped."""
-        conn = self.conn
-        try:
-            if pack_command is not None:
-                conn.send_packed_command((b"".join(map(pack_command, cmds)),), check_health=False)
-            else:
-                conn.send_packed_command(conn.pack_commands(cmds))
-            out: list[Any] = []
-            for _ in cmds:
-                try:
-                    out.append(conn.read_response())
-                except redis.exceptions.ResponseError as exc:
-                    out.append(exc if isinstance(exc, redis.exceptions.NoScriptError) else _mapped(exc))
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-            conn.disconnect()
-            raise ServerUnavailableError(f"server unavailable: {exc}") from exc
-        except GreenletExit:
-            conn.disconnect()
-            raise
-        if any(isinstance(r, redis.exceptions.NoScriptError) for r in out):
-            self.load_scripts()
-            redo = [i for i, r in enumerate(out) if isinstance(r, redis.exceptions.NoScriptError)]
-            for i, reply in zip(redo, self.pipeline([cmds[i] for i in redo])):
-                out[i] = reply
-        return out
+        return send_reloading(self._send, self.load_scripts, cmds)
 
     def command(self, *args: Any) -> Any:
         """A plain command (bookkeeping, not a verb)."""
         return self.call(args)
 
     def load_scripts(self) -> None:
-        for text in self._texts:
-            self.conn.send_command("SCRIPT", "LOAD", text)
-            self.conn.read_response()
+        failed = next((r for r in self._send(self._loads) if isinstance(r, Exception)), None)
+        if failed is not None:
+            raise failed
 
     def reconnect(self) -> None:
         """What a crashed worker's replacement does: a new connection."""
@@ -204,13 +173,38 @@ class Wire:
     def close(self) -> None:
         self.conn.disconnect()
 
-    def _reload_and_call(self, cmd: Command) -> Any:
-        self.load_scripts()
+    def _send(self, cmds: Sequence[Command]) -> list[Any]:
+        """One write, one read per command: its reply, or its error reply in
+        its place (NOSCRIPT as redis-py's, for the reload; the rest mapped)."""
+        conn = self.conn
+        if conn._sock is None:
+            try:
+                conn.connect()
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+                conn.disconnect()
+                raise ServerUnavailableError(f"server unavailable: {exc}") from exc
+        out: list[Any] = []
         try:
-            self.conn.send_command(*cmd)
-            return self.conn.read_response()
-        except redis.exceptions.ResponseError as exc:
-            raise _mapped(exc) from None
+            if pack_command is not None:
+                conn.send_packed_command((b"".join(map(pack_command, cmds)),), check_health=False)
+            else:
+                conn.send_packed_command(conn.pack_commands(cmds))
+            for _ in cmds:
+                try:
+                    out.append(conn.read_response())
+                except redis.exceptions.ResponseError as exc:
+                    out.append(exc if isinstance(exc, redis.exceptions.NoScriptError) else _mapped(exc))
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+            conn.disconnect()
+            lost = len(cmds) - len(out)
+            raise RepliesLostError(f"server unavailable: {exc}", out + [None] * lost,
+                                   tuple(range(len(out), len(cmds)))) from exc
+        except GreenletExit:
+            # Killed between send and reply: the reply would be read by the
+            # next command. Drop the connection; the next call reconnects.
+            conn.disconnect()
+            raise
+        return out
 
 
 # A cluster's redirections are routing for this module to follow, not answers.
@@ -219,7 +213,7 @@ _ROUTING = (redis.exceptions.MovedError, redis.exceptions.AskError, redis.except
 
 
 def _mapped(exc: redis.exceptions.ResponseError) -> Exception:
-    return exc if isinstance(exc, _ROUTING) else from_reply(str(exc))
+    return exc if isinstance(exc, _ROUTING) else pipeline.as_error(exc)
 
 
 

@@ -24,6 +24,7 @@ from echomq import Job, Queue, RepliesLostError, ServerUnavailableError, Worker,
 from echomq.pipeline import send, send_calls
 from echomq.scripts import Scripts, discover
 from echomq_bench.faults.proxy import FaultProxy
+from echomq_bench.load.calls import RedisCalls
 
 # When the connection goes down, against the reload: "before" it (the reload
 # fails), "after" it (connecting for the resend fails), or "written" (the
@@ -165,3 +166,29 @@ def test_a_worker_whose_resent_claim_lost_its_reply_completes_the_job_and_leaves
     assert (s.claimed, s.completed, s.unsettled, s.lost, s.unknown, s.errors) == (1, 1, 0, 0, 0, 1)
     assert [m.decode() for m in client.zrange(q.keys.active, 0, -1)] == [waiting]
     assert client.zcard(q.keys.pending) == 0
+
+
+def test_a_single_call_answered_noscript_is_loaded_and_sent_again(client: redis.Redis, q: Queue) -> None:
+    calls = RedisCalls(q.client)
+    job = mint()
+    assert q.enqueue(job, b"x") == "enqueued"
+    client.script_flush()
+    assert calls.call(verbs.claim(q.keys, 30_000)) == [job.encode(), b"x", 1]
+    assert all(client.script_exists(*[q.scripts.sha(v) for v in q.scripts.sources]))
+
+
+def test_a_single_call_whose_reply_was_lost_is_not_sent_again(proxy: FaultProxy, client: redis.Redis,
+                                                              q: Queue) -> None:
+    """The engine's one call goes out once though the client's retries are on:
+    a claim resent after its reply was lost would lease a second job."""
+    first, second = mint(), mint()
+    for job in (first, second):
+        assert q.enqueue(job, b"x") == "enqueued"
+    calls = RedisCalls(q.client)
+    proxy.drop_next_reply()
+    with pytest.raises(RepliesLostError) as caught:
+        calls.call(verbs.claim(q.keys, 30_000))
+    assert (caught.value.replies, caught.value.lost) == ([None], (0,))
+    assert proxy.counts["replies_dropped"] == 1
+    assert [m.decode() for m in client.zrange(q.keys.active, 0, -1)] == [first]
+    assert [m.decode() for m in client.zrange(q.keys.pending, 0, -1)] == [second]

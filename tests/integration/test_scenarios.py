@@ -267,3 +267,71 @@ def test_engine_roles_over_locust_calls_name_each_request_and_keep_the_books(cli
     gate.drain(0.0)
     with pytest.raises(Drained):
         calls.call(verbs.claim(keys, 1000))
+
+
+def test_a_zombies_complete_is_one_measured_request_on_the_users_client(client: Any) -> None:
+    """The user's one client sends a zombie's complete through the same
+    measured request as the engine's calls: refused is expected, accepted fails."""
+    from types import SimpleNamespace
+
+    from echomq import QueueKeys, verbs
+    from echomq_bench.locust.calls import LocustCalls
+    from echomq_bench.locust.client import Gate
+    from echomq_bench.locust.wire import ConnectionFactory, QueueWire
+
+    fired: list[dict[str, Any]] = []
+    environment = SimpleNamespace(events=SimpleNamespace(request=SimpleNamespace(fire=lambda **kw: fired.append(kw))))
+    kw = client.connection_pool.connection_kwargs
+    factory = ConnectionFactory(f"redis://{kw['host']}:{kw['port']}")
+    keys = QueueKeys(f"lz-{mint()}")
+    books, gate = Books(), Gate()
+    wire = factory.wire(factory.scripts())
+    calls = LocustCalls(environment, wire, books, gate, {keys.pending: keys.name, keys.active: keys.name})
+    q = QueueWire(keys.name, wire.scripts, 60_000)
+    job = mint()
+    try:
+        calls.call(verbs.enqueue(keys, job, b"x"))
+        _, _, token = calls.call(verbs.claim(keys, 60_000))
+        # Sent with the live token, as a zombie would be if the fence let it through.
+        assert calls.zombie_complete(q, job, token) is True
+        assert calls.zombie_complete(q, job, token) is False  # the row is gone: refused
+    finally:
+        wire.close()
+    requests = [(f["name"], type(f["exception"]).__name__ if f["exception"] else None) for f in fired]
+    assert requests == [("enqueue", None), ("claim", None), ("complete (zombie)", "ZombieAccepted"),
+                        ("complete (zombie refused)", None)]
+    assert all(f["request_type"] == "echomq" and f["response_time"] > 0 for f in fired)
+    assert (books.ledger.zombie_sent, books.ledger.zombie_accepted, books.ledger.refused) == (2, [job], [(job, token)])
+    assert books.completed == {keys.name: 1} and not books.unresolved and not gate.busy
+
+
+def test_a_held_wire_loads_the_scripts_again_and_resends_only_what_noscript_refused(client: Any) -> None:
+    """After SCRIPT FLUSH a Locust wire loads the scripts on its own connection
+    (the client's reload) and resends the calls answered NOSCRIPT alone: a
+    complete that ran in the first send is not sent twice."""
+    from echomq import QueueKeys, StaleTokenError, discover, verbs
+    from echomq_bench.locust.wire import ConnectionFactory
+
+    kw = client.connection_pool.connection_kwargs
+    factory = ConnectionFactory(f"redis://{kw['host']}:{kw['port']}")
+    scripts = factory.scripts()
+    wire = factory.wire(scripts)
+    keys = QueueKeys(f"lw-{mint()}")
+    first, second = mint(), mint()
+    try:
+        for job in (first, second):
+            assert wire.call(verbs.enqueue(keys, job, b"x").evalsha(scripts.sha("enqueue"))) == b"enqueued"
+        client.script_flush()
+        _, _, token = wire.call(verbs.claim(keys, 60_000).evalsha(scripts.sha("claim")))
+        client.script_flush()
+        client.script_load(discover()["complete"].text)
+        done, claimed = wire.pipeline([verbs.complete(keys, first, token).evalsha(scripts.sha("complete")),
+                                       verbs.claim(keys, 60_000).evalsha(scripts.sha("claim"))])
+        assert done == b"ok"  # had the complete been resent, it would read EMQSTALE
+        assert claimed[0] == second.encode() and claimed[2] == 1
+        assert all(client.script_exists(*[scripts.sha(v) for v in scripts.sources]))
+        with pytest.raises(StaleTokenError):
+            wire.call(verbs.complete(keys, first, token).evalsha(scripts.sha("complete")))
+    finally:
+        wire.close()
+    assert client.exists(keys.job(first)) == 0 and client.zcard(keys.pending) == 0

@@ -75,7 +75,7 @@ def test_the_bulk_encoder_agrees_with_encode() -> None:
 
     import numpy as np
 
-    from echomq_bench.load.backlog import encode_block
+    from echomq_bench.load.bulk import encode_block
 
     rng = random.Random(62)
     values = [0, 1, 61, 62, 2**63, 2**64 - 2, 2**64 - 1] + [rng.getrandbits(64) for _ in range(5000)]

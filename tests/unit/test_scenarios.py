@@ -28,7 +28,7 @@ def test_master_without_a_url_says_what_it_needs(tmp_path: Path) -> None:
     ("--reap-every", "50", "has no unit"),
     ("--lease", "300", "has no unit"),
     ("--step-time", "10", "500ms, 10s, 1.5s, 2m"),
-    ("--lease-ms", "0", "must be from 1ms"),
+    ("--lease", "0", "must be from 1ms"),
     ("--rate", "fast", "'fast' is not a number"),
 ])
 def test_bad_option_exits_2_naming_it(option: str, value: str, said: str, tmp_path: Path) -> None:
@@ -54,17 +54,25 @@ def test_option_values_are_checked_again_when_a_run_starts() -> None:
             Settings.from_options(SimpleNamespace(**{**DEFAULTS, name: value}))
 
 
-def test_old_option_spellings_still_parse(tmp_path: Path) -> None:
+def test_the_old_spellings_are_refused_as_unknown(tmp_path: Path) -> None:
+    """--lease-ms and --enqueue-rate are gone: argparse refuses them as it refuses any unknown flag."""
+    for option, value in (("--lease-ms", "300"), ("--enqueue-rate", "50")):
+        code, output = finished(locust(["-f", str(SCENARIOS / "claim_complete.py"), "--headless", "-t", "1s",
+                                        option, value], tmp_path))
+        assert code == 2
+        assert f"unrecognized arguments: {option}" in output
+
+
+def test_the_options_parse_as_given(tmp_path: Path) -> None:
     # Locust's own parser, in a child: importing locust here would monkey-patch this test process.
     code = ("from locust.argument_parser import LocustArgumentParser\n"
             "from echomq_bench.locust.options import DEFAULTS, add_options\n"
             "p = LocustArgumentParser()\n"
             "add_options(p, DEFAULTS)\n"
-            "a = p.parse_args(['--lease-ms', '300', '--enqueue-rate', '50'])\n"
-            "b = p.parse_args(['--lease', '300ms', '--rate', '50'])\n"
-            "c = p.parse_args([])\n"
-            "print(a.lease, a.enqueue_rate, b.lease, b.enqueue_rate, c.lease)\n")
+            "given = p.parse_args(['--lease', '300ms', '--rate', '50'])\n"
+            "default = p.parse_args([])\n"
+            "print(given.lease, given.enqueue_rate, default.lease, default.enqueue_rate)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=child_env(),
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["300ms", "50.0", "300ms", "50.0", "30s"]
+    assert done.stdout.split() == ["300ms", "50.0", "30s", "0.0"]

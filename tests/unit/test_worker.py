@@ -1,4 +1,5 @@
-"""The Worker's settings: checked when made, frozen, and the backoff they give."""
+"""The Worker's settings: checked when made, frozen, and the backoff they give;
+and the consume step the Worker shares with the load engine."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import dataclasses
 import random
 
 import pytest
+import redis
 
-from echomq import InvalidArgumentError, WorkerSettings, WorkerStats
+from echomq import (ConsumeStep, InvalidArgumentError, OutcomeUnknownError, QueueKeys, RepliesLostError,
+                    ServerReplyError, StaleTokenError, WorkerSettings, WorkerStats, verbs)
 from echomq.worker import OUTCOMES
 
 
@@ -55,3 +58,28 @@ def test_retry_delay_is_full_jitter_under_a_doubling_ceiling() -> None:
 def test_every_outcome_has_its_count() -> None:
     assert OUTCOMES == ("completed", "retried", "dead", "lost", "unsettled", "unknown")
     assert all(getattr(WorkerStats(), outcome) == 0 for outcome in OUTCOMES)
+
+
+def test_the_consume_step_builds_its_claims_once_and_each_settle_by_the_verbs() -> None:
+    keys = QueueKeys("step")
+    step = ConsumeStep(keys, lease_ms=5000, batch=3, max_attempts=4)
+    assert step.claims == (verbs.claim(keys, 5000),) * 3
+    assert all(claim is step.claim for claim in step.claims)  # one call, sent batch times: nothing built per round
+    assert step.settle("JOB00000000001", 2) == verbs.complete(keys, "JOB00000000001", 2)
+    assert step.settle("JOB00000000001", 2, b"boom", 75) == verbs.retry(keys, "JOB00000000001", 2, b"boom", 75, 4)
+
+
+@pytest.mark.parametrize(("verb", "reply", "outcome"), [
+    ("complete", b"ok", "completed"),
+    ("retry", b"scheduled", "retried"),
+    ("retry", b"dead", "dead"),
+    ("retry", "dead", "dead"),
+    ("complete", StaleTokenError("EMQSTALE token 2 no longer holds the lease"), "lost"),
+    ("retry", OutcomeUnknownError("the reply was lost and the row cannot tell"), "unknown"),
+    ("complete", RepliesLostError("connection lost", [None], (0,)), "unsettled"),
+    ("retry", ServerReplyError("NOPERM no permissions"), "unsettled"),
+    ("complete", redis.exceptions.ConnectionError("reset"), "unsettled"),
+])
+def test_the_consume_step_reads_a_settle_reply_as_one_outcome(verb: str, reply: object, outcome: str) -> None:
+    assert outcome in OUTCOMES
+    assert ConsumeStep.outcome(verb, reply) == outcome
