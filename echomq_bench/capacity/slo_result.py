@@ -5,7 +5,7 @@ A probe's row keeps its requested and achieved rate, its claim p50 and the
 target's quantile (both timed from each claim's intended start), whether it
 held the target and why not, and which side was the bottleneck. A search's
 rate is the highest probe that passed; the build's rate is the median over
-searches with its order-statistic interval (`slo_search.median_interval`).
+searches with its order-statistic interval (`intervals.median_interval`).
 Between builds, search i of each ran in repetition i, so rate(build) /
 rate(baseline) per repetition is one paired ratio, judged as compare judges
 its trials (`measurement.verdicts.judge`: t-interval on log ratios).
@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from echomq_bench.capacity.settings import CapacitySettings
-from echomq_bench.capacity.slo_search import INTERVAL_METHOD, SEARCH_METHOD, MedianInterval, median_interval
+from echomq_bench.capacity.slo_search import SEARCH_METHOD
+from echomq_bench.measurement.intervals import INTERVAL_METHOD, MedianInterval, median_interval
 from echomq_bench.capacity.slo_spec import SloSpec
 from echomq_bench.measurement.verdicts import INCONCLUSIVE, LEVEL, MARGIN, METHOD, MIN_TRIALS, Verdict, judge
 

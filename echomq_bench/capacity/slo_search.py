@@ -1,4 +1,4 @@
-"""The two pure rules under `--slo`: the bisection of a rate, and the interval of a median.
+"""The pure rule under `--slo`: the bisection of a rate.
 
 `search_rate(passes, upper)` finds the highest rate at which `passes`
 holds, within a relative resolution. It probes `upper` first (the
@@ -10,30 +10,20 @@ passing one. Every pass raises the lower end and every fail lowers the
 upper end, so the rate found is the highest that passed, and the lowest
 that failed lies just above it, whether or not the probes are monotonic.
 
-`median_interval(values)` is the distribution-free interval of a median
-from order statistics: [x(k), x(n-k+1)] covers the true median with
-probability 1 - 2 P(B <= k-1), B ~ Binomial(n, 1/2), whatever the
-distribution of the values. It takes the narrowest such interval that
-covers at least `level`; with six values that is [min, max] at 96.9%, and
-with five no interval reaches 95% (93.8%), which is why fewer searches than
-`MIN_TRIALS` give "inconclusive".
+Each build's rate is the median over its searches, with the order-statistic
+interval of `echomq_bench.measurement.intervals.median_interval`.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable
 
-from echomq_bench.measurement.verdicts import LEVEL, MIN_TRIALS
-
-__all__ = ["Step", "Found", "search_rate", "MedianInterval", "median_interval", "order_coverage", "SEARCH_METHOD",
-           "INTERVAL_METHOD", "FLOOR_SHARE", "MAX_DOUBLINGS"]
+__all__ = ["Step", "Found", "search_rate", "SEARCH_METHOD", "FLOOR_SHARE", "MAX_DOUBLINGS"]
 
 SEARCH_METHOD = ("bisection of the open-loop rate at the geometric midpoint, from the closed-loop capacity (doubled "
                  "while it passes, halved while it fails)")
-INTERVAL_METHOD = "order statistics of the median (binomial, distribution-free)"
 FLOOR_SHARE = 1 / 64   # halving stops below this share of the upper rate: nothing tried held
 MAX_DOUBLINGS = 3      # doubling stops past 8x the upper rate: everything tried held
 
@@ -104,48 +94,3 @@ def search_rate(passes: Passes, upper: float, *, resolution: float = 0.02, floor
             else:
                 hi = mid
     return Found(lo, hi, tuple(steps), resolution)
-
-
-def order_coverage(n: int, k: int) -> float:
-    """P(x(k) <= median <= x(n-k+1)) for n values from any continuous distribution."""
-    if not 1 <= k <= (n + 1) // 2:
-        raise ValueError(f"rank k must be from 1 to {(n + 1) // 2} for n = {n}, got {k}")
-    below = sum(math.comb(n, i) for i in range(k)) / float(2 ** n)
-    return 1.0 - 2.0 * below
-
-
-@dataclass(frozen=True)
-class MedianInterval:
-    n: int
-    median: float
-    ci: tuple[float, float] | None   # None: too few values for `level`, or fewer than min_n
-    coverage: float | None           # the exact coverage of ci
-    ranks: tuple[int, int] | None    # ci's order statistics, 1-based
-    level: float
-    min_n: int
-    method: str = INTERVAL_METHOD
-
-    @property
-    def text(self) -> str:
-        """`inconclusive (2 searches)` without an interval, else ''."""
-        return f"inconclusive ({self.n} search{'' if self.n == 1 else 'es'})" if self.ci is None else ""
-
-    def to_dict(self) -> dict[str, object]:
-        return {"n": self.n, "median": self.median, "ci": list(self.ci) if self.ci else None,
-                "coverage": self.coverage, "ranks": list(self.ranks) if self.ranks else None, "level": self.level,
-                "min_n": self.min_n, "method": self.method, "text": self.text}
-
-
-def median_interval(values: Sequence[float], level: float = LEVEL, min_n: int = MIN_TRIALS) -> MedianInterval:
-    """The median and its narrowest order-statistic interval of at least `level` coverage (see the module)."""
-    if not values:
-        raise ValueError("no values to take the median of")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be between 0 and 1, got {level}")
-    s = sorted(float(v) for v in values)
-    n = len(s)
-    best = max((k for k in range(1, (n + 1) // 2 + 1) if order_coverage(n, k) >= level), default=None)
-    if best is None or n < min_n:
-        return MedianInterval(n, statistics.median(s), None, None, None, level, min_n)
-    return MedianInterval(n, statistics.median(s), (s[best - 1], s[n - best]), order_coverage(n, best),
-                          (best, n - best + 1), level, min_n)

@@ -24,9 +24,10 @@ script now calls more often per call.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+from echomq_bench.measurement.intervals import prediction_bound
 
 __all__ = ["FLOOR", "CONFIDENCE", "CountVerdict", "allowance", "judge", "largest_growth", "more_calls"]
 
@@ -37,12 +38,9 @@ LUA = "lua"
 
 def allowance(mean: float, sd: float, passes: int) -> float:
     """The largest change of one new run that the baseline's spread explains."""
-    from scipy.stats import t
-
     if passes < 2 or mean <= 0:
         raise ValueError(f"an allowance needs a positive mean and at least 2 runs, got mean {mean}, {passes} runs")
-    bound = float(t.ppf(CONFIDENCE, passes - 1)) * sd * math.sqrt(1 + 1 / passes) / mean
-    return max(FLOOR, bound)
+    return max(FLOOR, prediction_bound(sd, passes, CONFIDENCE) / mean)
 
 
 def _parts(figure: Mapping[str, Any]) -> dict[str, float]:

@@ -21,7 +21,9 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["RECOVERED_SHARE", "RECOVERY_MEANS", "PRE_S", "WINDOW_S", "STEP_S", "recovery_s", "nearest_rank",
+from echomq_bench.measurement.stats import nearest_rank
+
+__all__ = ["RECOVERED_SHARE", "RECOVERY_MEANS", "PRE_S", "WINDOW_S", "STEP_S", "recovery_s",
            "per_second", "KindFigures", "by_kind"]
 
 RECOVERED_SHARE = 0.8
@@ -52,14 +54,6 @@ def recovery_s(times: Sequence[float], start: float, end: float, limit: float) -
             return round(steps * STEP_S, 3)
         steps += 1
     return None
-
-
-def nearest_rank(values: Sequence[float], q: float) -> float | None:
-    """The q-quantile (0 < q <= 1) by nearest rank: a value that was measured."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 def per_second(times: Sequence[float], t0: float, end: float) -> list[int]:

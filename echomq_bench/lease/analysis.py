@@ -23,8 +23,8 @@ from echomq_bench.lease.model import (
     recovery_samples,
 )
 from echomq_bench.lease.split import ModelSplit, fit_part, model_split, predicted_part
-from echomq_bench.lease.stats import quantile, quantile_ci, rate_ci, wilson
-from echomq_bench.measurement.stats import bootstrap_ci
+from echomq_bench.measurement.intervals import quantile_ci, rate_ci, wilson
+from echomq_bench.measurement.stats import bootstrap_ci, median, quantile
 from echomq_bench.lease.sweep import LeaseData, SweepData
 
 __all__ = ["Interval", "LeaseResult", "MassResult", "SweepResult", "agreement", "analyse", "held_out_figures",
@@ -161,7 +161,7 @@ def model_inputs(d: LeaseData, settings: Any) -> ModelInputs:
         e_real = (crashed["tx"] - (crashed["t0"] + crashed["t1"]) / 2) * 1000 - crashed["c_ms"] / s
         crash_gap = float(np.mean(e_real)) * s
     else:
-        crash_gap = float(np.median(overheads)) / 2
+        crash_gap = median(overheads) / 2
     start, end = d.window
     window_claims = int(((d.claim_t1 >= start) & (d.claim_t1 < end)).sum())
     rate_real_per_ms = window_claims / ((end - start) * 1000)
@@ -332,18 +332,18 @@ def _model(d: LeaseData, settings: Any, dist: Distribution) -> tuple[dict[str, f
     s = settings.time_scale
     inputs = model_inputs(d, settings)
     o = np.asarray(inputs.overheads_ms)
-    overhead = {"median": float(np.median(o)), "p99": float(np.quantile(o, 0.99)),
-                "p999": float(np.quantile(o, 0.999)), "max": float(o.max()),
-                "mean": float(o.mean()), "median_real": float(np.median(o)) / s, "crash_gap": inputs.crash_gap_ms}
+    overhead = {"median": median(o), "p99": quantile(o, 0.99),
+                "p999": quantile(o, 0.999), "max": float(o.max()),
+                "mean": float(o.mean()), "median_real": median(o) / s, "crash_gap": inputs.crash_gap_ms}
     m_rec = recovery_samples(dist, d.lease_ms, inputs, seed=settings.seed)
     m_dl = deadline_samples(inputs, seed=settings.seed)
     model = {
         "false_expiry": false_expiry(dist, d.lease_ms, inputs),
         "lease_expiry": lease_expiry(dist, d.lease_ms, float(o.mean())),
-        "recovery_median": float(np.median(m_rec)),
-        "recovery_p99": float(np.quantile(m_rec, 0.99)),
+        "recovery_median": median(m_rec),
+        "recovery_p99": quantile(m_rec, 0.99),
         "recovery_mean": float(m_rec.mean()),
-        "deadline_to_claim_median": float(np.median(m_dl)),
+        "deadline_to_claim_median": median(m_dl),
         "claim_wait_mean": float(np.mean(m_dl)) - settings.reap_every_ms / 2,
         "claim_rate_per_s": inputs.claim_rate_per_ms * 1000,
     }

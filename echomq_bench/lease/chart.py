@@ -11,6 +11,7 @@ import numpy as np
 from echomq_bench.lease.analysis import SweepResult, pooled_inputs
 from echomq_bench.lease.model import ModelInputs, false_expiry, recovery_samples
 from echomq_bench.lease.recommend import Recommendation, fmt_ms, fmt_pct
+from echomq_bench.measurement.stats import median, quantile
 
 __all__ = ["draw"]
 
@@ -90,8 +91,8 @@ def _draw_server(ax1: Any, ax2: Any, res: SweepResult, rec: Recommendation, col:
         ax2.errorbar(leases, val, yerr=_err(val, qlo, qhi), fmt=marker, color=col, capsize=3,
                      label=f"{name} {q} measured")
     mrec = [recovery_samples(dist, g * 1000, inputs, n=6000) for g in grid]
-    ax2.plot(grid, [np.median(x) / 1000 for x in mrec], "-", color=col, alpha=0.6, label=f"{name} model median")
-    ax2.plot(grid, [np.quantile(x, 0.99) / 1000 for x in mrec], "--", color=col, alpha=0.6,
+    ax2.plot(grid, [median(x) / 1000 for x in mrec], "-", color=col, alpha=0.6, label=f"{name} model median")
+    ax2.plot(grid, [quantile(x, 0.99) / 1000 for x in mrec], "--", color=col, alpha=0.6,
              label=f"{name} model p99")
     if rec.lease_ms is not None:
         for ax in (ax1, ax2):

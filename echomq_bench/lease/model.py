@@ -46,7 +46,7 @@ from typing import Sequence
 
 import numpy as np
 
-from echomq_bench.measurement.stats import FloatArray
+from echomq_bench.measurement.stats import FloatArray, quantiles
 from echomq_bench.measurement.workdist import Distribution
 
 __all__ = [
@@ -93,8 +93,8 @@ def _overhead_points(values: Sequence[float]) -> tuple[FloatArray, FloatArray]:
     if arr.size <= 2 * OVERHEAD_POINTS:
         return arr, np.full(arr.size, 1.0 / arr.size)
     k = OVERHEAD_POINTS
-    body = np.quantile(arr, (np.arange(k) + 0.5) / k * 0.99)
-    tail = np.quantile(arr, 0.99 + (np.arange(k) + 0.5) / k * 0.01)
+    body = quantiles(arr, (np.arange(k) + 0.5) / k * 0.99)
+    tail = quantiles(arr, 0.99 + (np.arange(k) + 0.5) / k * 0.01)
     return np.concatenate([body, tail]), np.concatenate([np.full(k, 0.99 / k), np.full(k, 0.01 / k)])
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from echomq_bench.lease.settings import SweepSettings
+from echomq_bench.reapcost.curve import ReapCost
 
 __all__ = ["LeaseData", "ReapCost", "MassCrash", "SweepData"]
 
@@ -35,20 +36,12 @@ class LeaseData:
 
 
 @dataclass(frozen=True)
-class ReapCost:
-    empty_usec: float                  # server usec per reap call that finds nothing
-    per_job_usec: float                # server usec per job reaped, beyond the call
-    full_call_usec: float              # usec of a call that returns the cap
-    calls: int
-
-
-@dataclass(frozen=True)
 class MassCrash:
     k: int
     cap: int
-    drain_ms: list[float]              # nominal: last deadline -> the call that returned the last job
+    drain_ms: list[float]              # nominal: the deadline -> the call that returned the last job
     ticks: list[int]                   # non-empty reap calls it took
-    spread_ms: list[float]             # nominal: first -> last claim of the K (deadline spread)
+    spread_ms: list[float]             # nominal: first -> last deadline of the K (one deadline: 0)
 
 
 @dataclass(frozen=True)

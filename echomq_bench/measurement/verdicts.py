@@ -42,13 +42,14 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import stats as st
 
+from echomq_bench.measurement.intervals import MIN_TRIALS, t_half_width
+from echomq_bench.measurement.stats import LEVEL
+
 __all__ = ["Verdict", "judge", "precision_reached", "log_half_width", "METHOD", "MIN_TRIALS", "MARGIN", "LEVEL",
            "FASTER", "SLOWER", "EQUIVALENT", "INCONCLUSIVE"]
 
 METHOD = "t-interval on log ratios, TOST for equivalence"
-MIN_TRIALS = 6
 MARGIN = 0.02
-LEVEL = 0.95
 FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE = "faster", "slower", "equivalent", "inconclusive"
 
 
@@ -99,11 +100,7 @@ def _logs(ratios: Sequence[float]) -> np.ndarray:
 
 def log_half_width(ratios: Sequence[float], level: float = LEVEL) -> float:
     """Half the width of the t-interval of the mean log ratio (inf below two trials)."""
-    logs = _logs(ratios)
-    if len(logs) < 2:
-        return math.inf
-    se = float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
-    return float(st.t.ppf(1 - (1 - level) / 2, len(logs) - 1)) * se
+    return t_half_width(_logs(ratios), level)
 
 
 def precision_reached(ratios: Sequence[float], precision: float, level: float = LEVEL,
@@ -129,7 +126,7 @@ def judge(ratios: Sequence[float], *, higher_is_better: bool, margin: float = MA
     kind = INCONCLUSIVE
     if n >= 2:
         se = float(np.std(logs, ddof=1)) / math.sqrt(n)
-        half = float(st.t.ppf(1 - (1 - level) / 2, n - 1)) * se
+        half = t_half_width(logs, level)
         ci = (math.exp(mean - half), math.exp(mean + half))
         p_diff, p_equiv = _p_values(mean, se, n, margin)
         if n < min_trials:

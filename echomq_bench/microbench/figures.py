@@ -8,8 +8,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
-from echomq_bench.measurement.stats import Floats
+from echomq_bench.measurement.stats import Floats, bootstrap_sd, median, quartiles
 from echomq_bench.microbench.cases import CASES, KEEP, SUB_US_KEEP
 from echomq_bench.microbench.settings import Settings
 
@@ -102,14 +103,6 @@ class Figure:
                 "client_ratio": r(self.client_ratio), "client_ratio_iqr": [r(x) for x in self.client_ratio_iqr]}
 
 
-def _iqr(values: Sequence[float]) -> tuple[float, float]:
-    if len(values) < 2:
-        v = float(values[0]) if len(values) else float("nan")
-        return v, v
-    q1, q3 = np.percentile(np.asarray(values, dtype=float), [25, 75])
-    return float(q1), float(q3)
-
-
 def _quotient(num: float, den: float) -> float:
     """num / den, NaN when den is 0: commandstats counts whole microseconds, so a
     short round of a no-op can read 0, and that round then has no ratio."""
@@ -126,14 +119,13 @@ def pooled_ratio(num: Sequence[Sequence[float]], den: Sequence[Sequence[float]],
     rounds = len(num)
     if rounds < 3 or not ratio > 0 or not bootstrap:
         return ratio, float("nan")
-    rng = np.random.default_rng(seed)
-    reps = []
-    for _ in range(BOOTSTRAP):
-        pick = rng.integers(0, rounds, rounds)
+
+    def resampled(pick: npt.NDArray[np.int64]) -> float:
         a = np.concatenate([np.asarray(num[j], float) for j in pick])
         b = np.concatenate([np.asarray(den[j], float) for j in pick])
-        reps.append(_quotient(typical(a, keep_num), typical(b, keep_den)))
-    return ratio, float(np.nanstd(reps) / ratio)
+        return _quotient(typical(a, keep_num), typical(b, keep_den))
+
+    return ratio, bootstrap_sd(resampled, rounds, BOOTSTRAP, seed) / ratio
 
 
 def figure(batches: Sequence[Batch], name: str | None = None, command: str | None = None,
@@ -152,11 +144,11 @@ def figure(batches: Sequence[Batch], name: str | None = None, command: str | Non
     noop_ratio, _ = pooled_ratio(server, [b.noop_us for b in batches], keep_num=keep, bootstrap=False)
     client = np.concatenate([b.client_us for b in batches])
     ping_client = np.concatenate([b.ping_client_us for b in batches])
-    c_round = [float(np.median(b.client_us) / np.median(b.ping_client_us)) for b in batches]
+    c_round = [median(b.client_us) / median(b.ping_client_us) for b in batches]
     all_server = np.concatenate([np.asarray(s, float) for s in server])
     return Figure(name, cmd, int(len(all_server)), typical(all_server, keep), float(all_server.mean()),
-                  float(np.median(client)), reference, ratio, se, _iqr(per_round), noop_ratio,
-                  float(np.median(client) / np.median(ping_client)), _iqr(c_round))
+                  median(client), reference, ratio, se, quartiles(per_round), noop_ratio,
+                  median(client) / median(ping_client), quartiles(c_round))
 
 
 def reference_figures(batches: Sequence[Batch]) -> dict[str, Figure]:
@@ -251,9 +243,9 @@ class Measurement:
                     for metric, value, unit in (
                             ("server_us_typical", typical(b.server_us, CASES[case].keep), "us"),
                             ("server_us_mean", b.server_us_mean, "us"),
-                            ("client_us_p50", float(np.median(b.client_us)), "us"),
+                            ("client_us_p50", median(b.client_us), "us"),
                             ("noop_server_us_typical", typical(b.noop_us), "us"),
                             *((("read_100_server_us_typical", typical(b.ref_us), "us"),) if b.ref_us else ()),
-                            ("ping_client_us_p50", float(np.median(b.ping_client_us)), "us")):
+                            ("ping_client_us_p50", median(b.ping_client_us), "us")):
                         yield {**base, "metric": metric, "value": round(value, 4), "unit": unit}
 

@@ -3,31 +3,23 @@
 from __future__ import annotations
 
 import math
-import statistics
-from typing import Any, Iterable
+from typing import Any
 
-from echomq_bench.peers import BASELINE, get
+from echomq_bench.peers.registry import BASELINE, get
 from echomq_bench.peers.base import PAYLOAD_BYTES, version_of
 from echomq_bench.peers.intervals import FIGURES_WITH_CI, interval, ratio_verdict
 from echomq_bench.peers.result import PeerRun, Phase
 from echomq_bench.peers.rounds import HEADLINE, PeersSettings, pairs
+from echomq_bench.measurement.stats import median, span
 
 __all__ = ["build_summary", "tidy_rows", "command_rows", "ratio_rows", "FIGURES"]
-
-
-def _median(values: Iterable[float]) -> float:
-    return float(statistics.median(values))
-
-
-def _spread(values: list[float]) -> list[float]:
-    return [min(values), max(values)]
 
 
 def _phase_summary(phases: list[Phase]) -> dict[str, Any]:
     keys = ("jobs_per_s", "server_us_per_job", "server_all_threads_us_per_job", "commands_per_job",
             "scripts_per_job", "script_us_per_job", "round_trips_per_job", "transactions_per_job",
             "client_us_per_job", "server_utilization", "client_utilization")
-    out: dict[str, Any] = {k: _median(getattr(p, k) for p in phases) for k in keys}
+    out: dict[str, Any] = {k: median(getattr(p, k) for p in phases) for k in keys}
     bounds = [p.bottleneck for p in phases]
     out["bottleneck"] = max(set(bounds), key=bounds.count)
     return out
@@ -93,30 +85,30 @@ def _entry(server: str, queue: tuple[str, str], mine: list[PeerRun], base: list[
         "enqueue_mode": peer.enqueue_mode, "drain_mode": peer.drain_mode,
         "settings": peer.settings(settings.consumers),
         "jobs": settings.jobs, "consumers": settings.consumers, "trials": len(mine),
-        "scripts_per_job": _median(r.scripts_per_job for r in mine),
-        "transactions_per_job": _median(r.transactions_per_job for r in mine),
+        "scripts_per_job": median(r.scripts_per_job for r in mine),
+        "transactions_per_job": median(r.transactions_per_job for r in mine),
         "enqueue": _phase_summary([r.enqueue for r in mine]),
         "drain": _phase_summary([r.drain for r in mine]),
         "memory": {
-            "bytes_per_pending_job": _median(r.bytes_per_pending_job for r in mine),
-            "residual_bytes_after_drain": _median(r.residual_bytes for r in mine),
-            "keys_after_drain": _median(r.keys_after for r in mine),
+            "bytes_per_pending_job": median(r.bytes_per_pending_job for r in mine),
+            "residual_bytes_after_drain": median(r.residual_bytes for r in mine),
+            "keys_after_drain": median(r.keys_after for r in mine),
             "key_sample_after_drain": mine[-1].key_sample,
         },
         "ci": {k: interval([float(getattr(r, k)) for r in clean]) for k in FIGURES_WITH_CI},
         "vs_baseline": {},
-        "spread": {k: _spread([getattr(r, k) for r in mine])
+        "spread": {k: list(span(getattr(r, k) for r in mine))
                    for k in ("jobs_per_s", "server_us_per_job", "commands_per_job")},
         "drained_clean": all(r.clean for r in mine),
         "ran": [r.ran for r in mine],
         "leftovers": mine[-1].leftovers,
     }
     for k in FIGURES_WITH_CI:
-        entry[k] = _median(getattr(r, k) for r in mine)
+        entry[k] = median(getattr(r, k) for r in mine)
     if name != BASELINE and base:
         for k in ("server_us_per_job", "jobs_per_s", "commands_per_job", "round_trips_per_job"):
             entry["vs_baseline"][k] = ratio_verdict(mine, base, k)
-    entry["spread"]["drain_jobs_per_s"] = _spread([r.drain.jobs_per_s for r in mine])
+    entry["spread"]["drain_jobs_per_s"] = list(span(r.drain.jobs_per_s for r in mine))
     return entry
 
 

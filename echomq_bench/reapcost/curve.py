@@ -1,5 +1,6 @@
-"""The reap/promote curve's data: settings, one call's points, the mass-crash drains, and
-the curve that reads ratios, a fit and tidy rows from them.
+"""The reap/promote curve's data: settings, one call's points, the mass-crash drains (back
+to back, or paced by a pump), the cost of one reap call, and the curve that reads ratios,
+a fit and tidy rows from them.
 
 A curve is taken in one form of the live entries beside the due ones:
 "bare", sorted-set members with no job rows (a tiny keyspace, the best
@@ -12,12 +13,13 @@ looked up in it.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from echomq_bench.measurement.stats import median, quartiles
+
 __all__ = ["CurveSettings", "FULL", "QUICK", "VERBS", "FORMS", "FORM_LABELS", "FORM_MEANINGS", "Point", "Drain",
-           "Curve", "side_by_side", "run_summary"]
+           "PacedDrain", "ReapCost", "Curve", "side_by_side", "run_summary"]
 
 VERBS = ("reap", "promote")
 # In the order they are measured: the rows are added to the bare form's own
@@ -72,7 +74,7 @@ class Point:
 
     @property
     def median_us(self) -> float:
-        return float(statistics.median(self.server_us))
+        return median(self.server_us)
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,24 @@ class Drain:
         """One call per tick: the last of ceil(K/cap) calls starts (calls-1)
         ticks after the first."""
         return (self.calls - 1) * cadence_ms + self.calls * call_us / 1000
+
+
+@dataclass(frozen=True)
+class PacedDrain:
+    """K orphans with one deadline drained by a pump, one call of `cap` per tick."""
+    cap: int
+    orphans: int
+    calls: int                # calls that moved jobs
+    after_deadline_ms: float  # the deadline -> the answer of the call that moved the last
+
+
+@dataclass(frozen=True)
+class ReapCost:
+    """What one reap call costs the server (commandstats), in µs."""
+    empty_usec: float                  # a call that finds nothing
+    per_job_usec: float                # per job moved, beyond the call
+    full_call_usec: float              # a call that moves the cap
+    calls: int                         # the calls measured
 
 
 @dataclass(frozen=True)
@@ -119,8 +139,8 @@ class Curve:
         s = self.settings
         pairs = self.ratio_pairs.get(verb)
         if k is None and pairs:
-            lo = statistics.median(p[0] for p in pairs)
-            return statistics.median(p[1] for p in pairs) / lo if lo > 0 else None
+            lo = median(p[0] for p in pairs)
+            return median(p[1] for p in pairs) / lo if lo > 0 else None
         k = s.ratio_cap if k is None else k
         lo_p = self.point(verb, min(s.sizes), s.ratio_cap, k)
         hi_p = self.point(verb, max(s.sizes), s.ratio_cap, k)
@@ -135,9 +155,9 @@ class Curve:
         if not r:
             return None
         if len(r) < 4:
-            return float(statistics.median(r)), r[0], r[-1]
-        q1, q2, q3 = statistics.quantiles(r, n=4)
-        return float(q2), q1, q3
+            return median(r), r[0], r[-1]
+        q1, q3 = quartiles(r, method="weibull")   # the stdlib's exclusive quartiles
+        return median(r), q1, q3
 
     def fit(self, verb: str) -> dict[str, float]:
         """Least squares of server µs = a + b*moved + c*log2(M): b is the

@@ -14,20 +14,26 @@ call sees the rows of every M: a keyspace of the sizes' sum.
 from __future__ import annotations
 
 import math
+import random
 import secrets
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import redis
 
-from echomq.queue import Queue
+from echomq import Queue
+from echomq_bench.errors import MeasurementError
 from echomq_bench.load.bulk import BulkFill, delete_keys, id_block, server_ms
+from echomq_bench.load.calls import RedisCalls
+from echomq_bench.load.engine import Event, Pump, PumpPolicy, Stop
+from echomq_bench.progress import ProgressFn, prefixed
 from echomq_bench.measurement.serverstats import command_stats, process_cpu_s, sample, usage
-from echomq_bench.reapcost.curve import FORM_LABELS, FORMS, FULL, Curve, CurveSettings, Drain, Point
+from echomq_bench.reapcost.curve import (FORM_LABELS, FORMS, FULL, Curve, CurveSettings, Drain, PacedDrain, Point,
+                                         ReapCost)
 
-__all__ = ["measure_curves", "LiveEntries", "PAYLOAD", "FAR_MS"]
+__all__ = ["measure_curves", "LiveEntries", "reap_cost", "paced_drain", "PAYLOAD", "FAR_MS"]
 
 PAYLOAD = b'{"order": "ORD0Nt6z93U3dY", "qty": 3}'
 FAR_MS = 36_000_000  # live leases and run-ats: ten hours ahead, never due during a run
@@ -70,12 +76,13 @@ class LiveEntries:
         self.q.client.unlink(self.zkey, self.q.keys.pending)
         self.live_ids, self.has_rows = [], False
 
-    def due(self, k: int) -> list[str]:
-        """k rows due long ago (deadlines or run-ats 1..k)."""
+    def due(self, k: int, at_ms: int | None = None) -> list[str]:
+        """k rows due long ago (deadlines or run-ats 1..k), or all due together at
+        `at_ms` on the server's clock: a mass crash of k claimed jobs."""
         ids = id_block(k)
         if ids:
-            self.bulk.fill(self.zkey, ids, row_prefix=self.q.keys.job_prefix, state=self.state,
-                           attempts=1, payload=PAYLOAD, score0=1, step=1)
+            self.bulk.fill(self.zkey, ids, row_prefix=self.q.keys.job_prefix, state=self.state, attempts=1,
+                           payload=PAYLOAD, score0=1 if at_ms is None else at_ms, step=1 if at_ms is None else 0)
         return ids
 
     def call(self, cap: int) -> int:
@@ -99,10 +106,10 @@ def _one_call(v: LiveEntries, cap: int, k: int) -> tuple[int, float]:
     calls1, usec1 = command_stats(v.q.client)
     v.clean(ids)
     if moved != min(k, cap):
-        raise RuntimeError(f"{v.verb}({cap}) with {k} due moved {moved}, expected {min(k, cap)}")
+        raise MeasurementError(f"{v.verb}({cap}) with {k} due moved {moved}, expected {min(k, cap)}")
     if calls1 - calls0 != 1:
-        raise RuntimeError(f"the server counted {calls1 - calls0} EVALSHA calls where this process made one; "
-                           "another client is using the server")
+        raise MeasurementError(f"the server counted {calls1 - calls0} EVALSHA calls where this process made one; "
+                               "another client is using the server")
     return usec1 - usec0, rtt
 
 
@@ -120,17 +127,14 @@ def _drain(v: LiveEntries, cap: int, orphans: int, size: int) -> Drain:
         n += 1
         left -= moved
         if moved == 0:
-            raise RuntimeError(f"{v.verb}({cap}) moved nothing with {left} still due")
+            raise MeasurementError(f"{v.verb}({cap}) moved nothing with {left} still due")
     wall = (time.perf_counter() - t0) * 1000
     calls1, usec1 = command_stats(v.q.client)
     v.clean(ids)
     return Drain(v.verb, cap, orphans, size, n, wall, (usec1 - usec0) / 1000, worst)
 
 
-Progress = Callable[[str], None]
-
-
-def _say(progress: Progress | None, text: str) -> None:
+def _say(progress: ProgressFn | None, text: str) -> None:
     if progress:
         progress(text)
 
@@ -158,7 +162,7 @@ def _charged(client: redis.Redis, taken: _Taken) -> Iterator[None]:
 
 
 def measure_curves(client: redis.Redis, *, server: str = "?", version: str = "?",
-                   settings: CurveSettings = FULL, progress: Progress | None = None) -> dict[str, Curve]:
+                   settings: CurveSettings = FULL, progress: ProgressFn | None = None) -> dict[str, Curve]:
     """The whole grid for each verb on one server, in each of the settings'
     forms (bare first); one curve per form. Keys are removed after."""
     tag = f"rc{secrets.token_hex(3)}"
@@ -170,7 +174,7 @@ def measure_curves(client: redis.Redis, *, server: str = "?", version: str = "?"
             queues = {m: LiveEntries(verb, Queue(client, f"{tag}-{verb}-{m}", max_attempts=3), bulk)
                       for m in settings.sizes}
             for form in forms:
-                say = _prefixed(progress, f"[{FORM_LABELS[form]}] ")
+                say = prefixed(progress, f"[{FORM_LABELS[form]}]")
                 with _charged(client, taken[form]):
                     _fill(verb, form, queues, say)
                     _measure_form(verb, queues, settings, taken[form], say)
@@ -183,15 +187,7 @@ def measure_curves(client: redis.Redis, *, server: str = "?", version: str = "?"
             for form, t in taken.items()}
 
 
-def _prefixed(progress: Progress | None, prefix: str) -> Progress | None:
-    """The progress line of one form, named by it."""
-    if progress is None:
-        return None
-    say = progress
-    return lambda text: say(prefix + text)
-
-
-def _fill(verb: str, form: str, queues: dict[int, LiveEntries], progress: Progress | None) -> None:
+def _fill(verb: str, form: str, queues: dict[int, LiveEntries], progress: ProgressFn | None) -> None:
     """The live entries of the form: the members first (bare), then, when
     they are there already, their rows."""
     for m, v in queues.items():
@@ -204,7 +200,7 @@ def _fill(verb: str, form: str, queues: dict[int, LiveEntries], progress: Progre
 
 
 def _measure_form(verb: str, queues: dict[int, LiveEntries], settings: CurveSettings, taken: _Taken,
-                  progress: Progress | None) -> None:
+                  progress: ProgressFn | None) -> None:
     """Settle, then the grid, the ratio check and the drains, as they stand."""
     for v in queues.values():  # settle after the fill: the first calls read cold memory
         for _ in range(3):
@@ -218,7 +214,8 @@ def _measure_form(verb: str, queues: dict[int, LiveEntries], settings: CurveSett
         taken.drains.append(_drain(queues[near], cap, settings.orphans, near))
 
 
-def _grid(verb: str, queues: dict[int, LiveEntries], settings: CurveSettings, progress: Progress | None) -> list[Point]:
+def _grid(verb: str, queues: dict[int, LiveEntries], settings: CurveSettings,
+          progress: ProgressFn | None) -> list[Point]:
     """Every (cap, k) at every M, `repeats` calls each."""
     points = []
     grid = [(cap, k) for cap in settings.caps for k in settings.ks(cap)]
@@ -238,7 +235,7 @@ def _grid(verb: str, queues: dict[int, LiveEntries], settings: CurveSettings, pr
 
 
 def _ratio_pairs(verb: str, queues: dict[int, LiveEntries], settings: CurveSettings,
-                 progress: Progress | None) -> list[tuple[int, int]]:
+                 progress: ProgressFn | None) -> list[tuple[int, int]]:
     """The check: one full call of ratio_cap at the smallest and the largest M,
     side by side, many times (a median of five would let one preempted call decide it)."""
     lo_v, hi_v = queues[min(settings.sizes)], queues[max(settings.sizes)]
@@ -251,3 +248,51 @@ def _ratio_pairs(verb: str, queues: dict[int, LiveEntries], settings: CurveSetti
         b = _one_call(second, settings.ratio_cap, settings.ratio_cap)[0]
         pairs.append((a, b) if rep % 2 == 0 else (b, a))
     return pairs
+
+
+def reap_cost(v: LiveEntries, cap: int, empty_calls: int, full_calls: int) -> ReapCost:
+    """What one call costs the server beside v's live entries: the mean of
+    `empty_calls` calls with nothing due, and of `full_calls` calls that move
+    the cap; the difference over the cap is the cost per job moved."""
+    empty = sum(_one_call(v, cap, 0)[0] for _ in range(empty_calls)) / max(1, empty_calls)
+    full = sum(_one_call(v, cap, cap)[0] for _ in range(full_calls)) / max(1, full_calls)
+    per_job = max(0.0, (full - empty) / cap)
+    return ReapCost(empty, per_job, empty + per_job * cap, empty_calls + full_calls)
+
+
+class _Drained:
+    """Hears the pump draining the orphans; stops it when all k came back."""
+
+    def __init__(self, k: int, stop: Stop) -> None:
+        self.k, self.stop = k, stop
+        self.moved, self.calls, self.end = 0, 0, math.nan
+
+    def __call__(self, e: Event) -> None:
+        if e.count:
+            self.moved += e.count
+            self.calls += 1
+            self.end = e.t1
+        if self.moved >= self.k:
+            self.stop.set()
+
+
+def paced_drain(v: LiveEntries, cap: int, orphans: int, lease_ms: float, interval_s: float,
+                rng: random.Random) -> PacedDrain:
+    """K orphans whose leases run out together `lease_ms` from now, drained by
+    the load engine's pump, one call of `cap` per tick at a random phase: how
+    long after the deadline the last came back, in how many calls (the
+    back-to-back drain is `_drain`'s)."""
+    # The server's clock sets the deadline; this process's clock times the drain from it.
+    t0, at_ms = time.perf_counter(), server_ms(v.q.client)
+    deadline = t0 + lease_ms / 1000.0
+    ids = v.due(orphans, at_ms=at_ms + math.ceil(lease_ms))
+    give_up = deadline + (orphans / cap + 5) * interval_s + 5
+    stop = Stop(deadline=give_up)
+    drained = _Drained(orphans, stop)
+    policy = PumpPolicy(interval_s=interval_s, reap_limit=cap, promote=False, max_attempts=v.q.max_attempts,
+                        random_phase=True)
+    Pump(RedisCalls(v.q.client), [v.q.keys], policy, drained, rng, strict=True).run(stop)
+    v.clean(ids)
+    if drained.moved < orphans:
+        raise MeasurementError(f"the pump moved {drained.moved} of {orphans} orphans before giving up")
+    return PacedDrain(cap, orphans, drained.calls, (drained.end - deadline) * 1000)

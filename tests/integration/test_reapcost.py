@@ -8,6 +8,7 @@ reapcost), not a test's."""
 from __future__ import annotations
 
 import math
+import random
 import re
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from echomq_bench.load.bulk import BulkFill, id_block
 from echomq_bench.lease.recommend import fmt_ms
 from echomq_bench.commands.reapcost import CurveSettings, measure_curves, run_reap_curve
 from echomq_bench.reapcost import LiveEntries
-from echomq_bench.reapcost.measure import PAYLOAD
+from echomq_bench.reapcost.measure import PAYLOAD, paced_drain, reap_cost
 from echomq_bench.report import build_report, record_text
 
 SMALL = CurveSettings(sizes=(1_000, 20_000), caps=(10, 100), repeats=2, orphans=250, drain_size=20_000,
@@ -78,6 +79,22 @@ def test_live_entries_get_the_row_a_claimed_job_has_one_per_lease(client: redis.
     assert client.hgetall(f"emq:{{live}}:job:{live.live_ids[700]}") == client.hgetall(real.keys.job(job.id))
     live.drop()
     real.complete(job.id, job.token)
+    assert client.dbsize() == 0
+
+
+def test_orphans_with_one_deadline_are_drained_by_the_pump_one_cap_per_call(client: redis.Redis) -> None:
+    live = LiveEntries("reap", Queue(client, "paced", max_attempts=3), BulkFill(client))
+    drain = paced_drain(live, 100, 250, lease_ms=30.0, interval_s=0.01, rng=random.Random(1))
+    assert (drain.cap, drain.orphans, drain.calls) == (100, 250, 3)   # 100 + 100 + 50
+    assert drain.after_deadline_ms >= 0    # no call moves a job before its deadline
+    assert client.dbsize() == 0            # moved jobs, their rows and the sets cleared
+
+
+def test_reap_cost_splits_a_call_into_its_fixed_part_and_its_part_per_job(client: redis.Redis) -> None:
+    live = LiveEntries("reap", Queue(client, "cost", max_attempts=3), BulkFill(client))
+    cost = reap_cost(live, 50, empty_calls=20, full_calls=5)
+    assert cost.calls == 25 and cost.empty_usec > 0 and cost.per_job_usec >= 0
+    assert cost.full_call_usec == cost.empty_usec + 50 * cost.per_job_usec
     assert client.dbsize() == 0
 
 

@@ -24,7 +24,7 @@ from echomq_bench.lease.model import (
     recovery_mean,
     recovery_samples,
 )
-from echomq_bench.lease.stats import binom_cdf, quantile_ci, rate_ci, wilson
+from echomq_bench.measurement.intervals import binom_cdf, quantile_ci, rate_ci, wilson
 
 # ---------------------------------------------------------------- the model
 

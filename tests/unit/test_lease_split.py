@@ -4,10 +4,8 @@ second, on constructed data whose figures are known exactly."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +17,7 @@ from echomq_bench.lease.records import LeaseData, ReapCost, SweepData
 from echomq_bench.lease.report import recommend_for, write_run
 from echomq_bench.lease.split import ModelSplit, fit_part, halves, model_split, part, predicted_part
 from echomq_bench.lease.recommend import fmt_ms
-from echomq_bench.lease.stats import wilson
+from echomq_bench.measurement.intervals import wilson
 from echomq_bench.report import build_report, record_text
 from tests.helpers import ROOT
 
@@ -157,20 +155,13 @@ def test_the_record_carries_the_split_and_the_report_labels_it(tmp_path: Path) -
             "out of sample: fitted on redis window 0-5 s, predicted redis window 5-10 s.") in page
 
 
-def test_an_older_record_renders_its_agreement_as_in_sample(tmp_path: Path) -> None:
-    # A record from before the split: the committed sample without its model_split.
-    older = tmp_path / "older"
-    shutil.copytree(ROOT / "results" / "sample" / "lease", older)
-    summary = json.loads((older / "summary.json").read_text())
-    for server in summary["servers"]:
-        del server["model_split"]
-    (older / "summary.json").write_text(json.dumps(summary))
-    counts = [f"{x['server']} {x['agreement_count']}/{x['lease_count']} leases" for x in summary["servers"]]
-    assert counts == ["redis 2/5 leases", "valkey 2/5 leases"]
-    text = build_report([older], tmp_path / "report").md.read_text()
+def test_the_check_sample_renders_its_agreement_as_in_sample(tmp_path: Path) -> None:
+    """The committed check run predates the split: its record says the model was fitted on the
+    window it predicted, and the report prints that label as the record gives it."""
+    text = build_report([ROOT / "results" / "sample" / "lease-check"], tmp_path / "report").md.read_text()
     for name in ("redis", "valkey"):
         assert ("Model inside the measured 95% intervals (false expiry and median recovery): "
-                f"{name} 2/5 leases, in sample (older record).") in text
+                f"{name} 1/1 leases, in sample: fitted on and predicted {name} window 0-120 s.") in text
 
 
 def test_the_printed_record_shows_each_lease_the_mass_crash_the_reap_cost_and_the_check(tmp_path: Path) -> None:

@@ -98,24 +98,43 @@ def test_the_printed_record_shows_both_verbs_both_forms_the_fit_and_the_drain(tm
     assert "redis7.0 (with job rows) server main thread 50% busy, client 25%" in flat
 
 
-def test_a_record_from_before_the_forms_prints_as_the_bare_form(tmp_path: Path) -> None:
-    """The committed reapcost sample was written at schema 1, before the with-job-rows form (and
-    without a form column): it still prints, as the bare form alone, promote beside reap."""
+def test_the_sample_from_before_the_forms_prints_as_the_bare_form_alone(tmp_path: Path) -> None:
+    """The committed reapcost sample was measured before the with-job-rows form: its record names
+    the bare form alone, and it prints as that form, promote beside reap. Printed from a copy:
+    printing draws its charts beside the record, and the repository's sample must stay as committed."""
     import shutil
 
     from echomq_bench.records.record import read_record
     from echomq_bench.report import record_text
     from tests.helpers import ROOT
 
-    old = tmp_path / "reapcost"
-    shutil.copytree(ROOT / "results" / "sample" / "reapcost", old)
-    assert read_record(old).schema == 1 and "form" not in read_record(old).tables["reapcost"][0]
-    lines = record_text(old).splitlines()
+    sample = tmp_path / "reapcost"
+    shutil.copytree(ROOT / "results" / "sample" / "reapcost", sample)
+    assert set(read_record(sample).summary["forms"]) == {"bare"}
+    lines = record_text(sample).splitlines()
     assert max(map(len, lines)) <= 100
-    assert "bare (sorted-set members only, with no job rows; this record was written before the with-job-rows " \
+    assert "bare (sorted-set members only, with no job rows; this run was made before the with-job-rows " \
            "form was measured)" in " ".join(line.strip() for line in lines)
     reap = _rows(lines, "reap: server µs of one call, median of 5, by M live entries")
     assert ["redis", "bare", "100", "100", "759", "732", "712", "693"] in reap
     assert ["valkey", "bare", "10,000", "10,000", "41,353", "42,306", "44,033", "42,717"] in reap
     assert _rows(lines, "promote: server µs of one call")[0][:2] == ["redis", "bare"]
     assert not any("with job rows" in line for line in lines)
+
+
+def test_a_record_from_before_the_forms_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from echomq_bench.records.files import load
+    from echomq_bench.records.record import ResultsError, read_record
+    from tests.helpers import ROOT
+
+    old = tmp_path / "reapcost"
+    shutil.copytree(ROOT / "results" / "sample" / "reapcost", old)
+    summary = json.loads((old / "summary.json").read_text())
+    (old / "summary.json").write_text(json.dumps({**summary, "schema": 1}))
+    for read in (read_record, load):
+        with pytest.raises(ResultsError, match="a reapcost record of schema 1 is older than this version reads "
+                                               r"\(schema 2 on\); run `echomq-bench reapcost` again"):
+            read(old)

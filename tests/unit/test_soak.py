@@ -7,7 +7,8 @@ import pytest
 
 from echomq_bench.faults.nemesis import (GAP_MAX_S, GAP_MIN_S, HOLD_S, KINDS, LEAD_IN_S, MIN_SOAK_S, NETWORK,
                                          PROCESS, Fault, counts, schedule)
-from echomq_bench.faults.soakstats import by_kind, nearest_rank, per_second, recovery_s
+from echomq_bench.faults.soakstats import by_kind, per_second, recovery_s
+from echomq_bench.measurement.stats import nearest_rank
 from echomq_bench.records.headlines import headlines
 from echomq_bench.records.record import Record
 
