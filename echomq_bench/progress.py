@@ -11,6 +11,10 @@ measuring" of "redis: measuring 4.1/5 s").
     progress("reap: cap 100 k 10 (3/12)")   # the status, replaced by the next
     progress.end("redis: done in 12 s")     # a line that stays
     progress.done()                          # clear the status line
+
+Whatever shows a run's progress takes it as a `ProgressFn` parameter named
+`progress` (a `Progress`, or any function of one string); one that shows
+lines that must stay (a cluster's placement) takes a second one, `log`.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import sys
 import time
 from typing import Any, Callable
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "ProgressFn", "silent", "prefixed"]
+
+ProgressFn = Callable[[str], None]
 
 CLEAR = "\r\033[K"
 
@@ -32,6 +38,17 @@ def _phase(text: str) -> str:
             break
         words.append(word)
     return " ".join(words)
+
+
+def silent(text: str) -> None:
+    """The progress function of a run nobody watches."""
+
+
+def prefixed(progress: ProgressFn | None, prefix: str) -> ProgressFn:
+    """`progress` with every status led by `prefix` (a server's name); silent when there is none."""
+    if progress is None:
+        return silent
+    return lambda text: progress(f"{prefix} {text}")
 
 
 class Progress:
@@ -65,8 +82,6 @@ class Progress:
             self._phase, self._last = phase, now
             self.stream.write(line + "\n")
         self.stream.flush()
-
-    show = __call__
 
     def end(self, text: str) -> None:
         """A line that stays, in place of the status line."""

@@ -40,9 +40,9 @@ import secrets
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from echomq.keys import QueueKeys
+from echomq import QueueKeys
 from echomq_bench.capacity.cluster_result import ClusterCapacityResult, NodeResult
 from echomq_bench.capacity.settings import DEFAULT_SETTINGS, CapacityError, CapacitySettings
 from echomq_bench.servers import Placement, format_placements, spread_queues
@@ -50,10 +50,10 @@ from echomq_bench.servers import server_version
 from echomq_bench.capacity.session import (Session, backlog_size, close_session, collect, drive, fill_sessions,
                                            open_session, plans)
 from echomq_bench.load.wire import Target
+from echomq_bench.progress import ProgressFn, prefixed
 
 __all__ = ["ClusterCapacityResult", "NodeResult", "run_cluster_capacity"]
 
-Say = Callable[[str], None]
 # Default backlog per master: this share of what one server's default is
 # sized for (session.BACKLOG_RATE). Masters sharing two cores each run at
 # well under one server's rate; one that runs dry says so.
@@ -89,13 +89,13 @@ class _Master:
 
 
 def run_cluster_capacity(cluster: Any, settings: CapacitySettings = DEFAULT_SETTINGS, *,
-                         lua_dir: Path | str | None = None, progress: Say | None = None,
-                         cleanup: bool = True, show: Say | None = None) -> ClusterCapacityResult:
+                         lua_dir: Path | str | None = None, progress: ProgressFn | None = None,
+                         cleanup: bool = True, log: ProgressFn | None = None) -> ClusterCapacityResult:
     """Measure a running cluster (echomq_bench.servers.Cluster), master by master, through one window.
     It is left running; the run's keys are removed unless settings.keep_keys (or cleanup=False).
-    `show` gets the queues' placement before anything is filled."""
+    `log` gets the queues' placement before anything is filled."""
     settings.check()
-    say: Say = (lambda text: progress(f"{cluster.name}: {text}")) if progress else (lambda _: None)
+    progress = prefixed(progress, f"{cluster.name}:")
     masters = {m.name: m for m in cluster.masters()}
     router = cluster.client()
     try:
@@ -107,8 +107,8 @@ def run_cluster_capacity(cluster: Any, settings: CapacitySettings = DEFAULT_SETT
         raise CapacityError(f"cluster {cluster.name!r}: queues placed on {', '.join(stray)}, which CLUSTER NODES "
                             "does not list as a master; is the cluster changing?")
     settings = replace(settings, queues=len(placements))
-    if show is not None:
-        show(f"{cluster.name}: {len(placements)} queues over {len(masters)} masters\n{format_placements(placements)}")
+    if log is not None:
+        log(f"{cluster.name}: {len(placements)} queues over {len(masters)} masters\n{format_placements(placements)}")
     loaded = [name for name in masters if any(p.node == name for p in placements)]
     local = all(masters[name].pid is not None for name in loaded)
     cores = os.cpu_count() or 1
@@ -120,12 +120,12 @@ def run_cluster_capacity(cluster: Any, settings: CapacitySettings = DEFAULT_SETT
             names = tuple(p.queue for p in placements if p.node == name)
             ns = _node_settings(settings, placements, names)
             master = _Master(masters[name])
-            sessions.append(open_session(master, ns, lua_dir, say, names=names, target=master.target(),
+            sessions.append(open_session(master, ns, lua_dir, progress, names=names, target=master.target(),
                                          pinning=pinning))
             node_settings.append(ns)
-        filled = _fill(sessions, node_settings, settings, say)
+        filled = _fill(sessions, node_settings, settings, progress)
         groups = [(plans(ns, s), s) for ns, s in zip(node_settings, sessions)]
-        driven = drive(groups, settings, say)
+        driven = drive(groups, settings, progress)
         results = [collect(s, ns, res, measured) for ns, s, (res, measured) in zip(node_settings, sessions, driven)]
         accounting = _account(sessions, [res for res, _ in driven], filled, placements)
         busy = None
@@ -176,12 +176,12 @@ def _split(total: int | None, placements: list[Placement], names: tuple[str, ...
 
 
 def _fill(sessions: list[Session], node_settings: list[CapacitySettings], settings: CapacitySettings,
-          say: Say) -> dict[str, int]:
+          progress: ProgressFn) -> dict[str, int]:
     """Every master's backlog, a chunk per queue in turn; returns the jobs put on each queue."""
     for s, ns in zip(sessions, node_settings):
         share = 1.0 if ns.rate or ns.backlog is not None or ns.feed == "produce" else NODE_SHARE
         s.backlog = backlog_size(ns, share)
-    say(f"filling {sum(s.backlog for s in sessions):,} jobs on {len(sessions)} masters")
+    progress(f"filling {sum(s.backlog for s in sessions):,} jobs on {len(sessions)} masters")
     return fill_sessions(sessions, b"x" * settings.payload_bytes, keep_ids=settings.ledger)
 
 

@@ -44,20 +44,20 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import replace
-from typing import Callable, Sequence
+from typing import Sequence
 
 from echomq_bench.capacity.compare_result import (HEADLINE, INTERLEAVE_TEXT, METRICS, PAIR_BY, Build,
                                                   CompareResult, Judging, Trial)
 from echomq_bench.capacity.result import CapacityResult
-from echomq_bench.capacity.runner import SLOT_S, measure, run_alternating
+from echomq_bench.capacity.runner import SLOT_S, measure_server, run_alternating
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings, refuse_clusters
 from echomq_bench.measurement.verdicts import precision_reached
+from echomq_bench.progress import ProgressFn, prefixed, silent
 from echomq_bench.servers import ServerSpec, parse_server_spec
 
 __all__ = ["Build", "Judging", "Trial", "CompareResult", "run_compare", "unique_builds", "as_build", "METRICS",
            "INTERLEAVE", "PAIR_BY", "INTERLEAVE_TEXT", "DEFAULT_TRIALS", "PRECISION_CAP", "SHARED_CORE_PIPELINE"]
 
-Say = Callable[[str], None]
 DEFAULT_TRIALS = 10
 PRECISION_CAP = 30   # the most trials an adaptive run takes when --trials is not given
 INTERLEAVE = ("together", "slot", "trial")
@@ -92,7 +92,7 @@ def unique_builds(specs: Sequence[ServerSpec]) -> list[ServerSpec]:
 
 def run_compare(builds: Sequence[Build | ServerSpec | str],
                 settings: CapacitySettings = COMPARE_SETTINGS, trials: int = DEFAULT_TRIALS, *,
-                interleave: str = "together", slot_s: float = SLOT_S, progress: Say | None = None,
+                interleave: str = "together", slot_s: float = SLOT_S, progress: ProgressFn | None = None,
                 judging: Judging | None = None) -> CompareResult:
     """Every build `trials` times, each trial on fresh servers; with
     `judging.precision`, fewer once the headline's interval is that tight.
@@ -120,24 +120,26 @@ def run_compare(builds: Sequence[Build | ServerSpec | str],
     settings = replace(settings, queues=settings.queues or 1)
     if interleave == "slot" and settings.rate is not None:
         raise CapacityError("turns in slots need a closed loop: leave out --rate, or run the builds together")
-    say: Say = progress or (lambda _: None)
+    progress = progress or silent
     done: list[Trial] = []
     for i in range(trials):
         # The C client's ceiling once per build, when asked.
         run_settings = settings if i == 0 else replace(settings, ceiling=False)
         if interleave in ("together", "slot"):
-            done += _shared_trial(runs, i, trials, run_settings, slot_s if interleave == "slot" else None, say)
+            done += _shared_trial(runs, i, trials, run_settings, slot_s if interleave == "slot" else None,
+                                  progress)
         else:
             for build in runs:
                 prefix = f"[{len(done) + 1}/{trials * len(runs)}] trial {i + 1}"
-                result = measure(build.spec, run_settings, lua_dir=build.lua_dir, progress=_prefixed(say, prefix))
+                result = measure_server(build.spec, run_settings, lua_dir=build.lua_dir,
+                                        progress=prefixed(progress, prefix))
                 done.append(Trial(build.name, i + 1, len(done) + 1, result))
-                say(f"{prefix} {_line(build.name, result)}")
+                progress(f"{prefix} {_line(build.name, result)}")
         out = CompareResult(tuple(runs), settings, tuple(done), margin=judging.margin, interleave=interleave,
                             precision=judging.precision, pair_by=judging.pair_by)
         precision = judging.precision
         if precision is not None and _precise(out, precision):
-            say(f"stopped after {i + 1} trials: every build's {METRICS[HEADLINE][2]} interval is within "
+            progress(f"stopped after {i + 1} trials: every build's {METRICS[HEADLINE][2]} interval is within "
                 f"±{precision:.1%}")
             break
     return out
@@ -154,12 +156,8 @@ def _precise(out: CompareResult, precision: float) -> bool:
     return True
 
 
-def _prefixed(say: Say, prefix: str) -> Say:
-    return lambda text: say(f"{prefix} {text}")
-
-
 def _shared_trial(builds: list[Build], i: int, trials: int, settings: CapacitySettings, slot_s: float | None,
-                  say: Say) -> list[Trial]:
+                  progress: ProgressFn) -> list[Trial]:
     """One trial of every build on fresh servers that share the server core (at once, or in slots)."""
     from echomq_bench.servers import start
 
@@ -173,7 +171,7 @@ def _shared_trial(builds: list[Build], i: int, trials: int, settings: CapacitySe
             stack.callback(server.stop)
             servers.append(server)
         results = run_alternating(servers, settings, lua_dirs=[b.lua_dir for b in order], slot_s=slot_s,
-                                  progress=_prefixed(say, prefix),
+                                  progress=prefixed(progress, prefix),
                                   cleanup=any(b.spec.kind == "url" for b in order), seed=i)
     by_name = {b.name: (pos, r) for pos, (b, r) in enumerate(zip(order, results))}
     done = []
@@ -183,7 +181,7 @@ def _shared_trial(builds: list[Build], i: int, trials: int, settings: CapacitySe
         rounds = ({round((t + result.settings.warmup_s) / slot_s) // n: rate for t, rate in result.timeline}
                   if slot_s else {})
         done.append(Trial(build.name, i + 1, i * n + pos + 1, result, rounds))
-        say(f"{prefix} {_line(build.name, result)}")
+        progress(f"{prefix} {_line(build.name, result)}")
     return done
 
 

@@ -34,38 +34,38 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from echomq_bench.capacity.result import CapacityResult
+from echomq_bench.capacity.result import CapacityFigures, CapacityResult
 from echomq_bench.capacity.session import Session, close_session, collect, drive, open_session, plans, prepare
 from echomq_bench.capacity.settings import DEFAULT_SETTINGS, CapacityError, CapacitySettings
+from echomq_bench.progress import ProgressFn, prefixed
 
-__all__ = ["run_capacity", "run_alternating", "measure", "SLOT_S", "backlog_share"]
+__all__ = ["run_capacity", "run_alternating", "measure", "measure_server", "SLOT_S", "backlog_share"]
 
-Say = Callable[[str], None]
 SLOT_S = 0.25                  # alternating runs: each server's turn
 
 
 def run_capacity(server: Any, settings: CapacitySettings = DEFAULT_SETTINGS, *,
-                 lua_dir: Path | str | None = None, progress: Say | None = None,
-                 cleanup: bool = True, show: Say | None = None) -> CapacityResult:
+                 lua_dir: Path | str | None = None, progress: ProgressFn | None = None,
+                 cleanup: bool = True, log: ProgressFn | None = None) -> CapacityFigures:
     """Measure one running server. It is left running; the run's keys are removed
     unless settings.keep_keys (or cleanup=False: the caller throws the server away).
     A cluster (echomq_bench.servers.cluster) is measured per master (`echomq_bench.capacity.cluster`), and
-    `show` gets its queues' placement before the run."""
+    `log` gets its queues' placement before the run."""
     from echomq_bench.servers import is_cluster
 
     if is_cluster(server):
         from echomq_bench.capacity.cluster import run_cluster_capacity
 
-        return run_cluster_capacity(server, settings, lua_dir=lua_dir, progress=progress,  # type: ignore[return-value]
-                                    cleanup=cleanup, show=show)
+        return run_cluster_capacity(server, settings, lua_dir=lua_dir, progress=progress, cleanup=cleanup,
+                                    log=log)
     settings.check()
     settings = replace(settings, queues=settings.queues or 1)
     s = open_session(server, settings, lua_dir, progress)
     try:
         prepare([s], settings)
-        ((results, measured),) = drive([(plans(settings, s), s)], settings, s.say)
+        ((results, measured),) = drive([(plans(settings, s), s)], settings, s.progress)
         return collect(s, settings, results, measured)
     finally:
         close_session(s, settings, cleanup)
@@ -73,7 +73,7 @@ def run_capacity(server: Any, settings: CapacitySettings = DEFAULT_SETTINGS, *,
 
 def run_alternating(servers: Sequence[Any], settings: CapacitySettings = DEFAULT_SETTINGS, *,
                     lua_dirs: Sequence[Path | str | None] | None = None, slot_s: float | None = SLOT_S,
-                    progress: Say | None = None,
+                    progress: ProgressFn | None = None,
                     cleanup: bool = True, seed: int = 0) -> list[CapacityResult]:
     """Load several running servers in turn, `slot_s` seconds each, through
     one window; results in the order given.
@@ -106,7 +106,8 @@ def run_alternating(servers: Sequence[Any], settings: CapacitySettings = DEFAULT
         prepare(sessions, settings, share=backlog_share(len(sessions), slot_s))
         groups = [(plans(settings, s, slot=(slot_s, i, len(sessions), seed) if slot_s else None), s)
                   for i, s in enumerate(sessions)]
-        driven = drive(groups, settings, sessions[0].say if len(sessions) == 1 else _joint_say(progress, slot_s),
+        joint = prefixed(progress, "in turns:" if slot_s else "together:")
+        driven = drive(groups, settings, sessions[0].progress if len(sessions) == 1 else joint,
                         sharing=1 if slot_s else len(sessions))
         return [collect(s, settings, results, measured) for s, (results, measured) in zip(sessions, driven)]
     finally:
@@ -124,20 +125,25 @@ def backlog_share(servers: int, slot_s: float | None) -> float:
     return min(1.0, 2.0 / servers)
 
 
-def _joint_say(progress: Say | None, slot_s: float | None) -> Say:
-    label = "in turns" if slot_s else "together"
-    return (lambda text: progress(f"{label}: {text}")) if progress else (lambda _: None)
-
-
 def measure(spec: Any, settings: CapacitySettings = DEFAULT_SETTINGS, *, lua_dir: Path | str | None = None,
-            progress: Say | None = None, show: Say | None = None) -> CapacityResult:
+            progress: ProgressFn | None = None, log: ProgressFn | None = None) -> CapacityFigures:
     """Start a fresh server (or cluster) from `spec`, measure it, stop it."""
     from echomq_bench.servers import start
 
     server = start(spec)
     try:
         # Keys stay only on what this process started and throws away.
-        return run_capacity(server, settings, lua_dir=lua_dir, progress=progress, show=show,
+        return run_capacity(server, settings, lua_dir=lua_dir, progress=progress, log=log,
                             cleanup=server.spec.kind == "url" or server.spec.url is not None)
     finally:
         server.stop()
+
+
+def measure_server(spec: Any, settings: CapacitySettings = DEFAULT_SETTINGS, *, lua_dir: Path | str | None = None,
+                   progress: ProgressFn | None = None) -> CapacityResult:
+    """`measure` of one server, whose result has its histograms and ceiling whole (compare and --slo
+    refuse a cluster before they start)."""
+    result = measure(spec, settings, lua_dir=lua_dir, progress=progress)
+    if not isinstance(result, CapacityResult):
+        raise CapacityError(f"{spec}: a cluster, where one server was asked for")
+    return result

@@ -7,31 +7,30 @@ what the parent samples of each server around it.
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import secrets
 import time
-from multiprocessing.connection import Connection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from echomq_bench.measurement import serverstats
 from echomq_bench.load.audit import Ledger, audit
-from echomq_bench.load.backlog import drop_queue, fill_in_turn
+from echomq_bench.load.bulk import drop_queue, fill_in_turn
 from echomq_bench.capacity.result import CapacityResult, Measured, RunSetup, build_result
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings
 from echomq_bench.load.ceiling import Ceiling, CeilingOptions, run_ceiling
 from echomq_bench.load.driver import BIN_S, Window, WorkerPlan, slot_owner
 from echomq_bench.load.driver_process import worker_main
-from echomq.queue import Queue
+from echomq_bench.load.harness import Harness
+from echomq import Queue
 from echomq_bench.load.wire import Target
+from echomq_bench.progress import ProgressFn, prefixed
 
 __all__ = ["Session", "Measured", "target_of", "pin", "open_session", "prepare", "fill_sessions", "collect",
            "close_session", "backlog_size", "plans", "drive"]
 
-Say = Callable[[str], None]
 READY_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 120.0
 BACKLOG_RATE = 80_000.0   # cycles/s a default backlog lasts for (this VM: 30-55k)
@@ -82,13 +81,14 @@ class Session:
     version: str
     pinning: str
     client_cpus: tuple[int, ...] | None
-    say: Say
+    progress: ProgressFn
     ceiling: Ceiling | None = None
     backlog: int = 0
     ledger: Ledger = field(default_factory=Ledger)
 
 
-def open_session(server: Any, settings: CapacitySettings, lua_dir: Path | str | None, progress: Say | None, *,
+def open_session(server: Any, settings: CapacitySettings, lua_dir: Path | str | None,
+                 progress: ProgressFn | None, *,
                  names: tuple[str, ...] | None = None, target: Target | None = None,
                  pinning: str | None = None) -> Session:
     """Scripts loaded on `server`, the queues named (fresh random names unless
@@ -109,7 +109,7 @@ def open_session(server: Any, settings: CapacitySettings, lua_dir: Path | str | 
             shas={verb: scripts.sha(verb) for verb in ("claim", "complete", "enqueue")},
             described=described, version=described.get("version") or server.version(), pinning=pinning,
             client_cpus=client_cpus,
-            say=(lambda text: progress(f"{server.name}: {text}")) if progress else (lambda _: None))
+            progress=prefixed(progress, f"{server.name}:"))
     except BaseException:
         client.close()
         raise
@@ -123,9 +123,9 @@ def prepare(sessions: list[Session], settings: CapacitySettings, share: float = 
         if settings.ceiling:
             s.ceiling = run_ceiling(s.client, s.target, s.shas["claim"], s.version,
                                     CeilingOptions(requests=settings.ceiling_requests, payload=payload,
-                                                   lease_ms=settings.lease_ms, cpus=s.client_cpus, say=s.say))
+                                                   lease_ms=settings.lease_ms, cpus=s.client_cpus, progress=s.progress))
         s.backlog = backlog_size(settings, share)
-        s.say(f"filling {s.backlog:,} jobs")
+        s.progress(f"filling {s.backlog:,} jobs")
     fill_sessions(sessions, payload, keep_ids=settings.ledger)
 
 
@@ -223,47 +223,26 @@ def _owned_s(window: Window, p: WorkerPlan) -> float:
 
 
 def drive(groups: list[tuple[list[WorkerPlan], Session]], settings: CapacitySettings,
-           say: Say, sharing: int = 1) -> list[tuple[list[dict[str, Any]], Measured]]:
+          progress: ProgressFn, sharing: int = 1) -> list[tuple[list[dict[str, Any]], Measured]]:
     """Fork every group's workers, open one window for all, sample each server around it."""
-    # fork: the workers need no fresh interpreter, and start in milliseconds.
-    ctx = multiprocessing.get_context("fork")
-    procs, pipes = [], []
     client_cpus = groups[0][1].client_cpus
     server_cpus = tuple(sorted(set(range(os.cpu_count() or 1)) - set(client_cpus))) if client_cpus else ()
-    try:
-        for plans, _ in groups:
-            for plan in plans:
-                parent, child = ctx.Pipe()
-                proc = ctx.Process(target=worker_main, args=(plan, child), daemon=True)
-                proc.start()
-                child.close()
-                procs.append(proc)
-                pipes.append((parent, plan))
-        group_pids: list[list[int]] = []
-        cursor = 0
-        for plans, _ in groups:
-            mine = pipes[cursor:cursor + len(plans)]
-            cursor += len(plans)
-            group_pids.append([_expect(p, "ready", READY_TIMEOUT_S, plan.index)["ready"] for p, plan in mine])
+    with Harness(error=CapacityError) as harness:
+        pids = [[harness.fork(f"driver worker {plan.index}", worker_main, plan).pid for plan in plans]
+                for plans, _ in groups]
+        harness.ready(READY_TIMEOUT_S)
         begin = time.perf_counter() + 0.05
         window = Window(begin, begin + settings.warmup_s, begin + settings.warmup_s + settings.duration_s)
-        for pipe, _ in pipes:
-            pipe.send(window)
+        harness.go(window)
         _sleep_until(window.t_start)
-        before = [_snapshot(s, ps) for (_, s), ps in zip(groups, group_pids)]
+        before = [_snapshot(s, ps) for (_, s), ps in zip(groups, pids)]
         st0 = serverstats.steal_s(server_cpus)
         while (left := window.t_end - time.perf_counter()) > 0:
-            say(f"measuring {settings.duration_s - left:4.1f}/{settings.duration_s:g} s")
+            progress(f"measuring {settings.duration_s - left:4.1f}/{settings.duration_s:g} s")
             time.sleep(min(1.0, left))
-        after = [_snapshot(s, ps) for (_, s), ps in zip(groups, group_pids)]
+        after = [_snapshot(s, ps) for (_, s), ps in zip(groups, pids)]
         st1 = serverstats.steal_s(server_cpus)
-        results = [_expect(pipe, "counts", DRAIN_TIMEOUT_S, plan.index) for pipe, plan in pipes]
-    finally:
-        for proc in procs:
-            proc.join(timeout=5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+        results: list[dict[str, Any]] = harness.results(DRAIN_TIMEOUT_S)
     steal = (st1[0] - st0[0]) / (st1[1] - st0[1]) if st1[1] > st0[1] else 0.0
     out, cursor = [], 0
     for (plans, _), b, a in zip(groups, before, after):
@@ -282,18 +261,6 @@ def _snapshot(s: Session, pids: list[int]) -> dict[str, Any]:
     server_pids = [s.server.pid] if getattr(s.server, "pid", None) else []
     return {"info": serverstats.sample(s.client), "cpu": serverstats.process_cpu_s(pids),
             "server": serverstats.sched_s(server_pids, main_thread_only=True), "client": serverstats.sched_s(pids)}
-
-
-def _expect(pipe: Connection, key: str, timeout: float, index: int) -> dict[str, Any]:
-    if not pipe.poll(timeout):
-        raise CapacityError(f"driver worker {index} did not answer within {timeout:g} s")
-    try:
-        message: dict[str, Any] = pipe.recv()
-    except EOFError:
-        raise CapacityError(f"driver worker {index} died") from None
-    if "error" in message and key not in message:
-        raise CapacityError(f"driver worker {index} failed: {message['error']}")
-    return message
 
 
 def _sleep_until(t: float) -> None:

@@ -19,22 +19,22 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from echomq_bench.capacity.compare_result import Build
 from echomq_bench.capacity.open_loop import shortfall
 from echomq_bench.capacity.result import CapacityResult
-from echomq_bench.capacity.runner import measure
+from echomq_bench.capacity.runner import measure_server
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings
 from echomq_bench.capacity.slo_result import Probe, Search, SloResult
 from echomq_bench.capacity.slo_search import search_rate
 from echomq_bench.capacity.slo_spec import DEFAULT_RESOLUTION, SloSpec
 from echomq_bench.capacity.workload import settings_from_args
 from echomq_bench.measurement.latency import Latency
+from echomq_bench.progress import ProgressFn, prefixed, silent
 
 __all__ = ["run_slo", "run_search", "judge_probe", "check_slo", "slo_refusal", "ORDER"]
 
-Say = Callable[[str], None]
 ORDER = "every build searched in each repetition, the order rotated between repetitions (A B, then B A)"
 
 
@@ -124,20 +124,21 @@ def _probe_line(p: Probe, slo: SloSpec, where: str) -> str:
 
 
 def run_search(build: Build, settings: CapacitySettings, slo: SloSpec, *, search: tuple[int, int, int],
-               resolution: float = DEFAULT_RESOLUTION, say: Say | None = None, log: Say | None = None) -> Search:
+               resolution: float = DEFAULT_RESOLUTION, progress: ProgressFn | None = None,
+               log: ProgressFn | None = None) -> Search:
     """One search of `build`'s rate at `slo`: a closed-loop run, then probes, each on a fresh server.
-    `search` is (repetition, of how many, the build's place in it); `say` gets the progress of each
+    `search` is (repetition, of how many, the build's place in it); `progress` gets the progress of each
     run, `log` a line per probe."""
     index, total, order = search
-    say, log = say or (lambda _: None), log or (lambda _: None)
+    log = log or silent
     where = f"{build.name} search {index}/{total}"
     probes: list[Probe] = []
     described: dict[str, Any] = {}
 
     def run(rate: float | None, phase: str) -> Probe:
         label = f"{where} probe {len(probes)}" + (f" at {rate:,.0f}/s" if rate else " closed loop")
-        r = measure(build.spec, replace(settings, rate=rate, ceiling=False), lua_dir=build.lua_dir,
-                    progress=lambda text: say(f"{label}: {text}"))
+        r = measure_server(build.spec, replace(settings, rate=rate, ceiling=False), lua_dir=build.lua_dir,
+                    progress=prefixed(progress, f"{label}:"))
         described.setdefault("server", r.server)
         described.setdefault("version", r.version)
         p = _probe(r, index, len(probes), phase, slo)
@@ -155,7 +156,8 @@ def run_search(build: Build, settings: CapacitySettings, slo: SloSpec, *, search
 
 
 def run_slo(builds: Sequence[Build], settings: CapacitySettings, slo: SloSpec, trials: int, *,
-            resolution: float = DEFAULT_RESOLUTION, progress: Say | None = None, log: Say | None = None) -> SloResult:
+            resolution: float = DEFAULT_RESOLUTION, progress: ProgressFn | None = None,
+            log: ProgressFn | None = None) -> SloResult:
     """`trials` repetitions, each one search per build in a rotated order (see the module)."""
     if not builds:
         raise CapacityError("--slo needs at least one build")
@@ -168,7 +170,7 @@ def run_slo(builds: Sequence[Build], settings: CapacitySettings, slo: SloSpec, t
         turn = i % len(builds)
         for place, build in enumerate([*builds[turn:], *builds[:turn]], start=1):
             done.append(run_search(build, settings, slo, search=(i + 1, trials, place), resolution=resolution,
-                                   say=progress, log=log))
+                                   progress=progress, log=log))
     described: dict[str, Mapping[str, Any]] = {}
     for s in done:
         described.setdefault(s.build, s.described)

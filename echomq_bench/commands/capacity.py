@@ -16,21 +16,18 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from echomq_bench.capacity.result import CapacityResult
+from echomq_bench.capacity.result import CapacityFigures, CapacityResult
 from echomq_bench.capacity.runner import SLOT_S, measure, run_alternating, run_capacity
 from echomq_bench.capacity.session import target_of
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings
 
 if TYPE_CHECKING:
-    from echomq_bench.capacity.cluster import ClusterCapacityResult
     from echomq_bench.capacity.slo_result import SloResult
 
 __all__ = ["CapacitySettings", "CapacityResult", "CapacityError", "run_capacity", "run_alternating", "measure",
            "write_capacity", "write_slo", "target_of", "configure", "run", "SLOT_S"]
-
-Say = Callable[[str], None]
 
 
 # --------------------------------------------------------------------------
@@ -38,7 +35,8 @@ Say = Callable[[str], None]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from echomq_bench.options import add_quick, add_workload_options
+    from echomq_bench.capacity.workload import add_workload_options
+    from echomq_bench.options import add_quick
 
     parser.description = __doc__.split("\n\n")[0]
     add_workload_options(parser, duration_default="10s")
@@ -51,7 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_slo_options(parser, MIN_TRIALS, "the rate is the median over --slo-trials searches, with its 95%% interval")
 
 
-def write_capacity(out: Path, results: Sequence[CapacityResult | ClusterCapacityResult],
+def write_capacity(out: Path, results: Sequence[CapacityFigures],
                    argv: list[str] | None = None) -> Path:
     """The run's files in `out`: meta.json, capacity.csv, summary.json, one .hgrm per build and verb.
     A cluster's rows carry a `node` column (a master's address, or `all` for the totals)."""
@@ -72,7 +70,7 @@ def write_capacity(out: Path, results: Sequence[CapacityResult | ClusterCapacity
     for r in results:
         r.write_hgrm(out)
     return write_record(out, Record(
-        kind="capacity", summary={"builds": {r.build: r.headline() for r in results}}, meta=info,
+        kind="capacity", summary={"builds": {r.build: r.entry().to_record() for r in results}}, meta=info,
         tables={"capacity": [row for r in results for row in r.rows(trial=1)],
                 "timeline": [row for r in results for row in r.timeline_rows(trial=1)]}))
 
@@ -118,17 +116,6 @@ def _run_slo(args: argparse.Namespace) -> int:
     return 1 if any(p.audit_passed is False for s in result.searches for p in s.probes) else 0
 
 
-def _shown(progress: Any) -> Say:
-    """Lines shown on stderr before a run (a cluster's placement), after the progress line."""
-    import sys
-
-    def show(text: str) -> None:
-        progress.done()
-        print(text, file=sys.stderr, flush=True)
-
-    return show
-
-
 def run(args: argparse.Namespace) -> int:
     """Measure each build, write the record, and print it as the report renders it."""
     from echomq_bench.capacity.cluster import ClusterCapacityResult
@@ -149,9 +136,9 @@ def run(args: argparse.Namespace) -> int:
         return _run_slo(args)
     settings = settings_from_args(args, ledger=args.audit)
     progress = Progress()
-    results: list[CapacityResult | ClusterCapacityResult] = []
+    results: list[CapacityFigures] = []
     for spec in unique_builds(args.server):   # a build given twice is measured twice: redis, redis-2
-        results.append(measure(spec, settings, progress=progress, show=_shown(progress)))
+        results.append(measure(spec, settings, progress=progress, log=progress.end))
         progress.done()
     out = write_capacity(new_run_dir("capacity", args.out), results)
     print(record_text(out))

@@ -29,24 +29,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_out(parser, "none: the lines are printed only")
 
 
-Say = Callable[[str, str, "list[Line] | None"], None]
+# Told of each server before its stories (lines None) and after them: a report, not a progress line.
+ServerReport = Callable[[str, str, "list[Line] | None"], None]
 
 
-def play(servers: Iterable[Any], say: Say, each_line: Callable[[Line], None] = lambda line: None,
+def play(servers: Iterable[Any], report: ServerReport, each_line: Callable[[Line], None] = lambda line: None,
          ) -> tuple[bool, list[Row]]:
     """Every story on every server: whether all passed, and one row per story and server.
-    `say(name, version, lines)` is called before a server's stories (lines None) and after
+    `report(name, version, lines)` is called before a server's stories (lines None) and after
     them; `each_line` as each story ends, so a long check shows its progress."""
     rows: list[Row] = []
     ok = True
     for server in servers:
         version = server.version()
-        say(server.name, version, None)
+        report(server.name, version, None)
         lines = []
         for line in run_check(server.client()):
             each_line(line)
             lines.append(line)
-        say(server.name, version, lines)
+        report(server.name, version, lines)
         rows += [{"server": server.name, "version": version, "story": f"{line.tag} {line.name}",
                   "ok": line.ok, "text": line.text} for line in lines]
         ok &= all(line.ok for line in lines)
@@ -56,11 +57,13 @@ def play(servers: Iterable[Any], say: Say, each_line: Callable[[Line], None] = l
 def keep(out: Path, servers: Sequence[Any], ok: bool, rows: list[Row], **settings: Any) -> Path:
     """The record of one check: kind "check", its verdict and the story table."""
     from echomq_bench.records import meta
+    from echomq_bench.records.kinds.check import CheckRecord
     from echomq_bench.records.record import Record
     from echomq_bench.records.writer import write_record
 
     info = meta.collect(servers, part="check", **settings)
-    return write_record(out, Record(kind="check", summary={"passed": ok}, meta=info, tables={"check": tuple(rows)}))
+    return write_record(out, Record(kind="check", summary=CheckRecord(passed=ok).to_record(), meta=info,
+                                    tables={"check": tuple(rows)}))
 
 
 def verdict(lines: list[Line]) -> str:
@@ -85,21 +88,21 @@ def settings_lines(settings: dict[str, str]) -> list[str]:
     return lines
 
 
-def _say_servers(servers: Sequence[Any]) -> Say:
+def _say_servers(servers: Sequence[Any]) -> ServerReport:
     """Each server's header names its build (version, allocator and binary) and the settings the queue relies on."""
     from echomq_bench.records.meta import build_text, describe_server, server_settings
 
     builds = {server.name: build_text(describe_server(server)) for server in servers}
     settings = {server.name: server_settings(server.client()) for server in servers}
 
-    def say(name: str, version: str, lines: list[Line] | None) -> None:
+    def report(name: str, version: str, lines: list[Line] | None) -> None:
         if lines is None:
             print("\n".join([f"== {name}: {builds.get(name, version)} ==", *settings_lines(settings[name])]),
                   flush=True)
         else:
             print(verdict(lines), flush=True)
 
-    return say
+    return report
 
 
 def _say_line(line: Line) -> None:

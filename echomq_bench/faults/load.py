@@ -25,7 +25,6 @@ now, so each worker stamps its history lines with it.
 from __future__ import annotations
 
 import ctypes
-import multiprocessing as mp
 import os
 import random
 import signal
@@ -39,10 +38,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from echomq.errors import ServerUnavailableError
-from echomq.keys import QueueKeys
+from echomq import QueueKeys, ServerUnavailableError
 from echomq_bench.faults.evidence import Answer, Evidence, last_event, read_logs
 from echomq_bench.load.calls import Calls, RedisCalls
+from echomq_bench.load.harness import Child, Harness
 from echomq_bench.load.engine import (
     ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop,
 )
@@ -219,11 +218,15 @@ class Worker:
     role: str
     index: int
     path: Path
-    process: Any
+    child: Child
+
+    @property
+    def process(self) -> Any:
+        return self.child.process
 
     @property
     def pid(self) -> int:
-        return int(self.process.pid)
+        return self.child.pid
 
     @property
     def label(self) -> str:
@@ -231,14 +234,16 @@ class Worker:
 
 
 class Fleet:
-    """The worker processes of one scenario, forked so they start in
-    milliseconds; each dies with the parent (PR_SET_PDEATHSIG)."""
+    """The worker processes of one scenario, forked by the harness; each dies
+    with the parent (PR_SET_PDEATHSIG). They talk to the parent through their
+    event logs only: a worker the nemesis kills leaves no pipe half-read."""
 
     def __init__(self, server: Reachable, queue_name: str, settings: LoadSettings, log_dir: Path, seed: int,
                  kinds: Sequence[str] = ()) -> None:
         self.server, self.queue_name, self.settings = server, queue_name, settings
         self.log_dir = log_dir
-        self.ctx = mp.get_context("fork")
+        self.harness = Harness()
+        self.ctx = self.harness.ctx
         self.stop_event = self.ctx.Event()
         self.producers_stop = self.ctx.Event()
         self.workers: list[Worker] = []
@@ -253,10 +258,9 @@ class Fleet:
         spawn = _Spawn(role, f"{role}-{index}", self.queue_name, path, self.history_dir / f"{role}-{index}.jsonl",
                        self.rng.randrange(2**32))
         stop = self.producers_stop if role == "producer" else self.stop_event
-        process = self.ctx.Process(target=_main, name=f"echomq-{role}-{index}", daemon=True,
-                                   args=(spawn, self.server, self.settings, stop, os.getpid(), self.flag))
-        process.start()
-        worker = Worker(role, index, path, process)
+        child = self.harness.fork(f"echomq-{role}-{index}", _main, spawn, self.server, self.settings, stop,
+                                  os.getpid(), self.flag, talk=False)
+        worker = Worker(role, index, path, child)
         self.workers.append(worker)
         return worker
 
@@ -299,23 +303,15 @@ class Fleet:
 
     def stop_producers(self, timeout: float = 5.0) -> None:
         self.producers_stop.set()
-        self._join([w for w in self.workers if w.role == "producer"], timeout)
+        self.harness.finish([w.child for w in self.workers if w.role == "producer"], timeout)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Let every worker finish the job in hand, then go; kill stragglers."""
         self.producers_stop.set()
         self.stop_event.set()
         self.signal(self.workers, signal.SIGCONT)  # a stopped worker would never see the event
-        self._join(self.workers, timeout)
+        self.harness.finish(self.harness.children, timeout)
         self.nemesis.close()
-
-    def _join(self, workers: list[Worker], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        for w in workers:
-            w.process.join(max(0.0, deadline - time.monotonic()))
-            if w.process.is_alive():
-                w.process.kill()
-                w.process.join()
 
     def paths(self) -> list[Path]:
         return [w.path for w in self.workers]

@@ -18,11 +18,12 @@ files), `chart`, `command` (the `echomq-bench lease` CLI).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from echomq_bench.lease.analysis import LeaseResult, SweepResult, analyse
 from echomq_bench.lease.recommend import Candidate, Recommendation, recommend, recommend_for
 from echomq_bench.lease.settings import QUICK
+from echomq_bench.progress import ProgressFn
 from echomq_bench.lease.sweep import DEFAULT_WORK, SettingsError, SweepError, SweepSettings, auto_leases, collect
 
 __all__ = [
@@ -48,7 +49,7 @@ def quick_settings(**overrides: Any) -> SweepSettings:
     return SweepSettings(**{**QUICK, **overrides})
 
 
-def run_sweep(server: Any, settings: SweepSettings, progress: Callable[[str], None] | None = None,
+def run_sweep(server: Any, settings: SweepSettings, progress: ProgressFn | None = None,
               leases_ms: tuple[float, ...] | None = None) -> SweepResult:
     """Run the sweep on a started server (echomq_bench.servers.start) and analyse it:
     measured rates with 95% intervals, the model beside them, agreement."""

@@ -32,24 +32,25 @@ crash of K jobs against the cap.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import random
 import secrets
 import time
-from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any
 
 import redis
 
-from echomq.errors import EchoMQError
+from echomq import EchoMQError
+from echomq_bench.errors import BenchError, MeasurementError
 from echomq_bench.measurement.latency import Latency
 from echomq_bench.servers import redacted_url
 from echomq_bench.measurement.serverstats import sample, usage
 from echomq_bench.lease.calibrate import mass_crash, reap_cost
-from echomq_bench.load.backlog import drop_queue
+from echomq_bench.load.bulk import drop_queue
+from echomq_bench.load.harness import Harness
 from echomq_bench.lease.records import LeaseData, MassCrash, ReapCost, SweepData
 from echomq_bench.lease.settings import DEFAULT_WORK, SettingsError, SweepSettings, auto_leases
 from echomq_bench.lease.worker import PROGRESS_FIELDS, connect_spec, lease_worker
+from echomq_bench.progress import ProgressFn, silent
 
 __all__ = [
     "DEFAULT_WORK",
@@ -66,20 +67,21 @@ __all__ = [
 ]
 
 READY_TIMEOUT_S = 120.0
+JOIN_S = 10.0     # for the lease processes to exit once they have reported
+REPORT_S = 30.0   # past the window's end and its tail's cap, for them to report
+TICK_S = 0.1      # how often the progress line (and the window's end) is looked at
 
 
 # --------------------------------------------------------------------------
 # The orchestrator
 
 
-class SweepError(EchoMQError):
+class SweepError(MeasurementError):
     """The sweep could not finish: a lease process or the server failed.
     The message says which; nothing half-measured is returned."""
 
-    code = "EMQSWEEP"
 
-
-def collect(server: Any, settings: SweepSettings, progress: Callable[[str], None] | None = None,
+def collect(server: Any, settings: SweepSettings, progress: ProgressFn | None = None,
             leases_ms: tuple[float, ...] | None = None) -> SweepData:
     """Run the sweep on `server` and return its raw data (see `run_sweep`
     for the analysed result); SweepError when it cannot finish."""
@@ -88,44 +90,32 @@ def collect(server: Any, settings: SweepSettings, progress: Callable[[str], None
         return _collect(server, settings, progress, leases_ms)
     except SweepError:
         raise
-    except (redis.RedisError, EchoMQError) as exc:
+    except (redis.RedisError, EchoMQError, BenchError) as exc:
         raise SweepError(f"the sweep on {server.name} failed: {redacted_url(str(exc))}") from exc
 
 
-def _collect(server: Any, settings: SweepSettings, progress: Callable[[str], None] | None,
+def _collect(server: Any, settings: SweepSettings, progress: ProgressFn | None,
              leases_ms: tuple[float, ...] | None) -> SweepData:
     leases = tuple(leases_ms or settings.leases_ms or auto_leases(settings.dist(), settings.budget))
     tag = secrets.token_hex(3)
-    # fork, not spawn: a child needs nothing re-imported, starts in
-    # milliseconds, and never re-runs a caller's script that lacks a
-    # __main__ guard. The parent holds no threads at this point.
-    ctx = mp.get_context("fork")
-    counters = ctx.Array("d", PROGRESS_FIELDS * len(leases), lock=False)
     spec = connect_spec(server)
     client = server.client()
     version = server.version()
-    say = progress or (lambda text: None)
+    progress = progress or silent
     wall0 = time.perf_counter()
-    procs: list[Any] = []
-    say(f"starting {len(leases)} lease processes x {settings.consumers} consumers")
-    try:
-        pipes = _start(ctx, procs, (spec, settings, counters, tag), leases)
+    progress(f"starting {len(leases)} lease processes x {settings.consumers} consumers")
+    with Harness(error=SweepError, grace_s=JOIN_S) as harness:
+        counters = harness.ctx.Array("d", PROGRESS_FIELDS * len(leases), lock=False)
+        for i, lease in enumerate(leases):
+            harness.fork(f"lease process {lease:g} ms", lease_worker, spec, i, settings, lease, counters, tag)
+        harness.ready(READY_TIMEOUT_S)
         window = _window(settings, leases)
-        for conn in pipes:
-            conn.send(window)
+        harness.go(window)
         time.sleep(max(0.0, window[0] - time.perf_counter()))
-        results, use = _gather(pipes, client, leases, counters, window, say)
-        for p in procs:
-            p.join(timeout=10)
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=5)
-    lease_data = [results[i] for i in range(len(leases))]
+        lease_data, use = _gather(harness, client, leases, counters, window, progress)
     cost = mass = None
     if settings.mass_crash > 0 and settings.mass_crash_reps > 0:
-        say(f"measuring reap cost, then {settings.mass_crash_reps} mass crash(es) of {settings.mass_crash} jobs")
+        progress(f"measuring reap cost, then {settings.mass_crash_reps} mass crash(es) of {settings.mass_crash} jobs")
         cost = reap_cost(client, settings, tag)
         # The drain after the deadline does not depend on the lease; a short
         # one (half a reap interval) keeps the wait before it short.
@@ -149,28 +139,6 @@ def _collect(server: Any, settings: SweepSettings, progress: Callable[[str], Non
     )
 
 
-def _start(ctx: Any, procs: list[Any], shared: tuple[Any, SweepSettings, Any, str],
-           leases: tuple[float, ...]) -> list[Connection]:
-    """One process per lease, appended to procs as it starts; returns their pipes once all are ready."""
-    spec, settings, counters, tag = shared
-    pipes: list[Connection] = []
-    for i, lease in enumerate(leases):
-        parent, child = ctx.Pipe()
-        p = ctx.Process(target=lease_worker, args=(spec, i, settings, lease, child, counters, tag),
-                        daemon=True, name=f"lease-{lease:g}ms")
-        p.start()
-        child.close()
-        procs.append(p)
-        pipes.append(parent)
-    for conn in pipes:
-        if not conn.poll(READY_TIMEOUT_S):
-            raise SweepError("a lease process did not get ready in time")
-        kind, msg = _recv(conn)
-        if kind != "ready":
-            raise SweepError(msg)
-    return pipes
-
-
 def _window(settings: SweepSettings, leases: tuple[float, ...]) -> tuple[float, float, float]:
     """The measured window's start and end (perf_counter seconds), and how long after its end
     a process may still wait for its last jobs to settle."""
@@ -184,49 +152,36 @@ def _window(settings: SweepSettings, leases: tuple[float, ...]) -> tuple[float, 
     return start, end, cap
 
 
-def _gather(pipes: list[Connection], client: Any, leases: tuple[float, ...], counters: Any,
-            window: tuple[float, float, float], say: Callable[[str], None]) -> tuple[dict[int, LeaseData], Any]:
-    """Each process's data as it reports, and the server's usage over the window."""
+def _gather(harness: Harness, client: Any, leases: tuple[float, ...], counters: Any,
+            window: tuple[float, float, float], progress: ProgressFn) -> tuple[list[LeaseData], Any]:
+    """Each process's data once all have reported, and the server's usage over the window."""
     start, end, cap = window
     s0 = sample(client)
-    results: dict[int, LeaseData] = {}
     sampled_end = None
-    while len(results) < len(leases):
+
+    def tick() -> None:
+        nonlocal sampled_end
         now = time.perf_counter()
         if sampled_end is None and now >= end:
             sampled_end = sample(client)
-        for i, conn in enumerate(pipes):
-            if i in results or not conn.poll(0):
-                continue
-            kind, payload = _recv(conn)
-            if kind == "error":
-                raise SweepError(payload)
-            results[i] = payload
-        say(_progress_line(now, start, end, leases, counters, results))
-        if now > end + cap + 30:
-            raise SweepError("lease processes did not report back")
-        time.sleep(0.5 if now < end else 0.1)
+        done = sum("result" in child.heard for child in harness.children)
+        progress(_progress_line(now, start, end, leases, counters, done))
+
+    results: list[LeaseData] = harness.results(end + cap + REPORT_S - time.perf_counter(), tick=tick,
+                                               every_s=TICK_S)
     if sampled_end is None:
         sampled_end = sample(client)
     return results, usage(s0, sampled_end)
 
 
-def _recv(conn: Connection) -> tuple[str, Any]:
-    try:
-        kind, payload = conn.recv()
-    except EOFError:
-        return "error", "a lease process died without a word (killed, or out of memory?)"
-    return kind, payload
-
-
 def _progress_line(now: float, start: float, end: float, leases: tuple[float, ...], counters: Any,
-                   done: dict[int, LeaseData]) -> str:
+                   done: int) -> str:
     if now < start:
         head = "warming up"
     elif now < end:
         head = f"{now - start:5.0f}/{end - start:.0f} s"
     else:
-        head = f"tail {now - end:4.1f} s ({len(done)}/{len(leases)} done)"
+        head = f"tail {now - end:4.1f} s ({done}/{len(leases)} done)"
     parts = []
     for i, lease in enumerate(leases):
         n = int(counters[i * PROGRESS_FIELDS])

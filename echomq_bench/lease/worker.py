@@ -13,8 +13,10 @@ from typing import Any
 import numpy as np
 import redis
 
-from echomq.keys import QueueKeys
+from echomq import QueueKeys
+from echomq_bench.errors import MeasurementError
 from echomq_bench.load.calls import RedisCalls
+from echomq_bench.load.harness import Line
 from echomq_bench.load.engine import (
     ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop, start_thread,
 )
@@ -168,10 +170,9 @@ class _LeaseRun:
                     missing += 1
         return missing
 
-    def run(self, conn: Any) -> LeaseData:
+    def run(self, line: Line) -> LeaseData:
         Producer(self.calls, [self.keys], ProducerPolicy(batch=self.target, total=self.target), strict=True).run()
-        conn.send(("ready", None))
-        start, end, cap = conn.recv()
+        start, end, cap = line.ready()
         self.window = (start, end)
         rng = random.Random(self.s.seed * 7919 + self.index)
         stop = Stop(self.stop)
@@ -189,7 +190,7 @@ class _LeaseRun:
         tail = time.perf_counter() - end
         self.stop.set()
         if self.errors:
-            raise RuntimeError(f"a worker thread failed: {self.errors[0]}")
+            raise MeasurementError(f"a worker thread failed: {self.errors[0]}")
         self.counters[self.index * PROGRESS_FIELDS + 3] = 1
         return self._collect(cpu1 - cpu0, tail)
 
@@ -229,16 +230,8 @@ class _LeaseRun:
         )
 
 
-def lease_worker(spec: dict[str, Any], index: int, settings: SweepSettings, lease_ms: float,
-                  conn: Any, counters: Any, tag: str) -> None:
-    try:
-        run = _LeaseRun(spec, index, settings, lease_ms, counters, tag)
-        data = run.run(conn)
-        conn.send(("done", data))
-    except BaseException as exc:  # the parent reports it; a child traceback would be lost
-        try:
-            conn.send(("error", f"lease {lease_ms:g} ms: {type(exc).__name__}: {exc}"))
-        except Exception:
-            pass
-    finally:
-        conn.close()
+def lease_worker(line: Line, spec: dict[str, Any], index: int, settings: SweepSettings, lease_ms: float,
+                 counters: Any, tag: str) -> None:
+    """A lease process's entry (forked by the harness, which names it if it fails)."""
+    run = _LeaseRun(spec, index, settings, lease_ms, counters, tag)
+    line.result(run.run(line))

@@ -21,7 +21,8 @@ import time
 import traceback
 from typing import Any, TextIO
 
-from echomq_bench.peers import get, jobs
+from echomq_bench.peers import jobs
+from echomq_bench.peers.registry import get
 from echomq_bench.peers.base import PeerMissingError
 
 # Often enough that the runner's `stop` follows the last job within a few

@@ -13,11 +13,12 @@ runs 100 jobs in flight and polls every 10 ms.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
 
 from echomq_bench.peers import jobs
-from echomq_bench.peers.base import (ARQ_HINT, MODES, PAYLOAD, PYTHON_CHILD, Gate, Leftovers, count_keys,
-                                     enqueue_in_flight, require)
+from echomq_bench.peers.base import (ARQ_HINT, MODES, PAYLOAD, PYTHON_CHILD, Enqueue, Gate, Leftovers, count_keys,
+                                     enqueue_in_flight, produce_async, require)
 
 __all__ = ["Arq"]
 
@@ -29,6 +30,18 @@ FUNCTION = "noop"
 
 def _queue_key(queue: str) -> str:
     return f"arq:queue:{queue}"
+
+
+@asynccontextmanager
+async def _producing(url: str, queue: str) -> AsyncIterator[Enqueue]:
+    arq = require("arq", "arq", ARQ_HINT)
+    pool = await arq.create_pool(arq.connections.RedisSettings.from_dsn(url), default_queue_name=_queue_key(queue))
+    await pool.ping()
+    try:
+        yield lambda n, progress: enqueue_in_flight(n, ENQUEUE_IN_FLIGHT, lambda: pool.enqueue_job(FUNCTION, PAYLOAD),
+                                                    progress)
+    finally:
+        await pool.aclose()
 
 
 class Arq:
@@ -52,18 +65,7 @@ class Arq:
                 "serializer": "pickle (default)", "consumers": consumers, "in_flight_per_consumer": self.max_jobs}
 
     def produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
-        return asyncio.run(self._produce(url, queue, n, gate, progress))
-
-    async def _produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
-        arq = require("arq", "arq", ARQ_HINT)
-        pool = await arq.create_pool(arq.connections.RedisSettings.from_dsn(url),
-                                     default_queue_name=_queue_key(queue))
-        await pool.ping()
-        gate.ready()
-        accepted = await enqueue_in_flight(n, ENQUEUE_IN_FLIGHT, lambda: pool.enqueue_job(FUNCTION, PAYLOAD), progress)
-        gate.done()
-        await pool.aclose()
-        return accepted
+        return produce_async(lambda: _producing(url, queue), n, gate, progress)
 
     def consume(self, url: str, queue: str, gate: Gate) -> None:
         asyncio.run(self._consume(url, queue, gate))

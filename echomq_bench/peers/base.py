@@ -17,12 +17,17 @@ import json
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, AsyncContextManager, Awaitable, Callable, Protocol
+
+from echomq_bench.errors import BenchError
 
 __all__ = [
+    "Enqueue",
+    "produce_async",
     "enqueue_in_flight",
     "PAYLOAD",
     "PAYLOAD_BYTES",
@@ -59,7 +64,7 @@ PYTHON_CHILD: tuple[str, ...] = (sys.executable, "-m", "echomq_bench.peers")
 NODE_DIR = Path(os.environ.get("ECHOMQ_PEERS_NODE") or Path(__file__).resolve().parents[2] / ".peers" / "node")
 
 
-class PeerMissingError(RuntimeError):
+class PeerMissingError(BenchError):
     """The peer's package is not installed; the message says how to get it."""
 
 
@@ -172,3 +177,30 @@ async def enqueue_in_flight(n: int, in_flight: int, enqueue_one: Callable[[], Aw
             progress(sent)
     progress(sent)
     return accepted
+
+
+# What an async producer enqueues with once connected: (n, progress) -> jobs accepted.
+Enqueue = Callable[[int, Callable[[int], None]], Awaitable[int]]
+
+
+def produce_async(connect: Callable[[], AsyncContextManager[Enqueue]], n: int, gate: Gate,
+                  progress: Callable[[int], None], *, done_after_close: bool = False) -> int:
+    """The producer of an asyncio library: connect (before the clock), enqueue n
+    jobs (timed), close. `connect()` opens the library's client and yields its
+    `Enqueue`; leaving it closes the client. The clock stops once the last job
+    is enqueued; `done_after_close` tells the runner so only once the client is
+    closed, for a library whose open connections would be counted in the
+    server's memory after the enqueue."""
+
+    async def run() -> int:
+        async with connect() as enqueue:
+            gate.ready()
+            accepted = await enqueue(n, progress)
+            enqueued_at = time.perf_counter()
+            if not done_after_close:
+                gate.done(at=enqueued_at)
+        if done_after_close:
+            gate.done(at=enqueued_at)
+        return accepted
+
+    return asyncio.run(run())

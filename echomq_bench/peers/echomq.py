@@ -25,8 +25,7 @@ from typing import Any, Callable
 
 import redis
 
-from echomq import Job, Queue, Worker, WorkerSettings, mint, pipeline, verbs
-from echomq.keys import QueueKeys
+from echomq import Job, Queue, QueueKeys, Worker, WorkerSettings, mint, pipeline, verbs
 from echomq_bench.load.calls import RedisCalls
 from echomq_bench.load.engine import Consumer, ConsumerPolicy, Producer, ProducerPolicy
 from echomq_bench.peers import jobs

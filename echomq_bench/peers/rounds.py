@@ -23,11 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from echomq_bench.measurement.verdicts import precision_reached
-from echomq_bench.peers import BASELINE, PEERS, get, modes_of
+from echomq_bench.peers.registry import BASELINE, PEERS, get, modes_of
 from echomq_bench.peers.base import PeerMissingError
-from echomq_bench.peers.children import RunnerError
 from echomq_bench.peers.result import PeerRun
-from echomq_bench.peers.runner import Watch, measure
+from echomq_bench.peers.runner import RunnerError, Watch, measure
 from echomq_bench.progress import Progress
 from echomq_bench.records import meta as meta_mod
 from echomq_bench.servers import EmbeddedServer, Server, ServerSpec, start
@@ -130,7 +129,7 @@ def _one_round(settings: PeersSettings, spec: ServerSpec, queue: tuple[str, str]
         with _fresh(spec) as server:
             outcome.described.setdefault(spec.name, meta_mod.describe_server(server))
             watch = Watch(settings.timeout_s,
-                          lambda phase, done: progress.show(f"{label}: {phase} {done:,}/{settings.jobs:,}"))
+                          lambda phase, done: progress(f"{label}: {phase} {done:,}/{settings.jobs:,}"))
             pr = measure(server, name, settings.jobs, settings.consumers, mode=mode, trial=trial, log_dir=log_dir,
                          watch=watch)
     except PeerMissingError as exc:

@@ -11,31 +11,43 @@ pending or kept, and the consumers report how many times the job function ran.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote
 
+from echomq_bench.errors import MeasurementError
+from echomq_bench.load.harness import Child, Harness
 from echomq_bench.measurement import serverstats
-from echomq_bench.peers import DEFAULT, get
-from echomq_bench.peers.children import SETUP_TIMEOUT_S, Child, pump
+from echomq_bench.peers.base import DEFAULT
+from echomq_bench.peers.registry import get
+from echomq_bench.peers.base import PeerMissingError
 from echomq_bench.peers.result import PeerRun, Phase
 from echomq_bench.servers import Server, UrlServer
 
-__all__ = ["measure", "Watch", "child_url", "QUEUE_NAME", "MAX_JOBS", "MAX_CONSUMERS", "OWN_READS"]
+__all__ = ["measure", "Watch", "child_url", "RunnerError", "QUEUE_NAME", "MAX_JOBS", "MAX_CONSUMERS", "OWN_READS",
+           "SETUP_TIMEOUT_S"]
 
 QUEUE_NAME = "peers"
 MAX_JOBS = 10_000_000
 MAX_CONSUMERS = 64
+SETUP_TIMEOUT_S = 60.0
+EXIT_S = 10.0   # for a child to exit once it has reported
 
 Tick = Callable[[str, int], None]
+
+
+class RunnerError(MeasurementError):
+    """A peer's run went wrong; the message says what and where its log is."""
 
 
 # Read events the runner's own INFO calls add between two readings of
 # total_reads_processed: the two of one sample, the two of the next, and
 # the closing INFO stats itself (the server counts a read before running it).
 OWN_READS = 5
+
 
 def child_url(server: Server) -> str:
     """A URL the child can connect with, password included (it travels on stdin only)."""
@@ -82,66 +94,64 @@ class _Trial:
     def log(self, role: str) -> Path:
         return self.log_dir / f"{self.server.name}-{self.peer_name}-{self.mode}-t{self.trial}-{role}.log"
 
-    def child(self, role: str) -> Child:
-        return Child(self.config(role), self.log(role), self.command)
+    def child(self, harness: Harness, role: str) -> Child:
+        label = f"{self.peer_name} ({self.mode}) {role}"
+        return harness.spawn(label, self.command, self.config(role), self.log(role))
 
 
-def _enqueue(t: _Trial, admin: Any, children: list[Child]) -> tuple[Phase, int, int, int]:
+def _children() -> Harness:
+    """The harness of one phase's children: each speaks the line protocol of `echomq_bench.peers.__main__`."""
+    return Harness(error=RunnerError, grace_s=EXIT_S, fatal={"missing": PeerMissingError})
+
+
+def _ran(child: Child) -> int:
+    return int(child.heard.get("progress", 0))
+
+
+def _enqueue(t: _Trial, admin: Any) -> tuple[Phase, int, int, int]:
     """One producer enqueues n jobs: the phase, memory before and after, jobs accepted."""
-    producer = t.child("produce")
-    children.append(producer)
-    pump([producer], lambda c: c.ready, SETUP_TIMEOUT_S, "get ready")
-    mem0 = used_memory(admin)
-    r0 = reads_processed(admin)
-    s0 = serverstats.sample(admin)
-    t0 = time.perf_counter()
-    producer.go()
-    pump([producer], lambda c: c.done_at is not None, t.timeout_s, "enqueue",
-         lambda: t.tick("enqueue", producer.progress))
-    s1 = serverstats.sample(admin)
-    reads = reads_processed(admin) - r0 - OWN_READS
-    mem1 = used_memory(admin)
-    pump([producer], lambda c: c.result is not None, SETUP_TIMEOUT_S, "report and exit")
-    assert producer.done_at is not None and producer.result is not None
-    enqueue = Phase(t.n, producer.done_at - t0, serverstats.usage(s0, s1), producer.result["cpu_s"], reads)
-    producer.close()
-    return enqueue, mem0, mem1, int(producer.result["accepted"])
+    with _children() as harness:
+        producer = t.child(harness, "produce")
+        harness.ready(SETUP_TIMEOUT_S)
+        mem0 = used_memory(admin)
+        r0 = reads_processed(admin)
+        s0 = serverstats.sample(admin)
+        t0 = time.perf_counter()
+        harness.go()
+        (done_at,) = harness.wait_for("done", t.timeout_s, "enqueue", tick=lambda: t.tick("enqueue", _ran(producer)))
+        s1 = serverstats.sample(admin)
+        reads = reads_processed(admin) - r0 - OWN_READS
+        mem1 = used_memory(admin)
+        (result,) = [json.loads(r) for r in harness.results(SETUP_TIMEOUT_S)]
+    enqueue = Phase(t.n, float(done_at) - t0, serverstats.usage(s0, s1), result["cpu_s"], reads)
+    return enqueue, mem0, mem1, int(result["accepted"])
 
 
-def _drain(t: _Trial, admin: Any, children: list[Child]) -> tuple[Phase, list[dict[str, Any]]]:
+def _drain(t: _Trial, admin: Any) -> tuple[Phase, list[dict[str, Any]]]:
     """`t.consumers` consumer processes drain the queue: the phase and each consumer's report."""
-    workers = [t.child(f"consume{i}") for i in range(t.consumers)]
-    children.extend(workers)
-    pump(workers, lambda c: c.ready, SETUP_TIMEOUT_S, "get ready")
-    r2 = reads_processed(admin)
-    s2 = serverstats.sample(admin)
-    t2 = time.perf_counter()
-    for w in workers:
-        w.go()
-    stopped = False
+    with _children() as harness:
+        workers = [t.child(harness, f"consume{i}") for i in range(t.consumers)]
+        harness.ready(SETUP_TIMEOUT_S)
+        r2 = reads_processed(admin)
+        s2 = serverstats.sample(admin)
+        t2 = time.perf_counter()
+        harness.go()
+        stopped = False
 
-    def watch() -> None:
-        nonlocal stopped
-        ran = sum(w.progress for w in workers)
-        t.tick("drain", ran)
-        if ran >= t.n and not stopped:  # every job has run: a worker with no burst mode may go
-            stopped = True
-            for w in workers:
-                w.stop()
+        def watch() -> None:
+            nonlocal stopped
+            ran = sum(_ran(w) for w in workers)
+            t.tick("drain", ran)
+            if ran >= t.n and not stopped:  # every job has run: a worker with no burst mode may go
+                stopped = True
+                for w in workers:
+                    w.send("stop")
 
-    pump(workers, lambda c: c.done_at is not None, t.timeout_s, "drain", watch)
-    s3 = serverstats.sample(admin)
-    reads = reads_processed(admin) - r2 - OWN_READS
-    pump(workers, lambda c: c.result is not None, SETUP_TIMEOUT_S, "report and exit")
-    done: list[dict[str, Any]] = []
-    done_at: list[float] = []
-    for w in workers:
-        assert w.done_at is not None and w.result is not None  # the pumps above waited for both
-        done.append(w.result)
-        done_at.append(w.done_at)
+        done_at = [float(at) for at in harness.wait_for("done", t.timeout_s, "drain", tick=watch)]
+        s3 = serverstats.sample(admin)
+        reads = reads_processed(admin) - r2 - OWN_READS
+        done = [json.loads(r) for r in harness.results(SETUP_TIMEOUT_S)]
     drain = Phase(t.n, max(done_at) - t2, serverstats.usage(s2, s3), sum(r["cpu_s"] for r in done), reads)
-    for w in workers:
-        w.close()
     return drain, done
 
 
@@ -164,22 +174,19 @@ def measure(server: Server, peer_name: str, n: int, consumers: int, *, mode: str
         pass
     t = _Trial(server, peer_name, mode, peer.child, n, consumers, trial, log_dir, watch.timeout_s, watch.tick,
                child_url(server))
-    children: list[Child] = []
     try:
-        return _run_trial(t, admin, children)
+        return _run_trial(t, admin)
     finally:
-        for child in children:
-            child.kill()
         admin.close()
 
 
-def _run_trial(t: _Trial, admin: Any, children: list[Child]) -> PeerRun:
+def _run_trial(t: _Trial, admin: Any) -> PeerRun:
     peer = get(t.peer_name, t.mode)
     version = t.server.version()
-    enqueue, mem0, mem1, accepted = _enqueue(t, admin, children)
+    enqueue, mem0, mem1, accepted = _enqueue(t, admin)
     # Outside both measured windows: what the server holds once enqueued.
     queued = peer.leftovers(admin, QUEUE_NAME)
-    drain, done = _drain(t, admin, children)
+    drain, done = _drain(t, admin)
     # Once the consumers are gone, so that their connection buffers are not counted as the queue's.
     mem2 = used_memory(admin)
     left = peer.leftovers(admin, QUEUE_NAME)

@@ -23,11 +23,12 @@ needs a dequeue timeout, which would change how it takes jobs).
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
 
 from echomq_bench.peers import jobs
-from echomq_bench.peers.base import (MODES, PAYLOAD, PYTHON_CHILD, Gate, Leftovers, count_keys, enqueue_in_flight,
-                                     require)
+from echomq_bench.peers.base import (MODES, PAYLOAD, PYTHON_CHILD, Enqueue, Gate, Leftovers, count_keys,
+                                     enqueue_in_flight, produce_async, require)
 
 __all__ = ["Saq"]
 
@@ -42,6 +43,17 @@ SHUTDOWN_GRACE_S = 1
 # BLMOVE included, then cancels them all, a finish in flight too; so the
 # consumer first waits, this long at most, until no slot holds a job.
 SETTLE_TIMEOUT_S = 10
+
+
+@asynccontextmanager
+async def _producing(url: str, queue: str) -> AsyncIterator[Enqueue]:
+    q = require("saq", "saq").Queue.from_url(url, name=queue)
+    await q.connect()
+    try:
+        yield lambda n, progress: enqueue_in_flight(
+            n, ENQUEUE_IN_FLIGHT, lambda: q.enqueue("noop", payload=PAYLOAD, ttl=TTL_DISABLED), progress)
+    finally:
+        await q.disconnect()
 
 
 class Saq:
@@ -65,18 +77,7 @@ class Saq:
                 "serializer": "json (default)", "consumers": consumers, "in_flight_per_consumer": self.concurrency}
 
     def produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
-        return asyncio.run(self._produce(url, queue, n, gate, progress))
-
-    async def _produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
-        saq = require("saq", "saq")
-        q = saq.Queue.from_url(url, name=queue)
-        await q.connect()
-        gate.ready()
-        accepted = await enqueue_in_flight(
-            n, ENQUEUE_IN_FLIGHT, lambda: q.enqueue("noop", payload=PAYLOAD, ttl=TTL_DISABLED), progress)
-        gate.done()
-        await q.disconnect()
-        return accepted
+        return produce_async(lambda: _producing(url, queue), n, gate, progress)
 
     def consume(self, url: str, queue: str, gate: Gate) -> None:
         asyncio.run(self._consume(url, queue, gate))

@@ -40,7 +40,8 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
 from echomq_bench.peers import jobs
-from echomq_bench.peers.base import MODES, PAYLOAD, PYTHON_CHILD, Gate, Leftovers, count_keys, require
+from echomq_bench.peers.base import (MODES, PAYLOAD, PYTHON_CHILD, Enqueue, Gate, Leftovers, count_keys, produce_async,
+                                     require)
 
 __all__ = ["Streaq"]
 
@@ -71,6 +72,25 @@ def _worker(url: str, queue: str, concurrency: int, optimized: bool,
     return worker, task
 
 
+@asynccontextmanager
+async def _producing(url: str, queue: str, concurrency: int, optimized: bool) -> AsyncIterator[Enqueue]:
+    worker, task = _worker(url, queue, concurrency, optimized)
+
+    async def enqueue(n: int, progress: Callable[[int], None]) -> int:
+        sent = 0
+        while sent < n:
+            size = min(ENQUEUE_BATCH, n - sent)
+            await worker.enqueue_many([task.enqueue(PAYLOAD) for _ in range(size)])
+            sent += size
+            progress(sent)
+        # enqueue_many returns nothing per task; the runner counts what the server holds.
+        return n
+
+    # Entering the worker connects and loads streaQ's function library: setup, before the clock.
+    async with worker:
+        yield enqueue
+
+
 class Streaq:
     name = "streaq"
     distribution = "streaq"
@@ -95,22 +115,7 @@ class Streaq:
                 "in_flight_per_consumer": self.concurrency}
 
     def produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
-        return asyncio.run(self._produce(url, queue, n, gate, progress))
-
-    async def _produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
-        worker, task = _worker(url, queue, self.concurrency, self.optimized)
-        # Entering the worker connects and loads streaQ's function library: setup, before the clock.
-        async with worker:
-            gate.ready()
-            sent = 0
-            while sent < n:
-                size = min(ENQUEUE_BATCH, n - sent)
-                await worker.enqueue_many([task.enqueue(PAYLOAD) for _ in range(size)])
-                sent += size
-                progress(sent)
-            gate.done()
-        # enqueue_many returns nothing per task; the runner counts what the server holds.
-        return n
+        return produce_async(lambda: _producing(url, queue, self.concurrency, self.optimized), n, gate, progress)
 
     def consume(self, url: str, queue: str, gate: Gate) -> None:
         asyncio.run(self._consume(url, queue, gate))

@@ -38,15 +38,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import redis.asyncio
 
 from echomq_bench.peers import jobs
-from echomq_bench.peers.base import (MODES, PAYLOAD, PYTHON_CHILD, Gate, Leftovers, enqueue_in_flight, require,
-                                     version_of)
+from echomq_bench.peers.base import (MODES, PAYLOAD, PYTHON_CHILD, Enqueue, Gate, Leftovers, enqueue_in_flight,
+                                     produce_async, require, version_of)
 
 __all__ = ["Taskiq"]
 
@@ -117,6 +117,23 @@ async def _stop(listening: asyncio.Task[None], finish: asyncio.Event, broker: An
     await listening
 
 
+@asynccontextmanager
+async def _producing(url: str, queue: str) -> AsyncIterator[Enqueue]:
+    broker = _broker(url, queue)
+    # A client's startup creates the consumer group, at the stream's end: before the first job.
+    await broker.startup()
+    # The runner reads used_memory before and after the enqueue. Each of the 50 connections the
+    # pool opens holds a query buffer larger than 50 stream entries, so both readings are taken
+    # with none open: the pool is emptied before the clock starts and closed before it stops
+    # (the producer says done once the broker has shut down).
+    await broker.connection_pool.disconnect()
+    task = broker.find_task(TASK)
+    try:
+        yield lambda n, progress: enqueue_in_flight(n, ENQUEUE_IN_FLIGHT, lambda: task.kiq(PAYLOAD), progress)
+    finally:
+        await broker.shutdown()
+
+
 class Taskiq:
     name = "taskiq"
     distribution = "taskiq"
@@ -143,23 +160,7 @@ class Taskiq:
                 "in_flight_per_consumer": self.max_async_tasks}
 
     def produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
-        return asyncio.run(self._produce(url, queue, n, gate, progress))
-
-    async def _produce(self, url: str, queue: str, n: int, gate: Gate, progress: Callable[[int], None]) -> int:
-        broker = _broker(url, queue)
-        # A client's startup creates the consumer group, at the stream's end: before the first job.
-        await broker.startup()
-        # The runner reads used_memory before and after the enqueue. Each of the 50 connections the
-        # pool opens holds a query buffer larger than 50 stream entries, so both readings are taken
-        # with none open: the pool is emptied before the clock starts and closed before it stops.
-        await broker.connection_pool.disconnect()
-        gate.ready()
-        task = broker.find_task(TASK)
-        accepted = await enqueue_in_flight(n, ENQUEUE_IN_FLIGHT, lambda: task.kiq(PAYLOAD), progress)
-        enqueued_at = time.perf_counter()
-        await broker.shutdown()
-        gate.done(at=enqueued_at)
-        return accepted
+        return produce_async(lambda: _producing(url, queue), n, gate, progress, done_after_close=True)
 
     def consume(self, url: str, queue: str, gate: Gate) -> None:
         asyncio.run(self._consume(url, queue, gate))

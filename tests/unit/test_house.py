@@ -175,6 +175,23 @@ def test_cycle_finder_finds_a_planted_cycle() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
+def back_imports(imports: dict[str, set[str]], packages: set[str]) -> dict[str, list[str]]:
+    """Modules that import a package `__init__` they themselves live in: the
+    package runs its `__init__` first, so such an import is a cycle waiting for
+    the `__init__` to import that module."""
+    found = {m: sorted(t for t in deps if t in packages and m.startswith(t + "."))
+             for m, deps in imports.items()}
+    return {m: ts for m, ts in found.items() if ts}
+
+
+def test_no_package_init_is_imported_back_by_its_own_submodules() -> None:
+    packages = {_module_name(f) for p in PACKAGES for f in (ROOT / p).rglob("__init__.py")}
+    assert {"echomq", "echomq_bench", "echomq_bench.capacity"} <= packages
+    assert back_imports(FIGURES.imports, packages) == {}
+    planted = {"pkg.sub": {"pkg", "other"}, "pkg": {"pkg.sub"}, "pkg2.mod": {"pkg"}}
+    assert back_imports(planted, {"pkg", "pkg2"}) == {"pkg.sub": ["pkg"]}
+
+
 def test_the_client_imports_nothing_of_the_instrument() -> None:
     client = {m: deps for m, deps in FIGURES.imports.items() if m == "echomq" or m.startswith("echomq.")}
     assert client, "the client's modules were not read"

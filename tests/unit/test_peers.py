@@ -12,7 +12,6 @@ from echomq_bench.cli import main
 from echomq_bench.measurement.verdicts import log_half_width
 from echomq_bench.peers import MODES, PEERS, PeerMissingError, bullmq_node, get, modes_of
 from echomq_bench.peers.bullmq import CONCURRENCY
-from echomq_bench.peers.children import Child
 from echomq_bench.peers.intervals import interval
 from echomq_bench.peers.result import PeerRun, Phase
 from echomq_bench.measurement.serverstats import Usage
@@ -85,16 +84,6 @@ def test_throughput_holds_100_jobs_in_flight_wherever_the_library_has_the_knob()
     # RQ's SimpleWorker runs one job at a time, whatever it is given.
     assert {name for name, jobs in in_flight.items() if jobs != 100} == {"rq"}
     assert {"streaq", "taskiq"} <= set(in_flight)
-
-
-def test_a_stop_sent_to_a_consumer_that_already_exited_is_dropped(tmp_path: Path) -> None:
-    # A burst worker (arq, RQ, streaQ) may finish and exit before the runner says stop.
-    child = Child({"peer": "streaq", "mode": "default", "role": "consume0"}, tmp_path / "child.log",
-                  (sys.executable, "-c", "import sys; sys.stdin.readline()"))
-    assert child.proc.wait(timeout=30) == 0
-    child.stop()
-    child.close()
-    assert child.proc.stdin is not None and child.proc.stdin.closed
 
 
 def test_node_and_python_bullmq_run_the_same_concurrency() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from echomq_bench.progress import CLEAR, Progress
+from echomq_bench.progress import CLEAR, Progress, prefixed, silent
 
 
 class Terminal(io.StringIO):
@@ -41,3 +41,10 @@ def test_in_a_log_each_phase_shows_at_once_and_a_countdown_every_so_often() -> N
     progress.done()  # nothing to clear in a log
     progress.end("done")
     assert out.getvalue().splitlines()[-1] == "done"
+
+
+def test_a_prefixed_progress_names_whose_status_it_is() -> None:
+    seen: list[str] = []
+    prefixed(prefixed(seen.append, "[trial 1/3]"), "redis:")("measuring 1.0/5 s")
+    assert seen == ["[trial 1/3] redis: measuring 1.0/5 s"]
+    assert prefixed(None, "redis:") is silent
