@@ -1,6 +1,8 @@
-"""A cluster capacity run's result: each master's `CapacityResult` and the totals over them,
-as summary entries and tidy rows (`echomq_bench.capacity.cluster` produces it; the report's
-`kinds.capacity` renders the record)."""
+"""A cluster capacity run's result: each master's `CapacityResult` and the totals over
+them, as a typed summary entry (`records.kinds.capacity.ClusterEntry`) and tidy rows. It
+answers `capacity.result.CapacityFigures` as one server's result does, so a capacity run
+returns either (`echomq_bench.capacity.cluster` produces it; the report's `kinds.capacity`
+renders the record)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from echomq_bench.capacity.result import CapacityResult, headline_keys, load_context, median_rate, write_hgrms
+from echomq_bench.capacity.result import CapacityResult, median_rate, write_hgrms
 from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.load.driver import VERBS
 from echomq_bench.measurement import serverstats
 from echomq_bench.measurement.latency import Latency
+from echomq_bench.records.kinds.capacity import ClusterEntry, NodeEntry
 from echomq_bench.servers import Placement
 
 __all__ = ["ClusterCapacityResult", "NodeResult", "CEILING_NOTE", "FULL_MACHINE"]
@@ -180,44 +183,34 @@ class ClusterCapacityResult:
 
     # -- records -------------------------------------------------------------
 
-    def node_entry(self, n: NodeResult) -> dict[str, Any]:
+    def node_entry(self, n: NodeResult) -> NodeEntry:
         r = n.result
-        return {"node": n.node, "queues": list(n.queues), "version": r.version, "cycles_per_s": r.cycles_per_s,
-                "cycles": r.cycles, "server_utilization": r.server_utilization,
-                "server_cpu_utilization": r.server_cpu_utilization, "server_wait": r.server_wait,
-                "server_us_per_cycle": r.server_us_per_cycle, "script_us_per_cycle": r.script_us_per_cycle,
-                "scripts_per_cycle": r.scripts_per_cycle, "client_utilization": r.client_utilization,
-                "client_wait": r.client_wait, "backlog": r.backlog, "counts": r.counts,
-                "latency_ms": {v: r.latency_ms(v) for v in VERBS if r.latency_ms(v)}}
+        return NodeEntry(
+            node=n.node, queues=tuple(n.queues), version=r.version, cycles_per_s=r.cycles_per_s, cycles=r.cycles,
+            server_utilization=r.server_utilization, server_cpu_utilization=r.server_cpu_utilization,
+            server_wait=r.server_wait, server_us_per_cycle=r.server_us_per_cycle,
+            script_us_per_cycle=r.script_us_per_cycle, scripts_per_cycle=r.scripts_per_cycle,
+            client_utilization=r.client_utilization, client_wait=r.client_wait, backlog=r.backlog,
+            counts=dict(r.counts), latency_ms={v: r.latency_ms(v) for v in VERBS if r.latency_ms(v)})
 
-    def headline(self) -> dict[str, Any]:
-        """The summary.json entry: one server's headline keys over the whole cluster, then the nodes."""
-        return {
-            **headline_keys(self),
-            "bound_node": self.bound_node,
-            "busiest_node": self.busiest.node,
-            "ceiling_claims_per_s": None,
-            "ceiling_note": self.ceiling_note,
-            "of_ceiling": None,
-            "script_us_per_cycle": self.script_us_per_cycle,
-            **load_context(self),
-            "cores_note": self.cores_note,
-            "machine_busy": self.machine_busy,
-            "cores_full": self.cores_full,
-            "cluster": True,
-            "queues": len(self.placements),
-            "placements": [asdict(p) for p in self.placements],
-            "nodes": [self.node_entry(n) for n in self.nodes],
-            "unloaded_masters": self.unloaded,
-            "accounting_passed": self.accounting_passed,
-            "accounting": self.accounting,
-            "latency_ms": {v: self.latency_ms(v) for v in VERBS if self.latency_ms(v)},
-            "counts": self.counts,
-            "backlog": self.backlog,
-            "scripts": self.scripts,
-            "warnings": self.warnings,
-            **({"audit": self.audit} if self.audit is not None else {}),
-        }
+    def entry(self) -> ClusterEntry:
+        """The summary.json entry: one server's headline figures over the whole cluster, then the nodes."""
+        settings = self.settings
+        return ClusterEntry(
+            cycles_per_s=self.cycles_per_s, server_us_per_cycle=self.server_us_per_cycle,
+            server_utilization=self.server_utilization, client_utilization=self.client_utilization,
+            bound=self.bound, bound_node=self.bound_node, busiest_node=self.busiest.node,
+            ceiling_note=self.ceiling_note, script_us_per_cycle=self.script_us_per_cycle,
+            median_bin_cycles_per_s=self.median_bin_rate, mode="open loop" if settings.rate else "closed loop",
+            target_cycles_per_s=settings.rate, feed=settings.feed, server_wait=self.server_wait,
+            client_wait=self.client_wait, steal=self.steal, version=self.version, pinning=self.pinning,
+            cycles=self.cycles, window_s=self.window_s, client_cores=self.client_cores, cores_note=self.cores_note,
+            machine_busy=self.machine_busy, cores_full=self.cores_full, queues=len(self.placements),
+            placements=tuple(asdict(p) for p in self.placements), nodes=tuple(self.node_entry(n) for n in self.nodes),
+            unloaded_masters=tuple(self.unloaded), accounting_passed=self.accounting_passed,
+            accounting=tuple(self.accounting), latency_ms={v: self.latency_ms(v) for v in VERBS if self.latency_ms(v)},
+            counts=self.counts, backlog=self.backlog, scripts=self.scripts, warnings=tuple(self.warnings),
+            audit=self.audit)
 
     def rows(self, **condition: Any) -> list[dict[str, Any]]:
         """Tidy rows with a `node` column: every metric of every master, then the totals as node `all`."""

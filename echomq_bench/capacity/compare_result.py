@@ -1,4 +1,4 @@
-"""What a comparison found: the trials as run, the verdicts read from them, the summary and the table.
+"""What a comparison found: the trials as run, the verdicts read from them, the record and the table.
 
 The headline is the ratio of server µs per cycle, build over baseline: CPU
 time of the server's main thread per claim+complete cycle. It does not
@@ -18,15 +18,16 @@ full, the p99 is mostly the driver's own queue (Little's law).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from echomq_bench.capacity.result import CapacityResult
 from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.measurement.latency import Latency
-from echomq_bench.measurement.stats import round_ratio
+from echomq_bench.measurement.stats import round_ratio, spread
 from echomq_bench.measurement.verdicts import INCONCLUSIVE, LEVEL, MARGIN, METHOD, MIN_TRIALS, Verdict, judge
+from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spread, VerdictEntry
 from echomq_bench.servers import ServerSpec
 
 __all__ = ["Build", "Judging", "Trial", "CompareResult", "METRICS", "INTERLEAVE_TEXT", "HEADLINE", "CLOSED_LOOP_P99",
@@ -154,20 +155,18 @@ class CompareResult:
             return _no_trials(metric, excluded, self.margin)
         return judge(ratios, higher_is_better=METRICS[metric][1], margin=self.margin, excluded=excluded)
 
-    def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "kind": "compare", "baseline": self.baseline, "trials": len(self.of(self.baseline)),
-            "interleave": self.interleave, "order": INTERLEAVE_TEXT[self.interleave], "headline": HEADLINE,
-            "method": METHOD, "level": LEVEL, "min_trials": MIN_TRIALS, "margin": self.margin,
-            "precision": self.precision, "mode": "open loop" if self.settings.rate else "closed loop",
-            "pair_by": self.pair_by, "pairing": PAIR_BY[self.pair_by],
-            "baselines": {b.name: self.baseline_of(b.name) for b in self.builds}, "builds": {}}
-        if self.interleave == "together":
-            out["rates_note"] = (f"the {len(self.builds)} builds shared one core: cycles/s and server busy are "
-                                 "each build's share of it; server µs/cycle does not depend on the share")
-        for build in self.builds:
-            out["builds"][build.name] = _entry(self, build)
-        return out
+    def record(self) -> CompareRecord:
+        """The run as summary.json holds it (without an --slo block)."""
+        together = self.interleave == "together"
+        return CompareRecord(
+            baseline=self.baseline, trials=len(self.of(self.baseline)), interleave=self.interleave,
+            order=INTERLEAVE_TEXT[self.interleave], headline=HEADLINE, method=METHOD, level=LEVEL,
+            min_trials=MIN_TRIALS, margin=self.margin, precision=self.precision,
+            mode="open loop" if self.settings.rate else "closed loop", pair_by=self.pair_by,
+            pairing=PAIR_BY[self.pair_by], baselines={b.name: self.baseline_of(b.name) for b in self.builds},
+            builds={build.name: _entry(self, build) for build in self.builds},
+            rates_note=(f"the {len(self.builds)} builds shared one core: cycles/s and server busy are each build's "
+                        "share of it; server µs/cycle does not depend on the share") if together else None)
 
     def rows(self) -> list[dict[str, Any]]:
         rows = [row for t in self.trials for row in t.result.rows(trial=t.trial, order=t.order)]
@@ -190,48 +189,45 @@ class CompareResult:
         return merged
 
 
-def median(values: Sequence[float]) -> float:
-    s = sorted(values)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+def _spread(values: Sequence[float]) -> Spread:
+    return Spread(**spread(values))
 
 
-def spread(values: Sequence[float]) -> dict[str, float]:
-    return {"median": median(values), "min": min(values), "max": max(values)}
+def _ratios(result: CompareResult, build: str) -> dict[str, Any]:
+    """Each metric's ratio to the baseline, its interval, verdict and label, and the verdicts whole."""
+    out: dict[str, Any] = {}
+    verdicts: dict[str, VerdictEntry] = {}
+    for metric in METRICS:
+        v = result.verdict(build, metric)
+        verdicts[metric] = (VerdictEntry.from_record(v.to_dict()) if v is not None
+                            else VerdictEntry(text=CLOSED_LOOP_P99))
+        if v is not None:
+            out.update({f"{metric}_ratio": v.ratio, f"{metric}_ci95": tuple(v.ci) if v.ci else None,
+                        f"{metric}_verdict": v.text, f"{metric}_label": v.label()})
+    return {**out, "verdicts": verdicts, "verdict": verdicts[HEADLINE].text}
 
 
-def _entry(result: CompareResult, build: Build) -> dict[str, Any]:
+def _entry(result: CompareResult, build: Build) -> CompareEntry:
     """One build's summary: its spreads over trials, its bound per trial, and its verdicts."""
     runs = result.of(build.name)
     saturated = result.saturated(build.name)
-    entry: dict[str, Any] = {
-        "version": runs[0].version, "spec": build.spec.describe(), "scripts": runs[0].scripts,
-        "cycles_per_s": spread(result.values(build.name, "throughput")),
-        "server_us_per_cycle": spread(result.values(build.name, "server_us")),
-        "claim_p99_ms": spread(result.values(build.name, "p99")),
-        "server_utilization": spread([r.server_utilization for r in runs]),
-        "server_wait": spread([r.server_wait or 0.0 for r in runs]),
-        "client_utilization": spread([r.client_utilization for r in runs]),
-        "cpu_share_per_trial": [round(r.server_utilization, 4) for r in runs],
-        "bound": {b: sum(r.bound == b for r in runs) for b in ("server", "client", "neither")},
-        "ceiling_claims_per_s": next((r.ceiling_claims_per_s for r in runs if r.ceiling), None),
-        "pinning": runs[0].pinning,
-        "allocator": runs[0].server.get("allocator"), "binary": runs[0].server.get("binary"),
-        "warnings": [f"trial {i + 1}: {w}" for i, r in enumerate(runs) for w in r.warnings]}
-    entry["baseline"] = result.baseline_of(build.name)
-    if entry["baseline"] == build.name:
-        entry["verdict"] = "baseline"
-        return entry
-    entry["trials_counted"], entry["trials_excluded"] = sum(saturated), len(saturated) - sum(saturated)
-    entry["excluded_trials"] = [i + 1 for i, ok in enumerate(saturated) if not ok]
-    verdicts: dict[str, Any] = {}
-    for metric in METRICS:
-        v = result.verdict(build.name, metric)
-        verdicts[metric] = v.to_dict() if v is not None else {"text": CLOSED_LOOP_P99}
-        if v is not None:
-            entry.update({f"{metric}_ratio": v.ratio, f"{metric}_ci95": list(v.ci) if v.ci else None,
-                          f"{metric}_verdict": v.text, f"{metric}_label": v.label()})
-    entry["verdicts"] = verdicts
-    entry["verdict"] = entry[f"{HEADLINE}_verdict"]
-    entry["throughput_trial_ratios"] = result.trial_ratios(build.name, "throughput")
-    return entry
+    entry = CompareEntry(
+        version=runs[0].version, spec=build.spec.describe(), scripts=runs[0].scripts,
+        cycles_per_s=_spread(result.values(build.name, "throughput")),
+        server_us_per_cycle=_spread(result.values(build.name, "server_us")),
+        claim_p99_ms=_spread(result.values(build.name, "p99")),
+        server_utilization=_spread([r.server_utilization for r in runs]),
+        server_wait=_spread([r.server_wait or 0.0 for r in runs]),
+        client_utilization=_spread([r.client_utilization for r in runs]),
+        cpu_share_per_trial=tuple(round(r.server_utilization, 4) for r in runs),
+        bound={b: sum(r.bound == b for r in runs) for b in ("server", "client", "neither")},
+        ceiling_claims_per_s=next((r.ceiling_claims_per_s for r in runs if r.ceiling), None),
+        pinning=runs[0].pinning, allocator=runs[0].server.get("allocator"), binary=runs[0].server.get("binary"),
+        warnings=tuple(f"trial {i + 1}: {w}" for i, r in enumerate(runs) for w in r.warnings),
+        baseline=result.baseline_of(build.name))
+    if entry.baseline == build.name:
+        return replace(entry, verdict="baseline")
+    return replace(entry, trials_counted=sum(saturated), trials_excluded=len(saturated) - sum(saturated),
+                   excluded_trials=tuple(i + 1 for i, ok in enumerate(saturated) if not ok),
+                   throughput_trial_ratios=tuple(result.trial_ratios(build.name, "throughput")),
+                   **_ratios(result, build.name))

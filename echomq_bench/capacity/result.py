@@ -1,7 +1,7 @@
 """A capacity run's result: the record runners write and reports read.
 
-`CapacityResult.headline()` is the summary.json entry (the six figures the
-issue names first), `rows()` the tidy CSV rows, `write_hgrm()` one
+`CapacityResult.entry()` is its summary.json entry, typed
+(`echomq_bench.records.kinds.capacity`), `rows()` the tidy CSV rows, `write_hgrm()` one
 HdrHistogram percentile file per verb. `build_result` makes one from what
 a session set up (`RunSetup`), what its workers counted and what the parent
 sampled of the server (`Measured`); the session module calls it, and this
@@ -11,10 +11,9 @@ module needs nothing of the session's.
 from __future__ import annotations
 
 import os
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from echomq_bench.capacity.open_loop import open_loop_account, open_loop_warnings
 from echomq_bench.capacity.settings import CapacitySettings
@@ -22,11 +21,13 @@ from echomq_bench.measurement import serverstats
 from echomq_bench.load.ceiling import Ceiling
 from echomq_bench.load.driver import BIN_S, VERBS
 from echomq_bench.measurement.latency import Latency
+from echomq_bench.measurement.stats import median
+from echomq_bench.records.kinds.capacity import CapacityEntry, ClusterEntry
 
 # Off-CPU waiting beyond this share of the window is worth a warning.
 SHARED_CORE = 0.05
 
-__all__ = ["CapacityResult", "RunSetup", "Measured", "build_result", "headline_keys", "load_context"]
+__all__ = ["CapacityFigures", "CapacityResult", "RunSetup", "Measured", "build_result"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,43 @@ class Measured:
     owned_s: float                # the part of the window that was this server's (all of it unless alternating)
     bins: tuple[float, tuple[int, ...]] = (BIN_S, ())   # timeline: bin length, this server's whole bins in the window
     sharing: int = 1              # servers loaded at once on the server core (compare --interleave together)
+
+
+class CapacityFigures(Protocol):
+    """What a capacity run gives, of one server (`CapacityResult`) or a whole cluster
+    (`capacity.cluster_result.ClusterCapacityResult`, its totals over per-master results):
+    the figures a reader wants first, its summary entry, its tidy rows and its histograms."""
+
+    @property
+    def build(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def settings(self) -> CapacitySettings: ...
+    @property
+    def pinning(self) -> str: ...
+    @property
+    def server(self) -> dict[str, Any]: ...
+    @property
+    def cycles_per_s(self) -> float: ...
+    @property
+    def server_us_per_cycle(self) -> float: ...
+    @property
+    def server_utilization(self) -> float: ...
+    @property
+    def client_utilization(self) -> float: ...
+    @property
+    def bound(self) -> str: ...
+    @property
+    def warnings(self) -> list[str]: ...
+    @property
+    def audit(self) -> dict[str, Any] | None: ...
+
+    def latency_ms(self, verb: str) -> dict[str, float]: ...
+    def entry(self) -> CapacityEntry | ClusterEntry: ...
+    def rows(self, **condition: Any) -> list[dict[str, Any]]: ...
+    def timeline_rows(self, **condition: Any) -> list[dict[str, Any]]: ...
+    def write_hgrm(self, folder: Path, prefix: str = "") -> list[Path]: ...
 
 
 @dataclass(frozen=True)
@@ -113,24 +151,21 @@ class CapacityResult:
             self._summaries[verb] = hist.summary_ms() if hist is not None and hist.count else {}
         return self._summaries[verb]
 
-    def headline(self) -> dict[str, Any]:
-        """The summary.json entry: the six headline keys first, then context."""
-        return {
-            **headline_keys(self),
-            "ceiling_claims_per_s": self.ceiling_claims_per_s,
-            "of_ceiling": self.of_ceiling,
-            "script_us_per_cycle": self.script_us_per_cycle,
-            **load_context(self),
-            "scripts_per_cycle": self.scripts_per_cycle,
-            "latency_ms": {v: self.latency_ms(v) for v in VERBS if self.latency_ms(v)},
-            "ceiling": self.ceiling.to_dict() if self.ceiling else None,
-            "counts": self.counts,
-            "backlog": self.backlog,
-            "scripts": self.scripts,
-            "warnings": self.warnings,
-            **({"open_loop": self.open_loop} if self.open_loop is not None else {}),
-            **({"audit": self.audit} if self.audit is not None else {}),
-        }
+    def entry(self) -> CapacityEntry:
+        """The build's summary.json entry: the headline figures first, then context."""
+        settings = self.settings
+        return CapacityEntry(
+            cycles_per_s=self.cycles_per_s, server_us_per_cycle=self.server_us_per_cycle,
+            server_utilization=self.server_utilization, client_utilization=self.client_utilization,
+            bound=self.bound, ceiling_claims_per_s=self.ceiling_claims_per_s, of_ceiling=self.of_ceiling,
+            script_us_per_cycle=self.script_us_per_cycle, median_bin_cycles_per_s=self.median_bin_rate,
+            mode="open loop" if settings.rate else "closed loop", target_cycles_per_s=settings.rate,
+            feed=settings.feed, server_wait=self.server_wait, client_wait=self.client_wait, steal=self.steal,
+            version=self.version, pinning=self.pinning, cycles=self.cycles, window_s=self.window_s,
+            client_cores=self.client_cores, scripts_per_cycle=self.scripts_per_cycle,
+            latency_ms={v: self.latency_ms(v) for v in VERBS if self.latency_ms(v)},
+            ceiling=self.ceiling.to_dict() if self.ceiling else None, counts=dict(self.counts), backlog=self.backlog,
+            scripts=self.scripts, warnings=tuple(self.warnings), open_loop=self.open_loop, audit=self.audit)
 
     def rows(self, **condition: Any) -> list[dict[str, Any]]:
         """Tidy rows: the condition columns, then metric, value, unit."""
@@ -171,7 +206,7 @@ class CapacityResult:
 
 def median_rate(timeline: list[tuple[float, float]], fallback: float) -> float:
     """The median of a timeline's cycles/s (`fallback` when it is empty)."""
-    return statistics.median(rate for _, rate in timeline) if timeline else fallback
+    return median(rate for _, rate in timeline) if timeline else fallback
 
 
 def write_hgrms(folder: Path, stem: str, latency: dict[str, Latency]) -> list[Path]:
@@ -266,21 +301,3 @@ def build_result(setup: RunSetup, results: list[dict[str, Any]], measured: Measu
         ceiling=setup.ceiling, counts=counts, latency=latency, audit=audit_out,
         warnings=errors + open_loop_warnings(account) + _warnings(setup, counts, measured, server_wait, client_wait),
         server=dict(setup.server), timeline=timeline, open_loop=account)
-
-
-def headline_keys(result: Any) -> dict[str, Any]:
-    """What a capacity run is read for, a server's or a whole cluster's, in the order a reader wants them."""
-    return {"cycles_per_s": result.cycles_per_s, "server_us_per_cycle": result.server_us_per_cycle,
-            "server_utilization": result.server_utilization, "client_utilization": result.client_utilization,
-            "bound": result.bound}
-
-
-def load_context(result: Any) -> dict[str, Any]:
-    """How the load ran (its window, the cycles finished in it, the driver's cores) and what else the
-    machine did meanwhile."""
-    settings = result.settings
-    return {"median_bin_cycles_per_s": result.median_bin_rate,
-            "mode": "open loop" if settings.rate else "closed loop", "target_cycles_per_s": settings.rate,
-            "feed": settings.feed, "server_wait": result.server_wait, "client_wait": result.client_wait,
-            "steal": result.steal, "version": result.version, "pinning": result.pinning,
-            "cycles": result.cycles, "window_s": result.window_s, "client_cores": result.client_cores}

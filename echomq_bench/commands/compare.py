@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
-from echomq.scripts import discover
+from echomq import discover
 from echomq_bench.capacity.compare import (DEFAULT_TRIALS, INTERLEAVE, INTERLEAVE_TEXT, METRICS, PAIR_BY,
                                            PRECISION_CAP, SHARED_CORE_PIPELINE, Build, CompareResult, Judging,
                                            Trial, run_compare, unique_builds)
@@ -25,9 +25,9 @@ from echomq_bench.capacity.settings import refuse_clusters
 from echomq_bench.capacity.slo import run_slo, slo_refusal
 from echomq_bench.capacity.slo_result import SloResult
 from echomq_bench.capacity.slo_spec import DEFAULT_RESOLUTION
-from echomq_bench.capacity.workload import settings_from_args
+from echomq_bench.capacity.workload import add_workload_options, settings_from_args
+from echomq_bench.options import add_quick, duration_s, fraction, number
 from echomq_bench.progress import Progress
-from echomq_bench.options import add_quick, add_workload_options, duration_s, fraction, number
 
 __all__ = ["Build", "Trial", "CompareResult", "run_compare", "write_compare", "METRICS", "configure", "run",
            "unique_builds"]
@@ -74,8 +74,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "against the first --server of its own allocator, so that a ratio is a version's alone")
     parser.add_argument("--slot", type=duration_s, default=SLOT_S, metavar="DURATION",
                         help=f"turn length with --interleave slot (default {SLOT_S:g}s)")
-    # The flag the equivalence margin replaced: its value is the margin.
-    parser.add_argument("--min-effect", type=fraction, dest="margin", help=argparse.SUPPRESS)
     add_workload_options(parser, duration_default=f"{DEFAULT_DURATION_S:g}s", pipeline_default=SHARED_CORE_PIPELINE)
     add_quick(parser, f"{QUICK_TRIALS} trials of a 2s window after 0.5s of warm-up, a 20,000-claim ceiling "
                       "(flags given still win)")
@@ -90,6 +88,7 @@ def write_compare(out: Path, result: CompareResult, argv: list[str] | None = Non
     """The run's files in `out`: meta.json, compare.csv (trial x build x metric), summary.json, merged .hgrm;
     with `slo`, its block in summary.json and a row per probe in slo.csv."""
     from echomq_bench.records import meta
+    from echomq_bench.records.kinds.capacity import SloBlock
     from echomq_bench.records.record import Record
     from echomq_bench.records.writer import write_record
 
@@ -105,13 +104,14 @@ def write_compare(out: Path, result: CompareResult, argv: list[str] | None = Non
             hist = result.merged_latency(b.name, verb)
             if hist.count:
                 hist.write_hgrm(out / f"{b.name}-{verb}.hgrm")
-    summary = {k: v for k, v in result.summary().items() if k != "kind"}
+    record = result.record()
     tables = {"compare": result.rows(),
               "timeline": [row for t in result.trials for row in t.result.timeline_rows(trial=t.trial, order=t.order)]}
     if slo is not None:
-        summary["slo"] = slo.compared({b.name: result.baseline_of(b.name) for b in result.builds}, result.margin)
+        record = replace(record, slo=SloBlock.from_record(
+            slo.compared({b.name: result.baseline_of(b.name) for b in result.builds}, result.margin)))
         tables["slo"] = slo.rows()
-    return write_record(out, Record(kind="compare", summary=summary, meta=info, tables=tables))
+    return write_record(out, Record(kind="compare", summary=record.to_record(), meta=info, tables=tables))
 
 
 def run(args: argparse.Namespace) -> int:

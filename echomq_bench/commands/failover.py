@@ -44,28 +44,28 @@ import sys
 import tempfile
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from echomq.errors import EchoMQError
-from echomq.keys import QueueKeys
+from echomq import QueueKeys
 from echomq_bench.faults.claimprobe import ClaimProbe, probe_jobs
 from echomq_bench.faults.clusterload import ClusterLoad, Progress, cluster_client
+from echomq_bench.faults.failover_result import FailoverResult, failover_record
 from echomq_bench.faults.historyrun import places
-from echomq_bench.load.audit import AuditReport, audit
+from echomq_bench.load.audit import audit
 from echomq_bench.load.engine import now
 from echomq_bench.load.recorders import LedgerRecorder
 from echomq_bench.measurement.history import History
 from echomq_bench.measurement.historycheck import check_files
-from echomq_bench.records.record import Record
+from echomq_bench.progress import ProgressFn, silent
 from echomq_bench.records.writer import write_record
 from echomq_bench.servers import EmbeddedCluster, format_placements, spread_queues
-from echomq_bench.servers import BUILTIN_BINARIES, ServerSpec, ServerSpecError
+from echomq_bench.servers import BUILTIN_BINARIES, ServerError, ServerSpec, ServerSpecError
 
-__all__ = ["FailoverResult", "failover_spec", "run_failover", "failover_record", "configure", "run"]
+__all__ = ["failover_spec", "run_failover", "configure", "run"]
 
 DEFAULT_NODE_TIMEOUT_MS = 1000
 CONSUMERS = 2
@@ -73,42 +73,6 @@ DRAIN_S = 10.0  # at most, for the consumers to empty the queues after the load
 LOAD_S = 2.0  # load before the kill and after recovery
 QUICK_LOAD_S = 0.5
 FAULT = "failover"   # the fault kind the history names, from the kill until every node is ok
-HISTORY_FIGURES = ("lost", "recovered", "unexpected", "duplicated", "token_fell", "stale_accepted", "lease_overlap")
-
-
-@dataclass(frozen=True)
-class FailoverResult:
-    name: str
-    version: str
-    queues: list[str]
-    victim: str
-    new_master: str
-    kill_to_promoted_s: float
-    kill_to_ready_s: float
-    kill_to_resumed_s: float | None  # None: no enqueue on the victim's queue succeeded before the load stopped
-    errors_window_s: float
-    errors: dict[str, int]
-    ops: int
-    load_s: float  # how long the producer ran
-    doubt_enqueue: int
-    doubt_enqueue_found: int
-    doubt_complete: int
-    doubt_complete_gone: int
-    report: AuditReport
-    history: dict[str, Any] = field(default_factory=dict)   # the history check (measurement.historycheck)
-    # The claim-only worker: None when none of its claims was answered after the kill.
-    kill_to_claim_only_s: float | None = None
-    claim_only_failed: int = 0  # its claims that failed after the kill before one was answered
-
-    @property
-    def passed(self) -> bool:
-        return (self.report.passed and bool(self.history.get("passed", True))
-                and self.kill_to_claim_only_s is not None)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "report"}
-        out["audit"] = self.report.to_dict()
-        return out
 
 
 def failover_spec(spec: ServerSpec, node_timeout_ms: int = DEFAULT_NODE_TIMEOUT_MS) -> ServerSpec:
@@ -154,29 +118,29 @@ def run_failover(
     rate: float = 300.0,
     before_s: float = 2.0,
     after_s: float = 2.0,
-    log: Any = None,
+    log: ProgressFn | None = None,
     history_dir: Path | None = None,
 ) -> FailoverResult:
     """Start the cluster, load it, kill the master of queue 0, audit and
     check the history (kept in `history_dir`, else in a temporary folder).
     The cluster is stopped on the way out."""
-    say = log or (lambda text: None)
+    log = log or silent
     spec = failover_spec(spec)
     cluster = EmbeddedCluster(spec)
     try:
         with ExitStack() as stack:
             if history_dir is None:
                 history_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="failover-history-")))
-            return _run(cluster, queues, rate, (before_s, after_s), say, history_dir, stack)
+            return _run(cluster, queues, rate, (before_s, after_s), log, history_dir, stack)
     finally:
         cluster.stop()
 
 
-def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float, float], say: Any,
+def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float, float], log: ProgressFn,
          history_dir: Path, stack: ExitStack) -> FailoverResult:
     masters = cluster.masters()
     placements = spread_queues(cluster, queues, prefix="fo")
-    say(format_placements(placements))
+    log(format_placements(placements))
     names = [p.queue for p in placements]
     victim = next(m for m in masters if m.name == placements[0].node)
     probe_queue = next(p.queue for p in spread_queues(cluster, len(masters), prefix="co") if p.node == victim.name)
@@ -187,7 +151,7 @@ def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float
     t_load = now()
     load.start()
     time.sleep(load_s[0])
-    say(f"killing master {victim.name} (pid {victim.pid}), which owns {placements[0].queue}")
+    log(f"killing master {victim.name} (pid {victim.pid}), which owns {placements[0].queue}")
     assert victim.pid is not None
     load.fault.kind = FAULT
     nemesis.note("start", FAULT)
@@ -201,7 +165,7 @@ def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float
     load.fault.kind = None
     nemesis.close()
     times = _Times(t_kill, t_promoted, now(), 0.0)
-    say(f"replica {new_master} promoted after {times.promoted_s:.2f} s; cluster ok after {times.ready_s:.2f} s")
+    log(f"replica {new_master} promoted after {times.promoted_s:.2f} s; cluster ok after {times.ready_s:.2f} s")
     time.sleep(load_s[1])
     load.stop_producer()
     times = replace(times, load_s=now() - t_load)
@@ -246,7 +210,7 @@ def _wait_promoted(cluster: EmbeddedCluster, masters_before: set[str], victim: s
         if new_master is not None:
             return new_master
         if now() - t_kill > 60:
-            raise EchoMQError(f"no replica took over from {victim} within 60 s")
+            raise ServerError(f"no replica took over from {victim} within 60 s")
         time.sleep(0.05)
 
 
@@ -336,24 +300,3 @@ def run(args: argparse.Namespace) -> int:
     print(record_text(out))
     print(f"results: {out}")
     return 0 if all(r.passed for r in results) else 1
-
-
-def failover_record(results: list[FailoverResult], info: dict[str, Any]) -> Record:
-    """The run as it is written: the results in summary.json, one tidy row per figure."""
-    rows = []
-    for r in results:
-        for metric, value, unit in (
-            ("kill_to_promoted", r.kill_to_promoted_s, "s"), ("kill_to_ready", r.kill_to_ready_s, "s"),
-            ("kill_to_resumed", r.kill_to_resumed_s, "s"),
-            ("kill_to_claim_only", r.kill_to_claim_only_s, "s"),
-            ("claim_only_failed_claims", r.claim_only_failed, "calls"),
-            ("failed_calls", sum(r.errors.values()), "calls"), ("calls", r.ops, "calls"),
-            ("load", r.load_s, "s"),
-            ("enqueued", r.report.enqueued, "jobs"), ("lost", r.report.lost, "jobs"),
-            ("in_two_places", r.report.in_two_places, "jobs"), ("audit_passed", int(r.report.passed), "bool"),
-            *((f"history_{k}", (r.history.get("counts") or {}).get(k), "jobs") for k in HISTORY_FIGURES),
-            ("history_passed", int(bool(r.history.get("passed"))) if r.history else None, "bool"),
-        ):
-            rows.append({"server": r.name, "version": r.version, "metric": metric, "value": value, "unit": unit})
-    return Record(kind="failover", summary={"runs": [r.to_dict() for r in results]}, meta=info,
-                  tables={"failover": rows})

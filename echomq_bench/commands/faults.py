@@ -196,7 +196,7 @@ def _run_soaks(args: argparse.Namespace) -> int:
         print(f"{spec.name} soak ...", flush=True)
         result = run_soak(spec, args.soak, seed, base, out / "logs",
                           on_server=lambda s: seen.setdefault(s.name, meta.describe_server(s)),
-                          say=lambda line: print(line, flush=True))
+                          log=lambda line: print(line, flush=True))
         results.append(result)
     passed = all(r.passed for r in results)
     info = meta.collect(soak_s=args.soak, seed=seed, load=base.__dict__, schedule=[f.__dict__ for f in plan])

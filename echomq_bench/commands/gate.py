@@ -43,6 +43,7 @@ from echomq_bench.microbench.cases import CASES
 from echomq_bench.microbench.history_baseline import HISTORY, UPDATE_WITH_HISTORY, missing_from_history
 from echomq_bench.microbench.gate import (DEFAULT_AB_TOLERANCE, DEFAULT_TOLERANCE, GateOptions, GateResult, Verdict,
                                           gate_one)
+from echomq_bench.records.kinds.gate import GateRecord
 from echomq_bench.records.record import Record
 
 # The comparison is echomq_bench.microbench.gate, the baselines echomq_bench.microbench.baseline;
@@ -83,7 +84,8 @@ def gate_record(found: list[GateResult], info: dict[str, Any]) -> Record:
     rows = [row for r in found for row in r.measurement.tidy_rows()]
     return Record(kind="gate", meta=info,
                   tables={"microbench": rows, "scripts": [row for r in found for row in r.script_rows()]},
-                  summary={"passed": not any(r.regressions for r in found), "builds": [r.summary() for r in found]})
+                  summary=GateRecord(passed=not any(r.regressions for r in found),
+                                     builds=tuple(r.entry() for r in found)).to_record())
 
 
 # -- CLI -----------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ def _missing_baseline(args: argparse.Namespace) -> str | None:
 def run_counts(args: argparse.Namespace) -> int:
     from echomq_bench.counts.baseline import PASSES
     from echomq_bench.counts.gate import CountGateOptions, count_gate, counts_record
-    from echomq_bench.progress import Progress
+    from echomq_bench.progress import Progress, prefixed
     from echomq_bench.records import files as results, meta
     from echomq_bench.report import record_text
 
@@ -93,10 +93,7 @@ def run_counts(args: argparse.Namespace) -> int:
     progress = Progress(label="gate --count instructions")
     found: list[Any] = []
     for spec in args.server:
-        def say(text: str, name: str = spec.name) -> None:
-            progress(f"{name} {text}")
-
-        found.append(count_gate(spec, options, say=say))
+        found.append(count_gate(spec, options, progress=prefixed(progress, spec.name)))
     progress.done()
     run_dir = results.new_run_dir("counts", args.out)
     info = meta.collect([], count={"update": args.update, "passes": options.passes,

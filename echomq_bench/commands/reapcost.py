@@ -81,20 +81,8 @@ def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path
 # -- CLI -----------------------------------------------------------------------------------
 
 
-def _legacy_cadence_ms(text: str) -> int:
-    from echomq_bench.options import DurationError, legacy_ms
-
-    try:
-        value = legacy_ms(text)
-    except DurationError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a cadence is at least 1ms, got {text!r}")
-    return int(round(value))
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
-    from echomq_bench.options import add_list, add_out, add_quick, choice, list_of, number, whole_ms
+    from echomq_bench.options import add_list, add_out, add_quick, choice, number, whole_ms
 
     parser.description = __doc__.split("\n\n")[0]
     add_quick(parser, "M up to 1M in 3 steps, caps up to 1,000, 3 repeats")
@@ -104,9 +92,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--orphans", type=int, default=None, metavar="K", help="mass crash size to drain")
     add_list(parser, "--cadence", whole_ms, dest="cadence_ms", metavar="DURATION",
              help="reaper cadences for the computed drain, e.g. 100ms,1s")
-    # The name carries the unit, so its bare numbers stay milliseconds.
-    parser.add_argument("--cadence-ms", action="extend", type=list_of(_legacy_cadence_ms), dest="cadence_ms",
-                        help=argparse.SUPPRESS)
     add_list(parser, "--verbs", choice(list(VERBS), "verb"), metavar="VERB", help="reap, promote (default both)")
     add_out(parser)
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import redis
 
-from echomq.keys import QueueKeys
+from echomq import QueueKeys
 from echomq_bench.faults.clusterload import PAUSE_AFTER_ERROR_S, ClusterLoad, LoadPolicies, Progress, cluster_client
 from echomq_bench.faults.historyrun import places
 from echomq_bench.load.audit import AuditReport, audit
@@ -39,6 +39,8 @@ from echomq_bench.load.engine import now
 from echomq_bench.load.policy import ConsumerPolicy, ProducerPolicy, PumpPolicy
 from echomq_bench.load.recorders import LedgerRecorder
 from echomq_bench.measurement.historycheck import check_files
+from echomq_bench.progress import ProgressFn, silent
+from echomq_bench.records.kinds.reshard import ReshardRecord, ReshardRun
 from echomq_bench.records.record import Record
 from echomq_bench.servers import BUILTIN_BINARIES, EmbeddedCluster, ServerSpec, ServerSpecError
 from echomq_bench.servers import format_placements, queue_slot, spread_queues
@@ -85,11 +87,15 @@ class ReshardResult:
         return (self.report.passed and self.in_no_set == 0 and self.without_row == 0
                 and self.move_refused is None and bool(self.history.get("passed", True)))
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "report"}
-        out["audit"] = self.report.to_dict()
-        out["passed"] = self.passed
-        return out
+    def to_run(self) -> ReshardRun:
+        """The run as summary.json holds it."""
+        return ReshardRun(
+            name=self.name, version=self.version, queues=tuple(self.queues), slot=self.slot, moves=self.moves,
+            keys_moved=self.keys_moved, moving_s=self.moving_s, move_refused=self.move_refused, load_s=self.load_s,
+            errors=dict(self.errors), ops=self.ops, in_no_set=self.in_no_set, without_row=self.without_row,
+            doubt_enqueue=self.doubt_enqueue, doubt_enqueue_found=self.doubt_enqueue_found,
+            doubt_complete=self.doubt_complete, doubt_complete_gone=self.doubt_complete_gone,
+            history=dict(self.history), audit=self.report.to_dict(), passed=self.passed)
 
 
 def reshard_spec(spec: ServerSpec) -> ServerSpec:
@@ -105,26 +111,26 @@ def reshard_spec(spec: ServerSpec) -> ServerSpec:
 
 
 def run_reshard(spec: ServerSpec, *, queues: int = 3, claim_rate: float = 300.0, moving_s: float = 3.0,
-                log: Any = None, history_dir: Path | None = None) -> ReshardResult:
+                log: ProgressFn | None = None, history_dir: Path | None = None) -> ReshardResult:
     """Start the cluster, load it, move queue 0's slot back and forth for
     `moving_s`, drain, audit and check the history (kept in `history_dir`,
     else in a temporary folder). The cluster is stopped on the way out."""
-    say = log or (lambda text: None)
+    log = log or silent
     cluster = EmbeddedCluster(reshard_spec(spec))
     try:
         with ExitStack() as stack:
             if history_dir is None:
                 history_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="reshard-history-")))
             history_dir.mkdir(parents=True, exist_ok=True)
-            return _run(cluster, queues, claim_rate, moving_s, say, history_dir)
+            return _run(cluster, queues, claim_rate, moving_s, log, history_dir)
     finally:
         cluster.stop()
 
 
-def _run(cluster: EmbeddedCluster, queues: int, claim_rate: float, moving_s: float, say: Any,
+def _run(cluster: EmbeddedCluster, queues: int, claim_rate: float, moving_s: float, log: ProgressFn,
          history_dir: Path) -> ReshardResult:
     placements = spread_queues(cluster, queues, prefix="rs")
-    say(format_placements(placements))
+    log(format_placements(placements))
     names = [p.queue for p in placements]
     progress = Progress(LedgerRecorder())
     load = ClusterLoad(cluster, names, claim_rate, CONSUMERS, progress, history_dir, _policies(claim_rate))
@@ -134,7 +140,7 @@ def _run(cluster: EmbeddedCluster, queues: int, claim_rate: float, moving_s: flo
     try:  # a move that fails (a MIGRATE refused) stops the load before it is raised
         time.sleep(0.5)  # the load in its stride before the first move
         load.fault.kind = FAULT
-        moved = _move_for(cluster, slot, placements[0].node, moving_s, say)
+        moved = _move_for(cluster, slot, placements[0].node, moving_s, log)
         load.fault.kind = None
         time.sleep(0.5)
         load.stop_producer()
@@ -176,7 +182,7 @@ class Moves:
     refused: str | None = None  # a MIGRATE the target refused, which stopped the moves
 
 
-def _move_for(cluster: EmbeddedCluster, slot: int, owner: str, seconds: float, say: Any) -> Moves:
+def _move_for(cluster: EmbeddedCluster, slot: int, owner: str, seconds: float, log: ProgressFn) -> Moves:
     """Move `slot` from its `owner` to another master and back until `seconds`
     have passed (at least once), or until a MIGRATE is refused."""
     masters = cluster.masters()
@@ -199,7 +205,7 @@ def _move_for(cluster: EmbeddedCluster, slot: int, owner: str, seconds: float, s
                     # BUSYKEY: a script wrote a key on the target that the source
                     # still holds. The move cannot finish; the slot stays split.
                     refused = f"MIGRATE {left[at:at + KEYS_PER_MIGRATE]!r} refused: {exc}"
-                    say(f"move {moves + 1} of slot {slot} stopped: {refused}")
+                    log(f"move {moves + 1} of slot {slot} stopped: {refused}")
                     return Moves(moves, keys_moved, time.monotonic() - start, refused)
                 keys_moved += len(left[at:at + KEYS_PER_MIGRATE])
                 time.sleep(PAUSE_S)
@@ -207,7 +213,7 @@ def _move_for(cluster: EmbeddedCluster, slot: int, owner: str, seconds: float, s
         owner = target.name
         moves += 1
     spent = time.monotonic() - start
-    say(f"moved slot {slot} {moves} times between masters: {keys_moved} keys in {spent:.2f} s")
+    log(f"moved slot {slot} {moves} times between masters: {keys_moved} keys in {spent:.2f} s")
     return Moves(moves, keys_moved, spent)
 
 
@@ -290,5 +296,5 @@ def reshard_record(results: list[ReshardResult], info: dict[str, Any]) -> Record
             ("history_passed", int(bool(r.history.get("passed"))) if r.history else None, "bool"),
         ):
             rows.append({"server": r.name, "version": r.version, "metric": metric, "value": value, "unit": unit})
-    return Record(kind="reshard", summary={"runs": [r.to_dict() for r in results]}, meta=info,
+    return Record(kind="reshard", summary=ReshardRecord(tuple(r.to_run() for r in results)).to_record(), meta=info,
                   tables={"reshard": rows})

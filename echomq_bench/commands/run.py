@@ -28,9 +28,9 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from echomq_bench.progress import Progress
+from echomq_bench.progress import Progress, ProgressFn, prefixed
 from echomq_bench.records import meta, files as results
 from echomq_bench.commands.reapcost import QUICK, CurveSettings
 from echomq_bench.lease.settings import SweepSettings
@@ -94,7 +94,7 @@ class Phases:
             self.status.end(f"[{self.i + 1}/{len(self.names)}] {self.names[self.i]}")
         self.i += 1
 
-    def say(self, text: str) -> None:
+    def progress(self, text: str) -> None:
         self.status(f"      {text}")
 
     def end_line(self) -> None:
@@ -118,7 +118,7 @@ def _check(specs: list[ServerSpec], out: Path) -> bool:
     from echomq_bench.commands.check import keep, play, verdict
     from echomq_bench.servers import running
 
-    def say(name: str, version: str, lines: list[Line] | None) -> None:
+    def report(name: str, version: str, lines: list[Line] | None) -> None:
         if lines is not None:
             print(f"  {name}: {version}: {verdict(lines)}", file=sys.stderr)
             for line in lines:
@@ -126,23 +126,23 @@ def _check(specs: list[ServerSpec], out: Path) -> bool:
                     print(f"    {line}", file=sys.stderr)
 
     with running(*specs) as servers:
-        ok, rows = play(servers, say)
+        ok, rows = play(servers, report)
         keep(out, servers, ok, rows)
     return ok
 
 
-def _verbs(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], None]) -> None:
+def _verbs(specs: list[ServerSpec], plan: Plan, out: Path, progress: ProgressFn) -> None:
     from echomq_bench.microbench.verbs import MATRIX_CASES, VERB_LABELS, matrix_settings, measure_builds
+    from echomq_bench.records.kinds.verbs import VerbsRecord
     from echomq_bench.servers import running
 
     settings = matrix_settings(plan.verb_rounds)
     with running(*specs) as servers:
-        builds, rows = measure_builds(servers, settings, say)
+        builds, rows = measure_builds(servers, settings, progress)
         info = meta.collect(servers, part="verbs", rounds=settings.rounds, calls=settings.calls,
                             heavy_calls=settings.heavy_calls, sizes=vars(settings.sizes))
-    results.write_record(out, results.Record(kind="verbs", summary={"cases": list(MATRIX_CASES), "labels": VERB_LABELS,
-                                                                           "builds": builds},
-                                             meta=info, tables={"microbench": rows}))
+    summary = VerbsRecord(cases=tuple(MATRIX_CASES), labels=VERB_LABELS, builds=tuple(builds)).to_record()
+    results.write_record(out, results.Record(kind="verbs", summary=summary, meta=info, tables={"microbench": rows}))
 
 
 def baseline_first(specs: list[ServerSpec]) -> list[ServerSpec]:
@@ -155,20 +155,21 @@ def baseline_first(specs: list[ServerSpec]) -> list[ServerSpec]:
     return list(specs)
 
 
-def _compare(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], None]) -> None:
+def _compare(specs: list[ServerSpec], plan: Plan, out: Path, progress: ProgressFn) -> None:
     from echomq_bench.capacity.compare import SHARED_CORE_PIPELINE, Judging
     from echomq_bench.commands.capacity import CapacitySettings
     from echomq_bench.commands.compare import run_compare, write_compare
 
     settings = CapacitySettings(duration_s=plan.compare_s, ceiling_requests=plan.ceiling_requests,
                                 pipeline=SHARED_CORE_PIPELINE)
-    result = run_compare(baseline_first(specs), settings, trials=plan.trials, progress=say,
+    result = run_compare(baseline_first(specs), settings, trials=plan.trials, progress=progress,
                          judging=Judging(precision=plan.precision, pair_by="allocator"))
     write_compare(out, result, argv=sys.argv)
 
 
-def _consumers(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], None]) -> None:
+def _consumers(specs: list[ServerSpec], plan: Plan, out: Path, progress: ProgressFn) -> None:
     from echomq_bench.commands.capacity import CapacitySettings, run_capacity
+    from echomq_bench.records.kinds.consumers import ConsumersRecord
     from echomq_bench.servers import running
 
     rows: list[dict[str, Any]] = []
@@ -179,11 +180,12 @@ def _consumers(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[st
                 # plain workers, not the pipelined driver of the capacity phase.
                 settings = CapacitySettings(duration_s=plan.consumers_s, warmup_s=0.3, connections=c, pipeline=1,
                                             ceiling=False, pin=False)
-                say(f"{server.name}: {c} consumers")
+                progress(f"{server.name}: {c} consumers")
                 r = run_capacity(server, settings)
                 rows.extend(r.rows(consumers=c))
         info = meta.collect(servers, part="consumers", consumers=list(plan.consumers), window_s=plan.consumers_s)
-    results.write_record(out, results.Record(kind="consumers", summary={"consumers": list(plan.consumers)},
+    results.write_record(out, results.Record(kind="consumers",
+                                             summary=ConsumersRecord(tuple(plan.consumers)).to_record(),
                                              meta=info, tables={"consumers": rows}))
 
 
@@ -195,7 +197,7 @@ def _reapcost(specs: list[ServerSpec], plan: Plan, out: Path) -> None:
         run_reap_curve(servers, settings=plan.reap, out_dir=out, verbose=True)
 
 
-def _lease(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], None]) -> None:
+def _lease(specs: list[ServerSpec], plan: Plan, out: Path, progress: ProgressFn) -> None:
     from echomq_bench.lease import quick_settings, run_sweep
     from echomq_bench.lease.report import recommend_for, write_run
     from echomq_bench.servers import running
@@ -204,7 +206,7 @@ def _lease(specs: list[ServerSpec], plan: Plan, out: Path, say: Callable[[str], 
     # the server, decides it (the lease command compares builds when asked).
     settings = quick_settings(duration_s=plan.lease_s, time_scale=plan.lease_time_scale)
     with running(specs[0]) as (server,):
-        res = run_sweep(server, settings, progress=lambda text: say(f"{server.name}: {text}"))
+        res = run_sweep(server, settings, progress=prefixed(progress, f"{server.name}:"))
         info = meta.collect([server], lease=dict(work=settings.work, duration_s=settings.duration_s,
                                                  time_scale=settings.time_scale))
     write_run(out, [res], [recommend_for(res)], info, [None])
@@ -270,17 +272,17 @@ def _parts(specs: list[ServerSpec], plan: Plan, run_dir: Path, phases: Phases) -
     phases.next()
     checked = _check(specs, results.new_run_dir("check", run_dir / "check"))
     phases.next()
-    _verbs(specs, plan, results.new_run_dir("verbs", run_dir / "verbs"), phases.say)
+    _verbs(specs, plan, results.new_run_dir("verbs", run_dir / "verbs"), phases.progress)
     phases.end_line()
     phases.next()
-    _compare(specs, plan, results.new_run_dir("compare", run_dir / "compare"), phases.say)
+    _compare(specs, plan, results.new_run_dir("compare", run_dir / "compare"), phases.progress)
     phases.end_line()
     phases.next()
-    _lease(baseline_first(specs), plan, results.new_run_dir("lease", run_dir / "lease"), phases.say)
+    _lease(baseline_first(specs), plan, results.new_run_dir("lease", run_dir / "lease"), phases.progress)
     phases.end_line()
     phases.next()
     _reapcost(specs, plan, results.new_run_dir("reapcost", run_dir / "reapcost"))
     phases.next()
-    _consumers(specs, plan, results.new_run_dir("consumers", run_dir / "consumers"), phases.say)
+    _consumers(specs, plan, results.new_run_dir("consumers", run_dir / "consumers"), phases.progress)
     phases.end_line()
     return checked

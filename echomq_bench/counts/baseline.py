@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from echomq_bench.counts.identity import BinaryIdentity
+from echomq_bench.errors import BenchError
 from echomq_bench.counts.measure import CountRun
 from echomq_bench.microbench.baseline import read_baseline_file
 
@@ -31,7 +32,7 @@ PASSES = 10      # fresh servers a baseline pools: the spread the allowance is d
 MIN_PASSES = 5   # fewer cannot estimate a spread the allowance can rest on
 
 
-class CountBaselineError(ValueError):
+class CountBaselineError(BenchError, ValueError):
     """A count baseline that is missing, unreadable or of another binary; the message says which."""
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Mapping
 
+from echomq_bench.errors import MeasurementError
 from echomq_bench.servers.embedded import EmbeddedServer
 from echomq_bench.servers.errors import ServerStartError
 from echomq_bench.servers.spec import ServerSpec
@@ -63,7 +64,7 @@ CONTROL_TIMEOUT_S = 120.0
 REHASH_TIMEOUT_S = 120.0
 
 
-class CallgrindError(RuntimeError):
+class CallgrindError(MeasurementError):
     """valgrind is missing, or a dump could not be taken or read; the message says which."""
 
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from echomq_bench.counts.baseline import (PASSES, baseline_data, count_baseline_path, load_count_baseline,
                                           write_count_baseline)
 from echomq_bench.counts.identity import BinaryIdentity, binary_identity
 from echomq_bench.counts.measure import CountRun, count_spec
 from echomq_bench.counts.verdict import CountVerdict, judge
+from echomq_bench.progress import ProgressFn, prefixed, silent
 from echomq_bench.records.record import Record
 
 __all__ = ["CountGateOptions", "CountGateResult", "count_gate", "counts_record"]
@@ -98,7 +99,7 @@ def _confirmed(found: list[CountVerdict], again: CountRun, base: dict[str, Any],
 
 
 def count_gate(spec: Any, options: CountGateOptions = CountGateOptions(),
-               say: Callable[[str], None] = lambda _: None) -> CountGateResult:
+               progress: ProgressFn = silent) -> CountGateResult:
     """Count one build's verbs and judge them (or write its baseline)."""
     from echomq_bench.counts.measure import COUNTED
     from echomq_bench.records import meta
@@ -111,7 +112,7 @@ def count_gate(spec: Any, options: CountGateOptions = CountGateOptions(),
     base = None if o.update else load_count_baseline(path, binary)   # before any server starts
 
     def count(label: str) -> CountRun:
-        return count_spec(spec, lua_dir=o.lua_dir, progress=lambda verb: say(f"{label}: {verb}"))
+        return count_spec(spec, lua_dir=o.lua_dir, progress=prefixed(progress, f"{label}:"))
 
     if o.update:
         passes = tuple(count(f"pass {n + 1}/{o.passes}") for n in range(o.passes))
@@ -125,7 +126,7 @@ def count_gate(spec: Any, options: CountGateOptions = CountGateOptions(),
     found = _verdicts(first, base, verbs)
     runs: tuple[CountRun, ...] = (first,)
     if o.confirm and any(v.flagged for v in found):
-        say(f"confirming {', '.join(v.verb for v in found if v.flagged)} on a fresh server")
+        progress(f"confirming {', '.join(v.verb for v in found if v.flagged)} on a fresh server")
         again = count("confirm")
         runs += (again,)
         found = _confirmed(found, again, base, verbs)

@@ -18,8 +18,7 @@ from typing import Any, cast
 
 import redis
 
-from echomq import Queue, mint
-from echomq.errors import EchoMQError
+from echomq import EchoMQError, Queue, mint
 from echomq_bench.faults.clusterload import LEASE_MS, cluster_client
 from echomq_bench.load.engine import now
 from echomq_bench.servers import EmbeddedCluster

@@ -12,8 +12,7 @@ from typing import Any
 
 import redis
 
-from echomq.keys import QueueKeys
-from echomq.scripts import Client
+from echomq import Client, QueueKeys
 from echomq_bench.faults.base import Check, Injection, Lease
 from echomq_bench.faults.load import Fleet
 from echomq_bench.load.bulk import member_ids

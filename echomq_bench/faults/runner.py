@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 import redis
 
-from echomq.errors import EchoMQError
-from echomq.keys import QueueKeys
+from echomq import EchoMQError, QueueKeys
+from echomq_bench.errors import BenchError
 from echomq_bench.faults.ambiguous import Ambiguity, classify
 from echomq_bench.faults.base import Check, Ctx, Injection, Plan, Scenario, active_tokens, held_attempts, members
 from echomq_bench.faults.historyrun import history_check, mark_struck
@@ -27,7 +27,7 @@ from echomq_bench.faults.netscenarios import Through
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.faults.load import Evidence, Fleet, LoadSettings, read_logs
 from echomq_bench.load.audit import AuditReport, Ledger, audit
-from echomq_bench.load.backlog import drop_queue
+from echomq_bench.load.bulk import drop_queue
 from echomq_bench.servers import redacted_url
 
 __all__ = ["Outcome", "Audited", "run_scenario", "audit_held", "drain"]
@@ -104,7 +104,7 @@ def run_scenario(spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, 
         spec = replace(spec, args=(*spec.args, *scenario.server_args))
     try:
         return _run(outcome, spec, scenario, plan, base, log_root, seed, on_server)
-    except (redis.RedisError, EchoMQError, OSError) as exc:
+    except (redis.RedisError, EchoMQError, BenchError, OSError) as exc:
         # One scenario that cannot run (a URL server's user may not CONFIG SET) is a failed line.
         return replace(outcome, passed=False, checks=[
             Check(False, f"the scenario could not run: {type(exc).__name__}: {redacted_url(str(exc))}")])

@@ -23,7 +23,7 @@ from echomq_bench.faults.base import (FULL, QUICK, Check, Ctx, Injection, Lease,
 from echomq_bench.faults.load import Evidence, Worker, read_logs
 from echomq_bench.faults.netscenarios import NET_SCENARIOS
 from echomq_bench.load.audit import AuditReport, Ledger
-from echomq_bench.servers import EmbeddedServer
+from echomq_bench.servers import EmbeddedServer, ServerError
 
 __all__ = ["Plan", "QUICK", "FULL", "Ctx", "Injection", "Lease", "Check", "Scenario", "SCENARIOS",
            "members", "active_tokens"]
@@ -258,7 +258,7 @@ def check_flush(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
 def _config(admin: redis.Redis, name: str) -> str:
     value = admin.config_get(name).get(name)
     if value is None:
-        raise RuntimeError(f"the server has no {name} setting")
+        raise ServerError(f"the server has no {name} setting")
     return value
 
 

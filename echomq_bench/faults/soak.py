@@ -28,8 +28,9 @@ from typing import Any, Callable
 
 import redis
 
-from echomq.errors import EchoMQError
-from echomq.keys import QueueKeys
+from echomq import EchoMQError, QueueKeys
+from echomq_bench.errors import BenchError, SettingsError
+from echomq_bench.progress import ProgressFn
 from echomq_bench.faults.base import QUICK, Check, Ctx, Injection, members
 from echomq_bench.faults.evidence import Evidence
 from echomq_bench.faults.historyrun import history_check, mark_struck
@@ -40,6 +41,7 @@ from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.faults.runner import audit_held, drain
 from echomq_bench.faults.scenarios import SCENARIOS
 from echomq_bench.faults.soakstats import RECOVERY_MEANS, by_kind, per_second, recovery_s
+from echomq_bench.records.kinds.faults import CheckEntry, KindEntry, SoakEntry, StruckEntry
 from echomq_bench.servers import redacted_url
 
 __all__ = ["SoakError", "SOAK_PLAN", "SOAK_SERVER_ARGS", "SOAK_BANDWIDTH", "ACTIONS", "Struck", "SoakResult",
@@ -53,10 +55,8 @@ SOAK_PLAN = replace(QUICK, kills=1, zombies=1, flushes=2, flush_gap_s=0.2, pause
                     partition_s=2.0)
 
 
-class SoakError(EchoMQError, ValueError):
+class SoakError(SettingsError):
     """A soak asked for with settings it cannot run under; nothing has started."""
-
-    code = "EMQARG"
 
 
 def _bandwidth(ctx: Ctx) -> Injection:
@@ -134,16 +134,23 @@ class SoakResult:
     def kinds(self) -> list[dict[str, Any]]:
         return [k.__dict__ for k in by_kind([(f.kind, f.family, f.recovery_s) for f in self.faults])]
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("checks", "faults")}
-        out.update(faults=[f.__dict__ for f in self.faults], checks=[{"ok": c.ok, "text": c.text} for c in self.checks],
-                   injected=self.injected, kinds=self.kinds(), ambiguous_unresolved=self.ambiguous_unresolved,
-                   recovery_means=RECOVERY_MEANS)
-        return out
+    def entry(self, chart: str | None = None) -> SoakEntry:
+        """The build's soak as summary.json holds it; `chart` names its timeline's PNG."""
+        return SoakEntry(
+            server=self.server, build=self.build, seed=self.seed, duration_s=self.duration_s,
+            planned=dict(self.planned), timeline=tuple(self.timeline), jobs=self.jobs, completed=self.completed,
+            lost=self.lost, double_accepted=self.double_accepted, ambiguous=self.ambiguous,
+            ambiguous_resolved=self.ambiguous_resolved, unanswered=self.unanswered,
+            refused_expected=self.refused_expected, refused_unexpected=self.refused_unexpected, passed=self.passed,
+            wall_s=self.wall_s, audit=dict(self.audit), server_settings=dict(self.server_settings),
+            history=dict(self.history), faults=tuple(StruckEntry(**f.__dict__) for f in self.faults),
+            checks=tuple(CheckEntry(c.ok, c.text) for c in self.checks), injected=self.injected,
+            kinds=tuple(KindEntry(**k) for k in self.kinds()), ambiguous_unresolved=self.ambiguous_unresolved,
+            recovery_means=RECOVERY_MEANS, chart=chart)
 
 
 def run_soak(spec: Any, duration_s: float, seed: int, base: LoadSettings, log_root: Path,
-             on_server: Callable[[Any], None] = lambda s: None, say: Callable[[str], None] = print) -> SoakResult:
+             on_server: Callable[[Any], None] = lambda s: None, log: ProgressFn = print) -> SoakResult:
     """One soak on one embedded server; the schedule is `schedule(seed, duration_s)`."""
     from echomq_bench.records.meta import server_settings
     from echomq_bench.servers import server_version, start
@@ -165,7 +172,7 @@ def run_soak(spec: Any, duration_s: float, seed: int, base: LoadSettings, log_ro
         t0 = time.monotonic()
         try:
             fleet.start_all()
-            struck = _strike(ctx, plan, t0, duration_s, say)
+            struck = _strike(ctx, plan, t0, duration_s, log)
             t_stop = time.monotonic()
             fleet.stop_producers()
             drain(ctx, SOAK_PLAN.drain_s + settings.lease_ms / 1000)
@@ -180,12 +187,12 @@ def run_soak(spec: Any, duration_s: float, seed: int, base: LoadSettings, log_ro
 
 
 # A fault that cannot be injected fails the soak, not the run: the load is still audited.
-_INJECT_ERRORS = (redis.RedisError, EchoMQError, OSError, RuntimeError, TypeError)
+_INJECT_ERRORS = (redis.RedisError, EchoMQError, BenchError, OSError, RuntimeError, TypeError)
 
 Strike = tuple[Fault, float, float, Injection | None, str]   # fault, start, end, what it did
 
 
-def _strike(ctx: Ctx, plan: tuple[Fault, ...], t0: float, duration_s: float, say: Callable[[str], None]
+def _strike(ctx: Ctx, plan: tuple[Fault, ...], t0: float, duration_s: float, log: ProgressFn
             ) -> list[Strike]:
     """Each fault at its planned time, unless the one before overran: then
     once that one's recovery gap is over. Last, the last gap."""
@@ -203,7 +210,7 @@ def _strike(ctx: Ctx, plan: tuple[Fault, ...], t0: float, duration_s: float, say
             injection, text = None, f"could not inject: {type(exc).__name__}: {redacted_url(str(exc))}"
         mark_struck(ctx.fleet, fault.kind, injection)
         end = time.monotonic()
-        say(f"  {start - t0:7.1f} s  {fault.kind:<12} {text}")
+        log(f"  {start - t0:7.1f} s  {fault.kind:<12} {text}")
         out.append((fault, start, end, injection, text))
         ready = end + fault.gap_s
     _sleep_until(max(t0 + duration_s, ready))

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from echomq_bench.faults.historyrun import history_rows
 from echomq_bench.faults.soak import SoakResult
+from echomq_bench.records.kinds.faults import FaultsRecord
 from echomq_bench.records.record import Record
 
 __all__ = ["soak_record", "soak_tables", "chart_name", "draw_timelines"]
@@ -43,9 +44,9 @@ def soak_tables(results: Sequence[SoakResult]) -> dict[str, list[dict[str, Any]]
 def soak_record(results: Sequence[SoakResult], info: Mapping[str, Any]) -> Record:
     """The soaks as they are written: each build's totals, faults, checks and chart name in summary.json,
     and the tables above."""
-    return Record(kind="faults", meta=info, tables=soak_tables(results), summary={
-        "passed": all(r.passed for r in results), "quick": False, "scenarios": [],
-        "soak": [{**r.to_dict(), "chart": chart_name(r.server)} for r in results]})
+    record = FaultsRecord(passed=all(r.passed for r in results), quick=False,
+                          soak=tuple(r.entry(chart_name(r.server)) for r in results))
+    return Record(kind="faults", meta=info, tables=soak_tables(results), summary=record.to_record())
 
 
 def chart_name(server: str) -> str:
@@ -67,8 +68,8 @@ def draw_timelines(summary: Mapping[str, Any], tables: Mapping[str, Sequence[Map
     from matplotlib.patches import Patch
 
     paths = []
-    for soak in summary.get("soak") or ():
-        server = soak["server"]
+    for soak in FaultsRecord.from_record(summary).soak:
+        server = soak.server
         points = sorted((row["t_s"], row["completes"]) for row in tables.get("soak_timeline", ())
                         if row["server"] == server)
         faults = [row for row in tables.get("soak_faults", ()) if row["server"] == server]
@@ -82,9 +83,9 @@ def draw_timelines(summary: Mapping[str, Any], tables: Mapping[str, Sequence[Map
         ax.set_ylim(0, top * 1.35)
         ax.set_xlabel("seconds since the load began")
         ax.set_ylabel("completes accepted per second")
-        ax.set_title(f"Soak on {server} ({soak.get('build', '?')}), seed {soak.get('seed')}: "
-                     f"lost {soak.get('lost')}, double-accepted {soak.get('double_accepted')}, "
-                     f"lost replies unresolved {soak.get('ambiguous_unresolved')}", fontsize=9)
+        ax.set_title(f"Soak on {server} ({soak.build or '?'}), seed {soak.seed}: "
+                     f"lost {soak.lost}, double-accepted {soak.double_accepted}, "
+                     f"lost replies unresolved {soak.ambiguous_unresolved}", fontsize=9)
         ax.legend(handles=[Patch(color=c, alpha=0.25, label=f"{fam} fault") for fam, c in FAMILY_COLOURS.items()],
                   loc="lower right", fontsize=7)
         ax.grid(True, alpha=0.3)

@@ -14,6 +14,7 @@ from echomq_bench.lease.analysis import LeaseResult, SweepResult
 from echomq_bench.lease.recommend import (Candidate, Recommendation, fmt_ms, fmt_pct, model_lease_for_budget, recommend,
                                           recommend_for)
 from echomq_bench.measurement.workdist import WORK_HISTOGRAM
+from echomq_bench.records.kinds.lease import LeaseCheck, LeaseEntry, LeaseRecord, LeaseServer, RecommendationEntry
 from echomq_bench.records.record import Record
 from echomq_bench.records.writer import write_record
 
@@ -76,52 +77,36 @@ def _agreement_row(r: LeaseResult) -> dict[str, Any]:
             "measured_recovery_median_ms": held["recovery_median"].to_dict()}
 
 
+def _server(res: SweepResult, rec: Recommendation, check: tuple[bool, str] | None) -> LeaseServer:
+    both, n = res.agreement_count()
+    return LeaseServer(
+        server=res.data.server_name, version=res.data.server_version,
+        recommendation=RecommendationEntry.from_record(rec.to_dict()),
+        leases=tuple(LeaseEntry.from_record(_plain(r.to_dict())) for r in res.leases),
+        model_split=res.split.to_dict(), agreement=tuple(_plain(_agreement_row(r)) for r in res.leases),
+        agreement_count=both, lease_count=n,
+        mass_crash=None if res.mass is None else _plain({**asdict(res.mass), "agree": res.mass.agree}),
+        reap_cost=None if res.data.reap_cost is None else asdict(res.data.reap_cost), bottleneck=res.bottleneck,
+        server_utilization=res.data.server_utilization, client_cpu_s=res.data.client_cpu_s, wall_s=res.data.wall_s,
+        check=None if check is None else LeaseCheck(holds=check[0], text=check[1]))
+
+
 def summary_dict(results: Sequence[SweepResult], recs: Sequence[Recommendation],
                  checks: Sequence[tuple[bool, str] | None] = ()) -> dict[str, Any]:
-    per_server = []
-    for i, (res, rec) in enumerate(zip(results, recs)):
-        both, n = res.agreement_count()
-        entry: dict[str, Any] = {
-            "server": res.data.server_name,
-            "version": res.data.server_version,
-            "recommendation": rec.to_dict(),
-            "leases": [r.to_dict() for r in res.leases],
-            "model_split": res.split.to_dict(),
-            "agreement": [_agreement_row(r) for r in res.leases],
-            "agreement_count": both,
-            "lease_count": n,
-            "mass_crash": None if res.mass is None else {**asdict(res.mass), "agree": res.mass.agree},
-            "reap_cost": None if res.data.reap_cost is None else asdict(res.data.reap_cost),
-            "bottleneck": res.bottleneck,
-            "server_utilization": res.data.server_utilization,
-            "client_cpu_s": res.data.client_cpu_s,
-            "wall_s": res.data.wall_s,
-        }
-        check = checks[i] if i < len(checks) else None
-        if check is not None:
-            entry["check"] = {"holds": check[0], "text": check[1]}
-        per_server.append(entry)
+    """The sweep as summary.json holds it (records.kinds.lease.LeaseRecord)."""
+    per_server = tuple(_server(res, rec, checks[i] if i < len(checks) else None)
+                       for i, (res, rec) in enumerate(zip(results, recs)))
     # One number for the team: the most cautious of the servers' picks.
     chosen = [(rec, res) for rec, res in zip(recs, results) if rec.lease_ms is not None]
     top = max(chosen, key=lambda x: x[0].lease_ms or 0.0)[0] if chosen else recs[0]
     s = results[0].settings
-    return _plain_fields({
-        "recommended_lease_ms": top.lease_ms,
-        "false_expiry_rate": top.false_expiry_rate,
-        "recovery_p99_ms": top.recovery_p99_ms,
-        "confirmed": top.confirmed,
-        "recommendation": top.text,
-        "budget": s.budget,
-        "recovery_tolerance_ms": s.recovery_tolerance_ms,
-        "time_scale": s.time_scale,
-        "work": s.work,
-        "reap_every_ms": s.reap_every_ms,
-        "reap_cap": s.reap_cap,
-        "crash_rate": s.crash_rate,
-        "consumers": s.consumers,
-        "window_s": s.duration_s,
-        "servers": per_server,
-    })
+    record = LeaseRecord(
+        recommended_lease_ms=top.lease_ms, false_expiry_rate=top.false_expiry_rate,
+        recovery_p99_ms=top.recovery_p99_ms, confirmed=top.confirmed, recommendation=top.text, budget=s.budget,
+        recovery_tolerance_ms=s.recovery_tolerance_ms, time_scale=s.time_scale, work=s.work,
+        reap_every_ms=s.reap_every_ms, reap_cap=s.reap_cap, crash_rate=s.crash_rate, consumers=s.consumers,
+        window_s=s.duration_s, servers=per_server)
+    return _plain_fields(record.to_record())
 
 
 def _tidy_rows(res: SweepResult) -> list[dict[str, Any]]:

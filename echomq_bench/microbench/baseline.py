@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from echomq.scripts import discover, lua_dir
+from echomq import discover, lua_dir
+from echomq_bench.errors import BenchError
 from echomq_bench.records.fingerprint import fingerprint, fingerprint_id
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ UPDATE_PASSES = 3
 CHECKOUT_BASELINES = Path(__file__).resolve().parents[2] / "results" / "baselines"
 
 
-class BaselineError(ValueError):
+class BaselineError(BenchError, ValueError):
     """A baseline that is missing or unreadable; the message says which and why."""
 
 

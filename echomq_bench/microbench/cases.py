@@ -20,9 +20,8 @@ from typing import Any, Callable, Sequence
 
 import redis
 
-from echomq_bench.load.backlog import drop_queue
-from echomq_bench.load.bulk import BulkFill, delete_keys, id_block, member_ids, server_ms
-from echomq.queue import Job, Queue
+from echomq_bench.load.bulk import BulkFill, delete_keys, drop_queue, id_block, member_ids, server_ms
+from echomq import Job, Queue
 
 __all__ = ["Sizes", "Env", "Case", "CASES", "VERB_CASES", "REFERENCES", "LEASE_MS", "PAYLOAD", "NOOP_LUA",
            "READ_100_LUA",

@@ -30,6 +30,7 @@ from echomq_bench.microbench.baseline import (UPDATE_PASSES, BaselineError, base
                                               write_baseline, write_scripts)
 from echomq_bench.microbench.history_baseline import HISTORY, UPDATE_WITH_HISTORY, history_baseline
 from echomq_bench.microbench.cases import CASES, VERB_CASES
+from echomq_bench.records.kinds.gate import BaselineFrom, GateEntry, GateVerdictEntry
 
 if TYPE_CHECKING:
     from echomq_bench.microbench.figures import Figure, Measurement
@@ -185,28 +186,29 @@ class GateResult:
     def inconclusive(self) -> list[str]:
         return [v.case for v in self.verdicts if v.inconclusive]
 
-    def summary(self) -> dict[str, Any]:
+    def entry(self) -> GateEntry:
+        """The build's summary.json entry."""
         m = self.measurement
-        return {"build": self.build, "version": self.version, "baseline": str(self.baseline),
-                "updated": self.updated, "changed_scripts": self.changed_scripts,
-                "regressions": self.regressions, "inconclusive": self.inconclusive,
-                "same_machine": self.same_machine, "lua_dir": m.lua_dir, "lua_shown": shown(m.lua_dir),
-                "server_main_thread_busy": round(m.server_utilization, 3),
-                "client_busy": round(m.client_utilization, 3),
-                "bound": bound(m.server_utilization, m.client_utilization),
-                "rounds": m.settings.rounds, "calls": m.settings.calls, "baseline_from": self.baseline_from(),
-                "verdicts": [v.to_dict() for v in self.verdicts],
-                # What a later gate needs to judge against this run (`--baseline history`).
-                "figures": {name: f.to_dict() for name, f in m.figures().items()}}
+        return GateEntry(
+            build=self.build, version=self.version, baseline=str(self.baseline), updated=self.updated,
+            changed_scripts=tuple(self.changed_scripts), regressions=tuple(self.regressions),
+            inconclusive=tuple(self.inconclusive), same_machine=self.same_machine, lua_dir=m.lua_dir,
+            lua_shown=shown(m.lua_dir), server_main_thread_busy=round(m.server_utilization, 3),
+            client_busy=round(m.client_utilization, 3), bound=bound(m.server_utilization, m.client_utilization),
+            rounds=m.settings.rounds, calls=m.settings.calls, baseline_from=self.baseline_from(),
+            verdicts=tuple(GateVerdictEntry.from_record(v.to_dict()) for v in self.verdicts),
+            # What a later gate needs to judge against this run (`--baseline history`).
+            figures={name: f.to_dict() for name, f in m.figures().items()})
 
-    def baseline_from(self) -> dict[str, Any]:
+    def baseline_from(self) -> BaselineFrom:
         """Where the baseline came from, as the record shows it: its file or history run, the build and time
         it was measured, its revision when it is a history run, and how its machine fingerprint differs."""
         info = self.baseline_info or {}
         git = info.get("git") or {}
-        return {"path": shown(self.baseline), "history_run": bool(info.get("history_run")),
-                "revision": git.get("label") or (git.get("commit") or "")[:10], "version": info.get("version", ""),
-                "created_utc": info.get("created_utc", ""), "fingerprint_differences": self.differences}
+        return BaselineFrom(path=shown(self.baseline), history_run=bool(info.get("history_run")),
+                            revision=git.get("label") or (git.get("commit") or "")[:10],
+                            version=info.get("version", ""), created_utc=info.get("created_utc", ""),
+                            fingerprint_differences=tuple(self.differences))
 
     def script_rows(self) -> list[dict[str, Any]]:
         """The scripts this run measured, one row per verb: the other half of what a later gate judges against."""

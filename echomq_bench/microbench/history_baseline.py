@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from echomq_bench.microbench.baseline import SCHEMA, BaselineError
 from echomq_bench.records.fingerprint import fingerprint_id
+from echomq_bench.records.kinds.gate import GateRecord
 from echomq_bench.records.history import gate_builds, gate_runs, history_path
 from echomq_bench.records.record import ResultsError, read_record
 
@@ -28,18 +29,18 @@ UPDATE_WITH_HISTORY = ("--update writes a baseline file, and with --baseline his
 def baseline_of_run(run_dir: Path, build: str) -> dict[str, Any]:
     """A baseline, as a gate-<build>.json holds one, from a recorded gate run."""
     record = read_record(run_dir)
-    summary = record.summary_json()
-    entry = next((b for b in summary.get("builds") or () if b.get("build") == build), None)
+    entry = GateRecord.from_record(record.summary).of(build) if record.kind == "gate" else None
     scripts = {str(row["verb"]): {"file": row["file"], "numkeys": int(row["numkeys"]), "text": row["text"]}
                for row in record.tables.get("scripts", ()) if row.get("build") == build}
-    if record.kind != "gate" or entry is None or not entry.get("figures") or not scripts:
+    if entry is None or not entry.figures or not scripts:
         raise BaselineError(f"{run_dir}: holds no figures and scripts of {build} (a gate record of schema 3 or "
                             f"later does; this is a {record.kind} record of schema {record.schema})")
     described = [s for s in record.meta.get("servers") or () if isinstance(s, Mapping) and s.get("name") == build]
-    return {"schema": SCHEMA, "build": build, "version": entry.get("version"),
+    return {"schema": SCHEMA, "build": build, "version": entry.version,
             "created_utc": record.meta.get("created_utc"), "git": dict(record.meta.get("git") or {}),
             "fingerprint": dict(described[0].get("fingerprint") or {}) if described else {},
-            "figures": entry["figures"], "scripts": scripts, "history_run": str(run_dir)}
+            "figures": {name: dict(f) for name, f in entry.figures.items()}, "scripts": scripts,
+            "history_run": str(run_dir)}
 
 
 def history_baseline(build: str, here: Mapping[str, Any], path: Path | None = None) -> tuple[Path, dict[str, Any]]:

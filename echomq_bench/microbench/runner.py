@@ -42,6 +42,7 @@ from typing import Any, Callable, Sequence
 
 import redis
 
+from echomq_bench.errors import MeasurementError
 from echomq_bench.measurement.serverstats import commandstats_entry, process_cpu_s, sample, usage
 from echomq_bench.microbench.cases import CASES, REFERENCES, VERB_CASES, Case, Env, Sizes
 from echomq_bench.microbench.figures import Batch, Comparison, Figure, Measurement, figure, typical
@@ -54,7 +55,7 @@ __all__ = [
 ]
 
 
-class MicrobenchError(RuntimeError):
+class MicrobenchError(MeasurementError):
     """A batch that did not measure what it claims: a wrong reply, or calls
     on the server that this process did not make."""
 

@@ -14,9 +14,11 @@ comparable as the machine was steady between them.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from echomq_bench.microbench.runner import QUICK, MeasureOptions, Settings, measure
+from echomq_bench.progress import ProgressFn, prefixed, silent
+from echomq_bench.records.kinds.verbs import VerbFigures, VerbsBuild
 
 __all__ = ["MATRIX_CASES", "VERB_LABELS", "matrix_settings", "measure_builds"]
 
@@ -34,28 +36,25 @@ def matrix_settings(rounds: int) -> Settings:
 
 
 def measure_builds(servers: Iterable[Any], settings: Settings,
-                   say: Callable[[str], None] = lambda _: None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                   progress: ProgressFn = silent) -> tuple[list[VerbsBuild], list[dict[str, Any]]]:
     """Each server in turn: its summary entry (per verb: server µs, calls,
     ratio to the reference and its standard error) and its tidy rows."""
-    builds: list[dict[str, Any]] = []
+    builds: list[VerbsBuild] = []
     rows: list[dict[str, Any]] = []
     for server in servers:
         version = server.version()
         name: str = server.name
 
-        def progress(text: str, name: str = name) -> None:
-            say(f"{name}: {text}")
-
         m = measure(server.client(), MeasureOptions(server=name, version=version, settings=settings,
-                                                    cases=MATRIX_CASES, progress=progress))
-        say(f"{server.name}: {len(MATRIX_CASES)} verbs, {settings.rounds} rounds in {m.wall_s:.1f} s")
+                                                    cases=MATRIX_CASES, progress=prefixed(progress, f"{name}:")))
+        progress(f"{server.name}: {len(MATRIX_CASES)} verbs, {settings.rounds} rounds in {m.wall_s:.1f} s")
         figures = m.figures()
-        builds.append({
-            "build": server.name, "version": version,
-            "server_utilization": round(m.server_utilization, 4),
-            "client_utilization": round(m.client_utilization, 4),
-            "verbs": {case: {"server_us": round(f.server_us, 3), "calls": f.calls, "reference": f.reference,
-                             "server_ratio": round(f.server_ratio, 5), "server_ratio_se": round(f.server_ratio_se, 5)}
-                      for case, f in figures.items() if case in MATRIX_CASES}})
+        builds.append(VerbsBuild(
+            build=server.name, version=version, server_utilization=round(m.server_utilization, 4),
+            client_utilization=round(m.client_utilization, 4),
+            verbs={case: VerbFigures(server_us=round(f.server_us, 3), calls=f.calls, reference=f.reference,
+                                     server_ratio=round(f.server_ratio, 5),
+                                     server_ratio_se=round(f.server_ratio_se, 5))
+                   for case, f in figures.items() if case in MATRIX_CASES}))
         rows.extend(m.tidy_rows(version=version))
     return builds, rows

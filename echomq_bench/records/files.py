@@ -25,7 +25,8 @@ from typing import Any, Iterable
 import pandas as pd
 
 from echomq_bench.records.paths import RESULTS_DIR
-from echomq_bench.records.record import KINDS, Record, ResultsError, read_json, read_record, write_json, write_tidy
+from echomq_bench.records.record import (KINDS, Record, ResultsError, check_schema, read_json, read_record,
+                                         write_json, write_tidy)
 from echomq_bench.records.writer import write_record
 
 __all__ = ["RESULTS_DIR", "new_run_dir", "write_json", "write_tidy", "Run", "load", "load_many", "ResultsError",
@@ -86,6 +87,8 @@ def load(path: Path | str) -> Run:
         raise ResultsError(f"{path}: not a results folder (no meta.json)")
     meta = read_json(path / "meta.json")
     summary = read_json(path / "summary.json") if (path / "summary.json").is_file() else {}
+    if "schema" in summary:
+        check_schema(path, summary.get("kind"), summary["schema"])
     tables = {}
     for csv_path in sorted(path.glob("*.csv")):
         try:

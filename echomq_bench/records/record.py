@@ -31,26 +31,28 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
-from echomq.errors import EchoMQError
+from echomq_bench.errors import BenchError
 
-__all__ = ["SCHEMA", "KINDS", "CONTAINER", "Record", "ResultsError", "read_record", "write_json", "write_tidy",
-           "read_json"]
+__all__ = ["SCHEMA", "OLDEST_READ", "KINDS", "CONTAINER", "Record", "ResultsError", "check_schema", "read_record",
+           "write_json", "write_tidy", "read_json"]
 
-# What changed at each number; a reader keeps reading every older one.
+# What changed at each number; a reader keeps reading every older one, except
+# where OLDEST_READ names a kind's first readable number.
 #   0  folders written before records declared a schema
 #   1  summary.json declares kind and schema
 #   2  reapcost: every row names its form ("bare", "rows"), and the summary
 #      holds a build entry per form, the forms side by side and the ratio
-#      target per form; a reapcost record before 2 is the bare form alone
+#      target per form; a reapcost record before 2 is refused
 #   3  gate: each build's summary entry holds its figures, and the scripts
 #      it measured are a table (build, verb, file, numkeys, text), so a gate
 #      run recorded in the results history can serve as a later gate's
 #      baseline; a gate record before 3 cannot
 SCHEMA = 3
+OLDEST_READ = {"reapcost": 2}
 # Every kind of record, in the order the report shows them (the four that
 # answer the main job's questions in the order they are asked), written once:
 # the report finds each kind's renderer by name (echomq_bench.report.kinds)
-# and the results history its headline extractor (records.headlines).
+# and the results history its headlines and typed record (records.kinds).
 # "run" is the main job's folder that holds one folder per part.
 KINDS = ("run", "check", "verbs", "compare", "lease", "reapcost", "consumers", "capacity", "faults", "peers", "gate",
          "counts", "failover", "reshard")
@@ -61,10 +63,8 @@ _HEAD = ("kind", "schema")
 Rows = Sequence[Mapping[str, Any]]
 
 
-class ResultsError(EchoMQError, ValueError):
+class ResultsError(BenchError, ValueError):
     """A results folder that cannot be read; the message says which and why."""
-
-    code = "EMQRESULTS"
 
 
 @dataclass(frozen=True)
@@ -159,6 +159,18 @@ def _read_rows(path: Path) -> Rows:
     return tuple(rows)
 
 
+def check_schema(run_dir: Path, kind: str | None, schema: object) -> None:
+    """Refuse a record this version cannot read: a newer schema than it knows, or
+    one older than its kind's first readable number (OLDEST_READ)."""
+    if not isinstance(schema, int) or schema > SCHEMA:
+        raise ResultsError(f"{run_dir}: summary.json has schema {schema!r}; this version reads schema {SCHEMA} "
+                           "and older")
+    oldest = OLDEST_READ.get(kind or "", 0)
+    if schema < oldest:
+        raise ResultsError(f"{run_dir}: a {kind} record of schema {schema} is older than this version reads "
+                           f"(schema {oldest} on); run `echomq-bench {kind}` again")
+
+
 def read_record(run_dir: Path | str) -> Record:
     """The record `writer.write_record` wrote. A folder whose summary.json has no
     kind is refused with the kinds this version writes, and one written by
@@ -171,9 +183,7 @@ def read_record(run_dir: Path | str) -> Record:
     schema = data.pop("schema", 0)  # folders written before records declared a schema
     if not kind:
         raise ResultsError(f"{run_dir}: summary.json declares no kind; known kinds: {', '.join(KINDS)}")
-    if not isinstance(schema, int) or schema > SCHEMA:
-        raise ResultsError(f"{run_dir}: summary.json has schema {schema!r}; this version reads schema {SCHEMA} "
-                           "and older")
+    check_schema(run_dir, kind, schema)
     meta = read_json(run_dir / "meta.json") if (run_dir / "meta.json").is_file() else {}
     tables = {p.stem: _read_rows(p) for p in sorted(run_dir.glob("*.csv"))}
     return Record(kind=kind, summary=data, tables=tables, meta=meta, schema=schema)

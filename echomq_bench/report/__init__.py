@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 from echomq_bench.records.files import ResultsError, Run, load_many
+from echomq_bench.records.kinds.compare import CompareRecord
 from echomq_bench.records.record import CONTAINER
 from echomq_bench.report import kinds, text
 from echomq_bench.report.agreement import agreement_section
@@ -45,7 +46,7 @@ def _parts(runs: list[Run]) -> list[Run]:
 def _default_mode_first(run: Run) -> bool:
     """Of several compare records (one per interleave mode), the compare
     section shows the one made in compare's default mode."""
-    return run.kind == "compare" and run.summary.get("interleave", "together") != "together"
+    return run.kind == "compare" and CompareRecord.from_record(run.summary).interleave != "together"
 
 
 def _by_kind(parts: list[Run]) -> dict[str, Run]:

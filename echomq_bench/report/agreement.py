@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from echomq_bench.capacity.compare_result import INTERLEAVE_TEXT, METRICS
 from echomq_bench.measurement.agreement import ModeEstimate, agreement, rows
-from echomq_bench.measurement.verdicts import MIN_TRIALS
 from echomq_bench.records.files import Run
+from echomq_bench.records.kinds.compare import CompareRecord
 from echomq_bench.report.context import builds, commit, machine
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
 
@@ -27,24 +26,28 @@ __all__ = ["agreement_section", "agreement_groups", "estimate_in"]
 MODES = tuple(INTERLEAVE_TEXT)   # together, slot, trial: the table's row order
 
 
-def _pair_key(summary: dict[str, Any]) -> tuple[tuple[str, str, str, str], ...]:
-    return tuple((name, str(e.get("version")), str(e.get("spec")), str(e.get("scripts")))
-                 for name, e in (summary.get("builds") or {}).items())
+def _record(run: Run) -> CompareRecord:
+    return CompareRecord.from_record(run.summary)
+
+
+def _pair_key(record: CompareRecord) -> tuple[tuple[str, str, str, str], ...]:
+    return tuple((name, str(e.version), str(e.spec), str(e.scripts)) for name, e in record.builds.items())
 
 
 def estimate_in(run: Run, build: str, label: str) -> ModeEstimate | None:
     """The record's headline verdict for `build` against its baseline, or None when it carries none."""
-    summary = run.summary
-    verdict = ((summary.get("builds") or {}).get(build, {}).get("verdicts") or {}).get(summary.get("headline", ""))
-    if not isinstance(verdict, dict) or "ratio" not in verdict:
+    record = _record(run)
+    entry = record.builds.get(build)
+    verdict = entry.verdicts.get(record.headline) if entry else None
+    if verdict is None or verdict.ratio is None:
         return None
-    ci = verdict.get("ci")
-    return ModeEstimate(label, float(verdict["ratio"]), (float(ci[0]), float(ci[1])) if ci else None,
-                        int(verdict["n"]), int(verdict["excluded"]), str(verdict["method"]), str(verdict["text"]))
+    ci = verdict.ci
+    return ModeEstimate(label, float(verdict.ratio), (float(ci[0]), float(ci[1])) if ci else None,
+                        int(verdict.n or 0), int(verdict.excluded or 0), str(verdict.method), str(verdict.text))
 
 
 def _mode_of(run: Run) -> str:
-    return str(run.summary.get("interleave", "together"))
+    return _record(run).interleave
 
 
 def agreement_groups(runs: list[Run]) -> list[list[Run]]:
@@ -52,8 +55,8 @@ def agreement_groups(runs: list[Run]) -> list[list[Run]]:
     modes, each group in mode order (together, slot, trial) then by run."""
     by_pair: dict[tuple[tuple[str, str, str, str], ...], list[Run]] = defaultdict(list)
     for run in runs:
-        if run.kind == "compare" and run.summary.get("headline") and run.summary.get("builds"):
-            by_pair[_pair_key(run.summary)].append(run)
+        if run.kind == "compare" and _record(run).builds:
+            by_pair[_pair_key(_record(run))].append(run)
     rank = {m: i for i, m in enumerate(MODES)}
     groups = []
     for group in by_pair.values():
@@ -69,14 +72,15 @@ def _labels(group: list[Run]) -> list[str]:
 
 
 def _group_blocks(group: list[Run], build: str) -> list[Block]:
-    base = group[0].summary.get("baseline", "?")
+    first = _record(group[0])
+    base = first.baseline or "?"
     labels = _labels(group)
     found = [(r, e) for r, label in zip(group, labels) if (e := estimate_in(r, build, label)) is not None]
     if len({_mode_of(r) for r, _ in found}) < 2:
         return []
     estimates = [e for _, e in found]
-    min_trials = int(group[0].summary.get("min_trials", MIN_TRIALS))
-    metric = METRICS.get(group[0].summary.get("headline", ""), (None, False, "headline"))[2]
+    min_trials = first.min_trials
+    metric = METRICS.get(first.headline, (None, False, "headline"))[2]
     table = pd.DataFrame([{**row, "run": r.run_id} for (r, _), row in zip(found, rows(estimates))])
     table = table.rename(columns={"ratio": f"{metric}, {build} / {base}"})
     runs = [f"{e.mode}: run {r.run_id}, {r.meta.get('created_utc', '?')}, commit {commit(r)}, {machine(r)}; "
@@ -97,8 +101,9 @@ def agreement_section(runs: list[Run], out: Path) -> list[Block]:
     """The agreement table of each set of builds compared in two or more modes; nothing when there is none."""
     blocks: list[Block] = []
     for group in agreement_groups(runs):
-        base = group[0].summary.get("baseline")
-        for build in group[0].summary["builds"]:
+        first = _record(group[0])
+        for build in first.builds:
+            base = first.baseline
             if build != base:
                 blocks += _group_blocks(group, build)
     if not blocks:

@@ -17,6 +17,8 @@ from typing import Any, Mapping
 import pandas as pd
 
 from echomq_bench.records.files import Run
+from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord
+from echomq_bench.records.kinds.verbs import VerbsRecord
 from echomq_bench.report.context import commit, machine
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
 
@@ -38,8 +40,6 @@ def _servers(runs: Mapping[str, Run]) -> dict[str, dict[str, Any]]:
 def _reap_at_largest_m(run: Run) -> tuple[dict[tuple[str, str], float], int | None]:
     """(build, form) -> median server µs of one reap moving REAP_CAP jobs, at the largest M."""
     t = run.table("reapcost")
-    if "form" not in t.columns:
-        t = t.assign(form="bare")
     t = t[(t["metric"] == "server_us") & (t["verb"] == "reap") & (t["cap"] == REAP_CAP) & (t["k"] == REAP_CAP)]
     if not len(t):
         return {}, None
@@ -55,37 +55,45 @@ def _m_text(m: int) -> str:
 def _builds_in_order(runs: Mapping[str, Run]) -> list[str]:
     names: list[str] = []
     if "compare" in runs:
-        names += list(runs["compare"].summary.get("builds") or {})
-    if "verbs" in runs:
-        names += [str(b.get("build")) for b in runs["verbs"].summary.get("builds") or ()]
+        names += list(_compare(runs).builds)
+    names += [b.build for b in _verbs(runs).builds]
     return list(dict.fromkeys(names))
 
 
+def _compare(runs: Mapping[str, Run]) -> CompareRecord:
+    """The compare record of the run, typed; an empty one when the run made none."""
+    return CompareRecord.from_record(runs["compare"].summary) if "compare" in runs else CompareRecord()
+
+
+def _verbs(runs: Mapping[str, Run]) -> VerbsRecord:
+    """The verbs record of the run, typed; an empty one when the run made none."""
+    return VerbsRecord.from_record(runs["verbs"].summary) if "verbs" in runs else VerbsRecord()
+
+
 def matrix_frame(runs: Mapping[str, Run]) -> tuple[pd.DataFrame, str | None]:
-    compare = runs["compare"].summary if "compare" in runs else {}
-    base = compare.get("baseline")
-    verbs = {str(b.get("build")): b.get("verbs") or {} for b in
-             (runs["verbs"].summary.get("builds") or () if "verbs" in runs else ())}
-    labels: dict[str, str] = runs["verbs"].summary.get("labels") or {} if "verbs" in runs else {}
+    compare = _compare(runs)
+    base = compare.baseline
+    verbs = {b.build: b.verbs for b in _verbs(runs).builds}
+    labels = _verbs(runs).labels
     reap, largest = _reap_at_largest_m(runs["reapcost"]) if "reapcost" in runs else ({}, None)
     servers = _servers(runs)
-    paired = len(set((compare.get("baselines") or {}).values())) > 1
+    paired = len(set((compare.baselines or {}).values())) > 1
     column = "ratio to its allocator's baseline" if paired else f"ratio to {base}"
     rows = []
     for name in _builds_in_order(runs):
-        entry = (compare.get("builds") or {}).get(name) or {}
-        per_cycle = entry.get("server_us_per_cycle") or {}
-        own = str(entry.get("baseline") or base)
+        entry = compare.builds.get(name) or CompareEntry()
+        us = entry.server_us_per_cycle
+        own = str(entry.baseline or base)
         row: dict[str, Any] = {
-            "build": name, "version": servers.get(name, {}).get("version", entry.get("version", "?")),
+            "build": name, "version": servers.get(name, {}).get("version", entry.version or "?"),
             "malloc": servers.get(name, {}).get("allocator") or "?",
-            "server µs/cycle": (f"{per_cycle['median']:.1f} ({per_cycle['min']:.1f}..{per_cycle['max']:.1f})"
-                                if "median" in per_cycle else "-"),
+            "server µs/cycle": (f"{us.median:.1f} ({us.min:.1f}..{us.max:.1f})"
+                                if us.median is not None and us.min is not None and us.max is not None else "-"),
             column: ("1 (the baseline)" if name == own else
-                     f"{entry.get('server_us_label') or '-'}{f' (vs {own})' if paired else ''}") if base else "-"}
+                     f"{entry.server_us_label or '-'}{f' (vs {own})' if paired else ''}") if base else "-"}
         for case, label in labels.items():
             figure = verbs.get(name, {}).get(case)
-            row[f"{label} µs"] = f"{figure['server_us']:.1f}" if figure else "-"
+            row[f"{label} µs"] = f"{figure.server_us:.1f}" if figure else "-"
         if largest is not None:
             m = _m_text(largest)
             for form, label in (("bare", "bare"), ("rows", "with job rows")):
@@ -116,15 +124,14 @@ def matrix_section(runs: Mapping[str, Run], out: Path) -> list[Block]:
     if len(frame) < 2:
         return []
     compare = runs.get("compare")
-    bases = list(dict.fromkeys((compare.summary.get("baselines") or {}).values())) if compare else []
+    s = _compare(runs)
+    bases = list(dict.fromkeys((s.baselines or {}).values()))
     notes = [allocator_note(_servers(runs), list(frame["build"]))]
     if compare is not None:
-        s = compare.summary
-        bounds = {name: ", ".join(f"{k} {v}" for k, v in (e.get("bound") or {}).items() if v)
-                  for name, e in (s.get("builds") or {}).items()}
-        notes.append(f"server µs/cycle: median (min..max) over {s.get('trials')} trials, each on fresh servers with "
+        bounds = {name: ", ".join(f"{k} {v}" for k, v in e.bound.items() if v) for name, e in s.builds.items()}
+        notes.append(f"server µs/cycle: median (min..max) over {s.trials} trials, each on fresh servers with "
                      f"every build loaded at once, sharing one core; the ratio is its verdict: "
-                     f"{s.get('method', '?')}, {int(float(s.get('level', 0.95)) * 100)}% interval. Bottleneck per "
+                     f"{s.method or '?'}, {int(s.level * 100)}% interval. Bottleneck per "
                      f"build (trials bound so): " + "; ".join(f"{n} {b}" for n, b in bounds.items()) + ".")
     if "verbs" in runs:
         v = runs["verbs"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from echomq_bench.load.backlog import drop_queue
+from echomq_bench.load.bulk import drop_queue
 from echomq_bench.commands.capacity import CapacitySettings, run_capacity
 from echomq_bench.cli import main
 from echomq_bench.report import build_report, record_text

@@ -296,7 +296,7 @@ def test_locust_cluster_wire_routes_by_slot_and_follows_moved(cluster: EmbeddedC
 
 
 def test_capacity_over_a_cluster_counts_every_cycle_on_its_node(cluster: EmbeddedCluster) -> None:
-    from echomq_bench.load.backlog import drop_queue
+    from echomq_bench.load.bulk import drop_queue
     from echomq_bench.commands.capacity import CapacitySettings, run_capacity
     from echomq_bench.capacity.cluster import ClusterCapacityResult
     from echomq.keys import QueueKeys
@@ -334,10 +334,10 @@ def test_capacity_over_a_cluster_counts_every_cycle_on_its_node(cluster: Embedde
             c = n.result.counts
             assert c["completed"] == sum(row["driver_completed"] for row in r.accounting if row["node"] == n.node)
             assert evalsha_calls(masters[n.node].client()) - before[n.node] == c["claims"] + c["completed"]
-        entry = r.headline()
-        assert [e["node"] for e in entry["nodes"]] == list(masters)
-        assert entry["ceiling_claims_per_s"] is None and "redis-benchmark" in entry["ceiling_note"]
-        assert "share this machine's" in entry["pinning"] and "cores" in entry["cores_note"]
+        entry = r.entry()
+        assert [e.node for e in entry.nodes] == list(masters)
+        assert entry.ceiling_claims_per_s is None and "redis-benchmark" in str(entry.ceiling_note)
+        assert "share this machine's" in str(entry.pinning) and "cores" in str(entry.cores_note)
     finally:
         for name, m in masters.items():
             with m.client() as c:

@@ -91,8 +91,8 @@ def test_compare_in_slots_rotates_who_goes_first(tmp_path: Path, slowed_lua: Pat
         # Each build had half the window, and counted only what finished in its own turns.
         assert r.window_s == pytest.approx(0.3, abs=1e-6)
         assert 0 < r.cycles <= r.counts["a_completed"] <= r.counts["completed"]
-    valkey = result.summary()["builds"]["valkey"]
-    assert valkey["verdict"] == f"inconclusive ({valkey['trials_counted']} trials)"
+    valkey = result.record().builds["valkey"]
+    assert valkey.verdict == f"inconclusive ({valkey.trials_counted} trials)"
 
 
 def test_compare_together_runs_every_build_at_once_on_fresh_servers() -> None:
@@ -105,7 +105,7 @@ def test_compare_together_runs_every_build_at_once_on_fresh_servers() -> None:
         assert t.result.window_s == pytest.approx(0.4)
     ports = {t.result.server["url"] for t in result.trials}
     assert len(ports) == 4  # a fresh server for every build in every trial
-    shares = result.summary()["builds"]["redis-2"]["cpu_share_per_trial"]
+    shares = result.record().builds["redis-2"].cpu_share_per_trial
     assert len(shares) == 2 and all(0 < s <= 1 for s in shares)
 
 

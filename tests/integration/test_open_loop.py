@@ -62,7 +62,7 @@ def test_a_modest_rate_is_kept_and_every_claim_due_is_answered(server: EmbeddedS
     assert account["timeouts"] == account["cycle_timeouts"] == 0
     assert account["achieved_per_s"] >= 0.98 * 1000
     assert not [w for w in r.warnings if w.startswith("achieved ") or "timeouts" in w], r.warnings
-    assert r.headline()["open_loop"] == account
+    assert r.entry().open_loop == account
     assert r.latency["claim"].count == r.latency["cycle"].count == 1000
 
 

@@ -27,7 +27,7 @@ def table(result: CompareResult, folder: Path = Path("/nonexistent")) -> str:
     from echomq_bench.report.kinds import compare
     from echomq_bench.report.text import WIDTH, render
 
-    text = render(compare.section(Run(folder, {}, result.summary(), {}), folder))
+    text = render(compare.section(Run(folder, {}, result.record().to_record(), {}), folder))
     assert all(len(line) <= WIDTH for line in text.splitlines())
     return text
 
@@ -75,11 +75,11 @@ def test_pairs_that_were_not_server_bound_are_left_out_and_counted() -> None:
     assert v is not None
     assert (v.verdict, v.n, v.excluded) == ("slower", 6, 2)
     assert v.ratio == pytest.approx(1.05)
-    entry = result.summary()["builds"]["valkey"]
-    assert (entry["trials_counted"], entry["trials_excluded"]) == (6, 2)
-    assert entry["verdict"] == "slower"                      # the headline is server µs/cycle
-    assert "n=6, 2 excluded" in entry["server_us_label"]
-    assert entry["throughput_verdict"] == "slower"           # 5% dearer per cycle is 5% fewer cycles
+    entry = result.record().builds["valkey"]
+    assert (entry.trials_counted, entry.trials_excluded) == (6, 2)
+    assert entry.verdict == "slower"                      # the headline is server µs/cycle
+    assert entry.server_us_label is not None and "n=6, 2 excluded" in entry.server_us_label
+    assert entry.throughput_verdict == "slower"           # 5% dearer per cycle is 5% fewer cycles
     assert "Excluded for valkey: trial 3, 6 of 8, where a build was not server-bound" in " ".join(
         line.strip() for line in table(result).splitlines())
 
@@ -107,7 +107,7 @@ def test_builds_of_one_allocator_get_no_allocator_note() -> None:
 
 def test_fewer_than_six_counted_trials_is_inconclusive() -> None:
     result = _compared([30.0] * 5, [40.0] * 5)
-    assert result.summary()["builds"]["valkey"]["verdict"] == "inconclusive (5 trials)"
+    assert result.record().builds["valkey"].verdict == "inconclusive (5 trials)"
     # Five trials: the ratio, but no interval the method would not stand behind.
     row = next(line for line in table(result).splitlines() if line.startswith("valkey "))
     assert row.endswith("1.333 inconclusive (5 trials)") and "[" not in row
@@ -122,7 +122,7 @@ def test_no_counted_trial_at_all_is_inconclusive_not_an_error() -> None:
 def test_claim_p99_is_judged_only_in_open_loop() -> None:
     closed = _compared([30.0] * 6, [30.0] * 6)
     assert closed.verdict("valkey", "p99") is None
-    assert closed.summary()["builds"]["valkey"]["verdicts"]["p99"]["text"].startswith("not judged")
+    assert str(closed.record().builds["valkey"].verdicts["p99"].text).startswith("not judged")
     opened = _compared([30.0] * 6, [30.0] * 6, rate=5000.0)
     v = opened.verdict("valkey", "p99")
     assert v is not None and v.verdict == "equivalent"
@@ -239,10 +239,9 @@ def test_pairing_by_allocator_judges_each_build_against_the_first_of_its_own_all
     assert [paired.baseline_of(b.name) for b in paired.builds] == ["redis", "redis6.2", "redis6.2", "redis"]
     v = paired.verdict("valkey9.1", "server_us")
     assert v is not None and v.ratio == pytest.approx(0.9, rel=0.005) and v.verdict == "faster"
-    summary = paired.summary()
-    assert summary["baselines"] == {"redis": "redis", "redis6.2": "redis6.2", "valkey9.1": "redis6.2",
-                                    "valkey": "redis"}
-    assert [summary["builds"][n]["verdict"] for n in ("redis", "redis6.2")] == ["baseline", "baseline"]
+    record = paired.record()
+    assert record.baselines == {"redis": "redis", "redis6.2": "redis6.2", "valkey9.1": "redis6.2", "valkey": "redis"}
+    assert [record.builds[n].verdict for n in ("redis", "redis6.2")] == ["baseline", "baseline"]
     ratio_rows = [r for r in paired.rows() if r.get("metric") == "server_us_ratio"]
     assert {(r["build"], r["baseline"]) for r in ratio_rows} == {("valkey9.1", "redis6.2"), ("valkey", "redis")}
     shown = table(paired)
@@ -251,7 +250,7 @@ def test_pairing_by_allocator_judges_each_build_against_the_first_of_its_own_all
     first = _four_builds("first")
     v = first.verdict("valkey9.1", "server_us")
     assert v is not None and v.ratio == pytest.approx(1.08, rel=0.005) and v.verdict == "slower"
-    assert first.summary()["builds"]["redis6.2"]["verdict"] == "slower"
+    assert first.record().builds["redis6.2"].verdict == "slower"
 
 
 def test_an_unknown_pairing_is_refused_before_anything_runs() -> None:

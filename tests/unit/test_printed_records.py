@@ -118,7 +118,7 @@ def test_a_soak_prints_its_seed_faults_audit_recovery_and_chart(tmp_path: Path) 
 
 
 def _failover_result() -> Any:
-    from echomq_bench.commands.failover import FailoverResult
+    from echomq_bench.faults.failover_result import FailoverResult
     from echomq_bench.load.audit import AuditReport
 
     audit = AuditReport(enqueued=600, completed=590, pending=10, active=0, scheduled=0, dead=0, lost=0,
@@ -134,7 +134,7 @@ def _failover_result() -> Any:
 
 
 def test_failover_prints_the_kill_the_times_the_doubts_and_the_audit(tmp_path: Path) -> None:
-    from echomq_bench.commands.failover import failover_record
+    from echomq_bench.faults.failover_result import failover_record
 
     result = _failover_result()
     write_record(tmp_path, failover_record([result], META))
@@ -203,7 +203,7 @@ def test_the_history_check_is_printed_per_fault_kind(tmp_path: Path) -> None:
 def test_failover_prints_its_history_check(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from echomq_bench.commands.failover import failover_record
+    from echomq_bench.faults.failover_result import failover_record
 
     result = replace(_failover_result(), history=_history("failover"))
     write_record(tmp_path, failover_record([result], META))

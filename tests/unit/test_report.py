@@ -176,7 +176,7 @@ def _check_rows() -> list[dict[str, object]]:
 
 
 def _failover_record() -> Record:
-    from echomq_bench.commands.failover import FailoverResult, failover_record
+    from echomq_bench.faults.failover_result import FailoverResult, failover_record
     from echomq_bench.load.audit import AuditReport
 
     audit = AuditReport(enqueued=600, completed=590, pending=10, active=0, scheduled=0, dead=0, lost=0,

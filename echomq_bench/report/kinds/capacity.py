@@ -19,7 +19,10 @@ from typing import Any, Mapping
 import pandas as pd
 
 from echomq_bench.capacity.open_loop import open_loop_line
+from echomq_bench.measurement.stats import median
 from echomq_bench.records.files import Run
+from echomq_bench.records.kinds.capacity import (CapacityEntry, CapacityRecord, ClusterEntry, NodeEntry, SloBlock,
+                                                 SloEntry, SloTarget)
 from echomq_bench.records.meta import build_text
 from echomq_bench.report import charts
 from echomq_bench.report.context import context_lines
@@ -28,6 +31,7 @@ from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
 __all__ = ["section", "slo_interval", "slo_probe_table", "slo_method", "slo_build_lines"]
 
 Entry = Mapping[str, Any]
+Figures = CapacityEntry | ClusterEntry | NodeEntry
 
 COLUMNS = ("server µs/cycle: the server main thread's CPU per claim+complete cycle. server busy: that thread's "
            "CPU over the window; server wait: the share it was runnable but off its CPU (busy + wait near "
@@ -50,15 +54,6 @@ def _masters(n: int) -> str:
     return f"{n} master" + ("" if n == 1 else "s")
 
 
-def _builds(run: Run) -> dict[str, Entry]:
-    builds = run.summary.get("builds") or {}
-    return {name: e for name, e in builds.items() if isinstance(e, dict)}
-
-
-def _claim(entry: Entry) -> Entry:
-    return (entry.get("latency_ms") or {}).get("claim") or {}
-
-
 def _described(run: Run) -> dict[str, Entry]:
     """meta.json's entry per server (version, allocator, binary), by build name."""
     return {str(s.get("name")): s for s in run.meta.get("servers") or () if isinstance(s, dict)}
@@ -68,40 +63,44 @@ def _described(run: Run) -> dict[str, Entry]:
 # One server per build
 
 
-def _figures_row(name: str, e: Entry) -> dict[str, str]:
-    return {"build": name, "version": str(e.get("version", "?")),
-            "cycles/s": _num(e.get("cycles_per_s"), ",.0f"),
-            "server µs/cycle": _num(e.get("server_us_per_cycle"), ".2f"),
-            "server busy": _pct(e.get("server_utilization")), "server wait": _pct(e.get("server_wait")),
-            "client busy": _pct(e.get("client_utilization")), "bound": str(e.get("bound", "?"))}
+def _claim(e: Figures) -> Mapping[str, float]:
+    return e.latency_ms.get("claim") or {}
 
 
-def _ceiling_row(name: str, e: Entry, described: Entry) -> dict[str, str]:
+def _figures_row(name: str, e: CapacityEntry) -> dict[str, str]:
+    return {"build": name, "version": str(e.version or "?"),
+            "cycles/s": _num(e.cycles_per_s, ",.0f"),
+            "server µs/cycle": _num(e.server_us_per_cycle, ".2f"),
+            "server busy": _pct(e.server_utilization), "server wait": _pct(e.server_wait),
+            "client busy": _pct(e.client_utilization), "bound": str(e.bound or "?")}
+
+
+def _ceiling_row(name: str, e: CapacityEntry, described: Entry) -> dict[str, str]:
     claim = _claim(e)
     return {"build": name, "allocator": str(described.get("allocator", "?")),
-            "ceiling/s": _num(e.get("ceiling_claims_per_s"), ",.0f"), "of ceiling": _num(e.get("of_ceiling"), ".2f"),
+            "ceiling/s": _num(e.ceiling_claims_per_s, ",.0f"), "of ceiling": _num(e.of_ceiling, ".2f"),
             "claim p50": _num(claim.get("p50"), ".2f"), "claim p99": _num(claim.get("p99"), ".2f"),
             "claim p99.9": _num(claim.get("p99.9"), ".2f"), "claim max": _num(claim.get("max"), ".2f")}
 
 
-def _ran(name: str, e: Entry) -> str:
+def _ran(name: str, e: CapacityEntry | ClusterEntry) -> str:
     """`NAME: PINNING; N cycles in W s; scripts FOLDER`: how the build's window ran."""
-    parts = [str(e.get("pinning") or "pinning not recorded")]
-    if e.get("cycles") is not None and e.get("window_s") is not None:
-        parts.append(f"{int(e['cycles']):,} cycles in {float(e['window_s']):g} s")
-    if e.get("scripts"):
-        parts.append(f"scripts {e['scripts']}")
+    parts = [str(e.pinning or "pinning not recorded")]
+    if e.cycles is not None and e.window_s is not None:
+        parts.append(f"{int(e.cycles):,} cycles in {float(e.window_s):g} s")
+    if e.scripts:
+        parts.append(f"scripts {e.scripts}")
     return f"{name}: " + "; ".join(parts)
 
 
-def _single_blocks(run: Run, builds: dict[str, Entry]) -> list[Block]:
+def _single_blocks(run: Run, builds: dict[str, CapacityEntry]) -> list[Block]:
     described = _described(run)
     figures = [_figures_row(name, e) for name, e in builds.items()]
     ceilings = [_ceiling_row(name, e, described.get(name, {})) for name, e in builds.items()]
     notes = [COLUMNS, CEILING]
     notes += [f"{name}: {build_text(described[name])}" for name in builds if name in described]
     notes += [_ran(name, e) for name, e in builds.items()]
-    without = [name for name, e in builds.items() if e.get("ceiling_claims_per_s") is None]
+    without = [name for name, e in builds.items() if e.ceiling_claims_per_s is None]
     if without:
         notes.append(f"No ceiling for {', '.join(without)}: --no-ceiling, or no redis-benchmark or "
                      "valkey-benchmark on PATH.")
@@ -114,65 +113,64 @@ def _single_blocks(run: Run, builds: dict[str, Entry]) -> list[Block]:
 # A cluster: a row per master and the totals
 
 
-def _node_row(node: str, queues: Any, e: Entry) -> tuple[dict[str, str], dict[str, str]]:
+def _node_row(node: str, queues: Any, e: ClusterEntry | NodeEntry) -> tuple[dict[str, str], dict[str, str]]:
     claim = _claim(e)
-    figures = {"node": node, "queues": str(queues), "cycles/s": _num(e.get("cycles_per_s"), ",.0f"),
-               "server µs/cycle": _num(e.get("server_us_per_cycle"), ".2f"),
-               "server busy": _pct(e.get("server_utilization")), "server wait": _pct(e.get("server_wait")),
-               "client busy": _pct(e.get("client_utilization"))}
+    figures = {"node": node, "queues": str(queues), "cycles/s": _num(e.cycles_per_s, ",.0f"),
+               "server µs/cycle": _num(e.server_us_per_cycle, ".2f"),
+               "server busy": _pct(e.server_utilization), "server wait": _pct(e.server_wait),
+               "client busy": _pct(e.client_utilization)}
     latency = {"node": node, "claim p50": _num(claim.get("p50"), ".2f"), "claim p99": _num(claim.get("p99"), ".2f"),
                "claim max": _num(claim.get("max"), ".2f")}
     return figures, latency
 
 
-def _placement(name: str, e: Entry) -> list[Block]:
-    placements = [p for p in e.get("placements") or () if isinstance(p, dict)]
-    nodes = e.get("nodes") or ()
+def _placement(name: str, e: ClusterEntry) -> list[Block]:
+    placements = [p for p in e.placements if isinstance(p, Mapping)]
     per_node = Counter(str(p.get("node")) for p in placements)
-    return [Para(f"{name} ({e.get('version', '?')}): {len(placements)} queues over {_masters(len(nodes))}."),
+    return [Para(f"{name} ({e.version or '?'}): {len(placements)} queues over {_masters(len(e.nodes))}."),
             Table(pd.DataFrame([{"queue": p.get("queue"), "slot": str(p.get("slot")), "node": p.get("node")}
                                 for p in placements]), f"Placement of {name}'s queues"),
             Notes(["queues per master: " + ", ".join(f"{node} {n}" for node, n in sorted(per_node.items()))])]
 
 
-def _bound_line(e: Entry) -> str:
-    busy, wait = e.get("server_utilization") or 0.0, e.get("server_wait") or 0.0
-    if e.get("bound") == "server":
-        return (f"Bound: server, the main thread of {e.get('bound_node')} ({busy:.0%} busy + {wait:.0%} waiting "
+def _bound_line(e: ClusterEntry) -> str:
+    busy, wait = e.server_utilization or 0.0, e.server_wait or 0.0
+    if e.bound == "server":
+        return (f"Bound: server, the main thread of {e.bound_node} ({busy:.0%} busy + {wait:.0%} waiting "
                 "for a core).")
-    return (f"Bound: {e.get('bound', '?')} (driver {e.get('client_utilization') or 0.0:.0%} busy over "
-            f"{e.get('client_cores', '?')} cores; busiest node {e.get('busiest_node', '?')} at {busy:.0%}).")
+    return (f"Bound: {e.bound or '?'} (driver {e.client_utilization or 0.0:.0%} busy over "
+            f"{e.client_cores or '?'} cores; busiest node {e.busiest_node or '?'} at {busy:.0%}).")
 
 
-def _cores_lines(run: Run, e: Entry) -> list[str]:
-    busy = e.get("machine_busy")
-    lines = [f"Cores: {e.get('cores_note', 'not recorded')}"
+def _cores_lines(run: Run, e: ClusterEntry) -> list[str]:
+    busy = e.machine_busy
+    lines = [f"Cores: {e.cores_note or 'not recorded'}"
              + (f"; machine {busy:.0%} busy with them." if busy is not None else ".")]
-    if e.get("cores_full"):
+    if e.cores_full:
         cores = (run.meta.get("machine") or {}).get("cpu_count", "?")
         lines.append(f"The {cores} cores were full: the nodes' main threads were runnable but shared them (server "
                      "busy + server wait), so the machine, not any one node, set the total.")
     return lines
 
 
-def _accounting_line(e: Entry) -> str:
-    rows = [r for r in e.get("accounting") or () if isinstance(r, dict)]
+def _accounting_line(e: ClusterEntry) -> str:
+    rows = [r for r in e.accounting if isinstance(r, Mapping)]
     done = sum(int(r.get("driver_completed") or 0) for r in rows)
     bad = [str(r.get("queue")) for r in rows if not r.get("ok")]
-    verdict = "PASS" if e.get("accounting_passed") else "FAIL" + (f" on {', '.join(bad)}" if bad else "")
+    verdict = "PASS" if e.accounting_passed else "FAIL" + (f" on {', '.join(bad)}" if bad else "")
     return (f"Accounting: {verdict} (per queue, driver completes == server completes; {len(rows)} queues, "
             f"{done:,} completes in all).")
 
 
-def _cluster_blocks(run: Run, name: str, e: Entry) -> list[Block]:
-    rows = [_node_row(str(n.get("node")), len(n.get("queues") or ()), n) for n in e.get("nodes") or ()]
-    rows.append(_node_row("total", e.get("queues", ""), e))
+def _cluster_blocks(run: Run, name: str, e: ClusterEntry) -> list[Block]:
+    rows = [_node_row(n.node, len(n.queues), n) for n in e.nodes]
+    rows.append(_node_row("total", e.queues if e.queues is not None else "", e))
     return [*_placement(name, e),
             Table(pd.DataFrame([f for f, _ in rows]), f"Capacity per master of {name}", id=f"capacity-{name}"),
             Table(pd.DataFrame([lat for _, lat in rows]), f"Claim latency per master of {name} (ms)"),
             Notes([TOTAL_ROW]),
             Para(_bound_line(e)),
-            Notes([*_cores_lines(run, e), f"Ceiling: {e.get('ceiling_note', 'not taken on a cluster')}.",
+            Notes([*_cores_lines(run, e), f"Ceiling: {e.ceiling_note or 'not taken on a cluster'}.",
                    _ran(name, e)]),
             Para(_accounting_line(e))]
 
@@ -201,14 +199,14 @@ def _audit_lines(name: str, audit: Entry) -> list[str]:
         for node, a in nodes.items() if isinstance(a, dict) and not a.get("passed")]
 
 
-def _after(name: str, e: Entry) -> list[Block]:
+def _after(name: str, e: CapacityEntry | ClusterEntry) -> list[Block]:
     """The open loop's account, every warning, and the audit's verdict."""
     out: list[Block] = []
-    if isinstance(e.get("open_loop"), dict):
-        out.append(Para(f"{name}: {open_loop_line(e['open_loop'])}."))
-    out += [Para(f"Warning ({name}): {text}") for text in e.get("warnings") or ()]
-    if isinstance(e.get("audit"), dict):
-        out += [Para(line) for line in _audit_lines(name, e["audit"])]
+    if isinstance(e, CapacityEntry) and e.open_loop is not None:
+        out.append(Para(f"{name}: {open_loop_line(e.open_loop)}."))
+    out += [Para(f"Warning ({name}): {text}") for text in e.warnings]
+    if e.audit is not None:
+        out += [Para(line) for line in _audit_lines(name, e.audit)]
     return out
 
 
@@ -234,12 +232,12 @@ def _rate(value: Any) -> str:
     return _num(value, ",.0f")
 
 
-def slo_interval(e: Entry) -> str:
+def slo_interval(e: SloEntry) -> str:
     """`39,800..42,900 (96.9%)`, or why there is no interval."""
-    ci = e.get("ci95")
+    ci = e.ci95
     if not ci:
-        return str(e.get("text") or "no interval")
-    return f"{_rate(ci[0])}..{_rate(ci[1])} ({_num(e.get('coverage'), '.1%')})"
+        return str(e.text or "no interval")
+    return f"{_rate(ci[0])}..{_rate(ci[1])} ({_num(e.coverage, '.1%')})"
 
 
 def _probe_result(row: Mapping[str, Any]) -> str:
@@ -249,31 +247,35 @@ def _probe_result(row: Mapping[str, Any]) -> str:
     return "held" if passed is True else "missed: " + str(row.get("why") or "?")
 
 
-def slo_probe_table(run: Run, target: Entry) -> Table | None:
+def slo_probe_table(run: Run, target: SloTarget) -> Table | None:
     """Every run of every search: the closed-loop one that set the bracket, then each probe."""
     probes = run.tables.get("slo")
     if probes is None or not len(probes):
         return None
-    quantile = str(target.get("name", "quantile"))
+    quantile = target.name or "quantile"
     rows = [{"build": r.get("build"), "search": str(r.get("search")), "probe": str(r.get("probe")),
              "phase": r.get("phase"), "asked/s": _rate(r.get("rate_per_s")),
              "achieved/s": _rate(r.get("achieved_per_s")), "p50 ms": _num(r.get("claim_p50_ms"), ".2f"),
              f"{quantile} ms": _num(r.get("claim_quantile_ms"), ".2f"), "bound": r.get("bound"),
              "result": _probe_result(r)} for r in probes.to_dict("records")]
-    return Table(pd.DataFrame(rows), f"Every probe, each on a fresh server ({target.get('text', '?')}; latency "
+    return Table(pd.DataFrame(rows), f"Every probe, each on a fresh server ({target.text or '?'}; latency "
                                      "from each claim's intended start, in closed loop from its send)",
                  id="capacity-slo-probes")
 
 
-def slo_method(slo: Entry) -> list[str]:
-    n, level = slo.get("searches", "?"), float(slo.get("level", 0.95))
-    return [f"Search: {slo.get('search_method', '?')}, to within {float(slo.get('resolution', 0.02)):.0%} of the "
-            f"rate; {slo.get('window_s', '?')} s window after {slo.get('warmup_s', '?')} s of warm-up per probe.",
-            f"Pass: {slo.get('pass_rule', '?')}.",
-            f"Interval: {slo.get('interval_method', '?')}, the median's {level:.0%} interval over {n} searches; "
-            f"fewer than {slo.get('min_trials', 6)} searches give 'inconclusive', no interval (with 5, no "
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def slo_method(slo: SloBlock) -> list[str]:
+    n, level = _or(slo.searches, "?"), float(_or(slo.level, 0.95))
+    return [f"Search: {_or(slo.search_method, '?')}, to within {float(_or(slo.resolution, 0.02)):.0%} of the "
+            f"rate; {_or(slo.window_s, '?')} s window after {_or(slo.warmup_s, '?')} s of warm-up per probe.",
+            f"Pass: {_or(slo.pass_rule, '?')}.",
+            f"Interval: {_or(slo.interval_method, '?')}, the median's {level:.0%} interval over {n} searches; "
+            f"fewer than {_or(slo.min_trials, 6)} searches give 'inconclusive', no interval (with 5, no "
             "order-statistic interval reaches 95%).",
-            f"Order: {slo.get('order', '?')}."]
+            f"Order: {_or(slo.order, '?')}."]
 
 
 def _grouped(warnings: list[str]) -> list[str]:
@@ -286,52 +288,46 @@ def _grouped(warnings: list[str]) -> list[str]:
             for same in kinds.values()]
 
 
-def _missed(e: Entry) -> str:
+def _missed(e: SloEntry) -> str:
     """`server-bound 3, neither 1`: which side held each probe that missed the target back."""
-    bounds = e.get("bound_when_failing") or {}
-    return ", ".join(f"{k}-bound {c}" for k, c in bounds.items() if c) or "none (no probe missed)"
+    return ", ".join(f"{k}-bound {c}" for k, c in e.bound_when_failing.items() if c) or "none (no probe missed)"
 
 
-def slo_build_lines(name: str, e: Entry) -> list[str]:
+def slo_build_lines(name: str, e: SloEntry) -> list[str]:
     """The rate each search found, where the target broke, and the first warnings."""
-    rates = ", ".join(_rate(r) if r is not None else "none held" for r in e.get("search_rates") or ())
+    rates = ", ".join(_rate(r) if r is not None else "none held" for r in e.search_rates)
     lines = [f"{name}: rate per search {rates}; the probes that missed were {_missed(e)}."]
-    lines += [f"Warning ({name}): {w}" for w in _grouped(list(e.get("warnings") or ()))]
-    if e.get("audit_passed") is False:
+    lines += [f"Warning ({name}): {w}" for w in _grouped(list(e.warnings))]
+    if e.audit_passed is False:
         lines.append(f"{name}: audit FAIL in a probe: see the `audit_passed` column of slo.csv.")
     return lines
 
 
-def _slo_section(run: Run, out: Path) -> list[Block]:
-    slo = run.summary.get("slo") or {}
-    target = slo.get("target") or {}
-    builds = {n: e for n, e in (slo.get("builds") or {}).items() if isinstance(e, dict)}
-    rows = [{"build": name, "version": str(e.get("version", "?")), "rate/s": _rate(e.get("rate_per_s")),
-             "95% interval": slo_interval(e), "searches": str(e.get("n", "?")),
-             "closed loop/s": _rate(_median(e.get("capacity_per_s"))),
-             "of closed loop": _num(_share(e.get("rate_per_s"), _median(e.get("capacity_per_s"))), ".0%")}
+def _slo_section(run: Run, slo: SloBlock) -> list[Block]:
+    target, builds = slo.target, slo.builds
+    rows = [{"build": name, "version": str(e.version or "?"), "rate/s": _rate(e.rate_per_s),
+             "95% interval": slo_interval(e), "searches": str(_or(e.n, "?")),
+             "closed loop/s": _rate(_median(e.capacity_per_s)),
+             "of closed loop": _num(_share(e.rate_per_s, _median(e.capacity_per_s)), ".0%")}
             for name, e in builds.items()]
     bound = "; ".join(f"{n}: the probes that missed were {_missed(e)}" for n, e in builds.items())
     blocks: list[Block] = [
-        Heading(f"Rate at {target.get('text', 'the target')}", anchor="capacity-slo"),
-        Para(f"The highest open-loop rate at which each build's {target.get('text', 'target')} held, the latency "
+        Heading(f"Rate at {target.text or 'the target'}", anchor="capacity-slo"),
+        Para(f"The highest open-loop rate at which each build's {target.text or 'target'} held, the latency "
              "timed from each claim's intended start (echomq-bench capacity --slo): the median over searches, each "
              "a bisection of the rate with every probe on a fresh server."),
-        Table(pd.DataFrame(rows), f"Rate at {target.get('text', '?')} per build", id="capacity-slo-table"),
+        Table(pd.DataFrame(rows), f"Rate at {target.text or '?'} per build", id="capacity-slo-table"),
         Notes(slo_method(slo) + [line for n, e in builds.items() for line in slo_build_lines(n, e)])]
     probes = slo_probe_table(run, target)
     if probes is not None:
         blocks.append(probes)
-    return blocks + [Notes(context_lines(run, trials=f"{slo.get('searches', '?')} searches per build",
+    return blocks + [Notes(context_lines(run, trials=f"{_or(slo.searches, '?')} searches per build",
                                          bottleneck=bound))]
 
 
 def _median(values: Any) -> float | None:
-    numbers = sorted(float(v) for v in values or () if v is not None)
-    if not numbers:
-        return None
-    mid = len(numbers) // 2
-    return numbers[mid] if len(numbers) % 2 else (numbers[mid - 1] + numbers[mid]) / 2
+    numbers = [float(v) for v in values or () if v is not None]
+    return median(numbers) if numbers else None
 
 
 def _share(part: Any, whole: Any) -> float | None:
@@ -339,11 +335,12 @@ def _share(part: Any, whole: Any) -> float | None:
 
 
 def section(run: Run, out: Path) -> list[Block]:
-    if isinstance(run.summary.get("slo"), dict) and not run.summary.get("builds"):
-        return _slo_section(run, out)
-    builds = _builds(run)
-    single = {name: e for name, e in builds.items() if not e.get("cluster")}
-    bound_text = "; ".join(f"{name}: {e.get('bound', '?')}, server busy {_num(e.get('server_utilization'), '.0%')}"
+    record = CapacityRecord.from_record(run.summary)
+    if record.slo is not None and not record.builds:
+        return _slo_section(run, record.slo)
+    builds = record.builds
+    single = {name: e for name, e in builds.items() if isinstance(e, CapacityEntry)}
+    bound_text = "; ".join(f"{name}: {e.bound or '?'}, server busy {_num(e.server_utilization, '.0%')}"
                            for name, e in builds.items())
     notes = context_lines(run, trials="one window per build", bottleneck=bound_text)
     blocks: list[Block] = [
@@ -353,9 +350,9 @@ def section(run: Run, out: Path) -> list[Block]:
     ]
     if single:
         blocks += _single_blocks(run, single)
-    for name, e in single.items():
-        blocks += _after(name, e)
+    for name, s in single.items():
+        blocks += _after(name, s)
     for name, e in builds.items():
-        if name not in single:
+        if isinstance(e, ClusterEntry):
             blocks += _cluster_blocks(run, name, e) + _after(name, e)
     return blocks + [Notes(notes)] + _timeline(run, out, " ".join(notes))

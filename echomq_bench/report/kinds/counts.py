@@ -7,49 +7,45 @@ verdict per build as the section's last lines.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
 from echomq_bench.records.files import Run
+from echomq_bench.records.kinds.counts import CountsBuild, CountsRecord
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
 
 __all__ = ["section", "verdict_line"]
 
 
-def _builds(run: Run) -> list[Mapping[str, Any]]:
-    return [b for b in run.summary.get("builds") or () if isinstance(b, Mapping)]
-
-
 def _pct(x: Any) -> str:
     return "" if x is None else f"{float(x) * 100:+.2f}%"
 
 
-def _verdict_table(b: Mapping[str, Any]) -> pd.DataFrame:
+def _verdict_table(b: CountsBuild) -> pd.DataFrame:
     rows = []
-    for v in b.get("verdicts") or ():
-        grew = f"{v['grew']} +{float(v['grew_by']):,.0f}" if v.get("grew") else ""
-        grew += "".join(f", +{float(n):g} {k}" for k, n in (v.get("more_calls") or {}).items())
-        rows.append({"verb": v.get("verb"), "baseline": "-" if v.get("base") is None else f"{float(v['base']):,.0f}",
-                     "now": f"{float(v.get('now') or 0):,.0f}", "change": _pct(v.get("change")),
-                     "allowed": "" if v.get("allowed") is None else f"+{float(v['allowed']) * 100:.2f}%",
-                     "again": _pct(v.get("again")), "grew most": grew,
-                     "verdict": str(v.get("status", "?")).split(" (")[0]})
+    for v in b.verdicts:
+        grew = f"{v.grew} +{float(v.grew_by):,.0f}" if v.grew else ""
+        grew += "".join(f", +{float(n):g} {k}" for k, n in (v.more_calls or {}).items())
+        rows.append({"verb": v.verb, "baseline": "-" if v.base is None else f"{float(v.base):,.0f}",
+                     "now": f"{float(v.now or 0):,.0f}", "change": _pct(v.change),
+                     "allowed": "" if v.allowed is None else f"+{float(v.allowed) * 100:.2f}%",
+                     "again": _pct(v.again), "grew most": grew, "verdict": v.status.split(" (")[0]})
     frame = pd.DataFrame(rows)
     # Columns only a flagged verb fills are left out when none was.
     return frame.drop(columns=[c for c in ("again", "grew most") if c in frame and not frame[c].astype(bool).any()])
 
 
-def _changed_scripts(b: Mapping[str, Any]) -> str:
-    changed = [str(v.get("verb")) for v in b.get("verdicts") or () if v.get("script_changed")]
+def _changed_scripts(b: CountsBuild) -> str:
+    changed = [v.verb for v in b.verdicts if v.script_changed]
     return (f"Scripts that differ from the baseline's, counted as they are now: {', '.join(changed)}."
             if changed else "Every script is the baseline's.")
 
 
-def _figure_table(b: Mapping[str, Any]) -> pd.DataFrame:
+def _figure_table(b: CountsBuild) -> pd.DataFrame:
     rows = []
-    for verb, f in (b.get("figures") or {}).items():
+    for verb, f in b.figures.items():
         commands = f.get("commands") or {}
         top = sorted(commands.items(), key=lambda kv: -float(kv[1]["instructions"]))[:3]
         lua = float(f["instructions"]) - sum(float(c["instructions"]) for c in commands.values())
@@ -60,30 +56,29 @@ def _figure_table(b: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def verdict_line(b: Mapping[str, Any]) -> str:
-    build = b.get("build", "?")
-    if b.get("updated"):
-        return f"UPDATED: the count baseline of {build} written ({b.get('runs')} fresh servers)"
-    if b.get("regressions"):
-        return f"COSTLIER on {build}: {', '.join(b['regressions'])}"
-    return f"PASS on {build}: {len(b.get('verdicts') or ())} verbs within their allowance"
+def verdict_line(b: CountsBuild) -> str:
+    if b.updated:
+        return f"UPDATED: the count baseline of {b.build} written ({b.runs} fresh servers)"
+    if b.regressions:
+        return f"COSTLIER on {b.build}: {', '.join(b.regressions)}"
+    return f"PASS on {b.build}: {len(b.verdicts)} verbs within their allowance"
 
 
-def _origin(b: Mapping[str, Any]) -> str:
-    binary = b.get("binary") or {}
-    source = b.get("baseline_from") or {}
-    text = (f"{b.get('version', '?')}: {binary.get('path', '?')}, sha256 {str(binary.get('sha256', ''))[:12]}, "
+def _origin(b: CountsBuild) -> str:
+    binary, source = b.binary, b.baseline_from
+    text = (f"{b.version or '?'}: {binary.get('path', '?')}, sha256 {str(binary.get('sha256', ''))[:12]}, "
             f"build id {str(binary.get('build_id', ''))[:12] or 'none'}, {binary.get('libc', '?')}; "
-            f"{b.get('valgrind', '?')}.")
-    if b.get("updated"):
-        return text + f" Baseline written: {b.get('baseline')}."
-    return text + (f" Baseline {b.get('baseline')}: {source.get('passes', '?')} fresh servers, "
-                   f"{source.get('created_utc') or '?'}, revision {source.get('revision') or '?'}, recorded on "
-                   f"{source.get('recorded_on') or '?'} (a count baseline holds on any machine with this binary).")
+            f"{b.valgrind or '?'}.")
+    if b.updated:
+        return text + f" Baseline written: {b.baseline}."
+    passes = source.passes if source.passes is not None else "?"
+    return text + (f" Baseline {b.baseline}: {passes} fresh servers, "
+                   f"{source.created_utc or '?'}, revision {source.revision or '?'}, recorded on "
+                   f"{source.recorded_on or '?'} (a count baseline holds on any machine with this binary).")
 
 
 def section(run: Run, out: Path) -> list[Block]:
-    builds = _builds(run)
+    builds = CountsRecord.from_record(run.summary).builds
     blocks: list[Block] = [
         Heading("Instruction-count gate", anchor="counts"),
         Para("Each verb's instructions per call, counted under callgrind inside EVALSHA on a fresh server, "
@@ -92,11 +87,11 @@ def section(run: Run, out: Path) -> list[Block]:
              "(echomq-bench gate --count instructions). Instructions miss memory, allocator and I/O effects: "
              "the timing gate covers those.")]
     for b in builds:
-        blocks += [Heading(str(b.get("build", "?")), level=3), Para(_origin(b))]
-        if b.get("verdicts"):
-            blocks.append(Table(_verdict_table(b), f"{b.get('build')}: instructions per call against the baseline"))
+        blocks += [Heading(b.build, level=3), Para(_origin(b))]
+        if b.verdicts:
+            blocks.append(Table(_verdict_table(b), f"{b.build}: instructions per call against the baseline"))
             blocks.append(Para(_changed_scripts(b)))
-        blocks.append(Table(_figure_table(b), f"{b.get('build')}: where each verb's instructions go"))
+        blocks.append(Table(_figure_table(b), f"{b.build}: where each verb's instructions go"))
     parts = run.tables.get("counts")
     if parts is not None and len(parts):
         from echomq_bench.report import charts
@@ -104,7 +99,7 @@ def section(run: Run, out: Path) -> list[Block]:
         png = charts.instruction_parts(parts, out / "counts_parts.png", footer=" ".join(context_lines(run)))
         blocks.append(Image(png, "Instructions per call by part: each server command a script called, and the "
                                  "Lua interpreter and scripting glue around them (the pumps per job moved)"))
-    settings = (builds[0].get("settings") if builds else None) or {}
+    settings = builds[0].settings if builds else {}
     notes = [f"Per verb: {settings.get('calls', '?')} calls counted ({settings.get('heavy_calls', '?')} of the "
              f"pumps moving 100) after {settings.get('warmup', '?')} uncounted, on populations "
              f"{settings.get('sizes', '?')}; allowed: the one-sided 99.9% prediction bound of the baseline's runs, "

@@ -11,79 +11,71 @@ clusters stays narrow; every figure is read from summary.json.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import pandas as pd
 
 from echomq_bench.records.files import Run
+from echomq_bench.records.kinds.failover import FailoverRecord, FailoverRun
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
 from echomq_bench.report.historytables import LEGEND as HISTORY_LEGEND, verdict
 
 __all__ = ["section", "per_cluster", "AUDIT_ROWS", "HISTORY_ROWS"]
 
+Part = TypeVar("Part")
 Row = tuple[str, Callable[[Mapping[str, Any]], Any]]
+RunRow = tuple[str, Callable[[FailoverRun], Any]]
 
 
 def _s(value: Any) -> str:
     return "never" if value is None else f"{float(value):.2f}"
 
 
-def _runs(run: Run) -> list[Mapping[str, Any]]:
-    return [r for r in run.summary.get("runs") or [] if isinstance(r, Mapping)]
-
-
-def _audit(r: Mapping[str, Any]) -> Mapping[str, Any]:
-    audit = r.get("audit")
-    return audit if isinstance(audit, Mapping) else {}
-
-
-def _enqueued(r: Mapping[str, Any]) -> str:
-    n, load_s = _audit(r).get("enqueued"), r.get("load_s")
+def _enqueued(r: FailoverRun) -> str:
+    n, load_s = r.audit.get("enqueued"), r.load_s
     if n is None or not load_s:
         return str(n if n is not None else "?")
     return f"{n} in {float(load_s):.1f} s ({int(n) / float(load_s):.0f}/s)"
 
 
-def _failed(r: Mapping[str, Any]) -> str:
-    errors = r.get("errors") or {}
-    window = f" over {float(r['errors_window_s']):.2f} s" if r.get("errors_window_s") is not None else ""
-    return f"{sum(errors.values())} of {r.get('ops', '?')}{window}"
+def _failed(r: FailoverRun) -> str:
+    return f"{r.failed_calls} of {r.ops} over {float(r.errors_window_s):.2f} s"
 
 
-def _by_error(r: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in sorted((r.get("errors") or {}).items())) or "none"
+def _by_error(r: FailoverRun) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(r.errors.items())) or "none"
 
 
-def _resumed_label(runs: list[Mapping[str, Any]]) -> str:
-    queues = {str((r.get("queues") or ["?"])[0]) for r in runs}
+def _resumed_label(runs: Sequence[FailoverRun]) -> str:
+    queues = {str((r.queues or ("?",))[0]) for r in runs}
     queue = queues.pop() if len(queues) == 1 else "the victim's queue"
     return f"kill to {queue} enqueues acked again, s"
 
 
-def _claim_only(r: Mapping[str, Any]) -> str:
-    if "kill_to_claim_only_s" not in r:
+def _claim_only(r: FailoverRun) -> str:
+    if not r.claim_only_recorded:
         return "not recorded"
-    return f"{_s(r['kill_to_claim_only_s'])} ({r.get('claim_only_failed', '?')} claims failed first)"
+    return f"{_s(r.kill_to_claim_only_s)} ({r.claim_only_failed} claims failed first)"
 
 
-def _failover_rows(runs: list[Mapping[str, Any]]) -> list[Row]:
+def _failover_rows(runs: Sequence[FailoverRun]) -> list[RunRow]:
     return [
-        ("version", lambda r: r.get("version", "?")),
-        ("queues", lambda r: ", ".join(map(str, r.get("queues") or ())) or "?"),
-        ("master killed (SIGKILL)", lambda r: r.get("victim", "?")),
-        ("replica that took its slots", lambda r: r.get("new_master", "?")),
-        ("kill to promoted, s", lambda r: _s(r.get("kill_to_promoted_s"))),
-        ("kill to every node ok, s", lambda r: _s(r.get("kill_to_ready_s"))),
-        (_resumed_label(runs), lambda r: _s(r.get("kill_to_resumed_s"))),
+        ("version", lambda r: r.version),
+        ("queues", lambda r: ", ".join(r.queues) or "?"),
+        ("master killed (SIGKILL)", lambda r: r.victim),
+        ("replica that took its slots", lambda r: r.new_master),
+        ("kill to promoted, s", lambda r: _s(r.kill_to_promoted_s)),
+        ("kill to every node ok, s", lambda r: _s(r.kill_to_ready_s)),
+        (_resumed_label(runs), lambda r: _s(r.kill_to_resumed_s)),
         ("kill to a claim-only worker served again, s", _claim_only),
         ("jobs enqueued", _enqueued),
         ("calls that failed", _failed),
         ("failed calls by error", _by_error),
-        ("enqueues in doubt", lambda r: f"{r.get('doubt_enqueue', '?')} ({r.get('doubt_enqueue_found', '?')} found "
-                                        "on the server, so counted)"),
-        ("completes in doubt", lambda r: f"{r.get('doubt_complete', '?')} ({r.get('doubt_complete_gone', '?')} rows "
-                                         "gone, so counted completed)"),
+        ("enqueues in doubt", lambda r: f"{r.doubt_enqueue} ({r.doubt_enqueue_found} found on the server, so "
+                                        "counted)"),
+        ("completes in doubt", lambda r: f"{r.doubt_complete} ({r.doubt_complete_gone} rows gone, so counted "
+                                         "completed)"),
     ]
 
 
@@ -108,11 +100,6 @@ AUDIT_ROWS: list[Row] = [
 ]
 
 
-def _history(r: Mapping[str, Any]) -> Mapping[str, Any]:
-    history = r.get("history")
-    return history if isinstance(history, Mapping) else {}
-
-
 def _classes(counts: Any) -> str:
     if not isinstance(counts, Mapping):
         return "none"
@@ -135,40 +122,43 @@ HISTORY_ROWS: list[Row] = [
 ]
 
 
-def per_cluster(runs: list[Mapping[str, Any]], rows: list[Row], of: Callable[[Mapping[str, Any]], Mapping[str, Any]]
-           ) -> pd.DataFrame:
-    names = [str(r.get("name", "?")) for r in runs]
+def per_cluster(names: Sequence[str], parts: Sequence[Part], rows: Sequence[tuple[str, Callable[[Part], Any]]]
+                ) -> pd.DataFrame:
+    """A row per figure, a column per cluster (by its name, numbered when two share one)."""
     names = [n if names.count(n) == 1 else f"{n} ({k + 1})" for k, n in enumerate(names)]
-    return pd.DataFrame([{"figure": label, **{n: str(get(of(r))) for n, r in zip(names, runs)}}
+    return pd.DataFrame([{"figure": label, **{n: str(get(part)) for n, part in zip(names, parts)}}
                          for label, get in rows])
 
 
-def _examples(runs: list[Mapping[str, Any]]) -> list[str]:
+def _examples(runs: Sequence[FailoverRun]) -> list[str]:
     out = []
     for r in runs:
-        for name, ids in (_audit(r).get("examples") or {}).items():
+        for name, ids in (r.audit.get("examples") or {}).items():
             if ids:
-                out.append(f"{r.get('name', '?')}, e.g. {name}: {', '.join(map(str, ids[:5]))}")
-        for name, ids in (_history(r).get("examples") or {}).items():
+                out.append(f"{r.name}, e.g. {name}: {', '.join(map(str, ids[:5]))}")
+        for name, ids in (r.history.get("examples") or {}).items():
             if ids:
-                out.append(f"{r.get('name', '?')}, history check, e.g. {name}: {', '.join(map(str, ids[:5]))}")
+                out.append(f"{r.name}, history check, e.g. {name}: {', '.join(map(str, ids[:5]))}")
     return out
 
 
 def section(run: Run, out: Path) -> list[Block]:
-    runs = _runs(run)
+    runs = FailoverRecord.from_record(run.summary).runs
+    names = [r.name for r in runs]
     blocks: list[Block] = [
         Heading("Failover of a cluster master", anchor="failover"),
         Para("A master is killed (SIGKILL) under a steady enqueue load; its replica takes the slots. The times run "
              "from the kill. A call whose reply never came is in doubt: an enqueue whose id shows up anywhere is "
              "counted as enqueued, a complete whose row is gone as completed. The audit then accounts for every "
              "job enqueued (echomq-bench failover)."),
-        Table(per_cluster(runs, _failover_rows(runs), lambda r: r), "Failover per cluster", id="failover-table"),
-        Table(per_cluster(runs, AUDIT_ROWS, _audit), "The audit of every job, per cluster", id="failover-audit"),
+        Table(per_cluster(names, runs, _failover_rows(runs)), "Failover per cluster", id="failover-table"),
+        Table(per_cluster(names, [r.audit for r in runs], AUDIT_ROWS), "The audit of every job, per cluster",
+              id="failover-audit"),
     ]
-    if any(_history(r) for r in runs):
-        blocks += [Table(per_cluster(runs, HISTORY_ROWS, _history), "The history check of every job, per cluster",
-                         id="failover-history"), Notes([HISTORY_LEGEND])]
+    if any(r.history for r in runs):
+        blocks += [Table(per_cluster(names, [r.history for r in runs], HISTORY_ROWS),
+                         "The history check of every job, per cluster", id="failover-history"),
+                   Notes([HISTORY_LEGEND])]
     examples = _examples(runs)
     if examples:
         blocks.append(Notes(examples))

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from echomq_bench.records.files import Run
+from echomq_bench.records.kinds.gate import GateEntry, GateRecord
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
 
@@ -23,14 +24,6 @@ __all__ = ["section", "verdict_line"]
 REFERENCES = ("noop_script", "ping", "read_100")
 SHORT_REFERENCE = {"noop_script": "no-op", "read_100": "read100"}
 FINGERPRINT = "machine fingerprint (CPU model and flags, cores, server version, allocator)"
-
-
-def _builds(run: Run) -> list[Mapping[str, Any]]:
-    return [b for b in run.summary.get("builds") or () if isinstance(b, Mapping)]
-
-
-def _verdicts(b: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [v for v in b.get("verdicts") or () if isinstance(v, Mapping)]
 
 
 def _pct(x: Any) -> str:
@@ -46,11 +39,10 @@ def _short(status: str) -> str:
     return "MISSING" if status.startswith("MISSING") else status.split(" (")[0]
 
 
-def _references(b: Mapping[str, Any], with_vs: bool) -> list[dict[str, Any]]:
-    figures = b.get("figures") or {}
+def _references(b: GateEntry, with_vs: bool) -> list[dict[str, Any]]:
     rows = []
     for name in REFERENCES:
-        f = figures.get(name)
+        f = b.figures.get(name)
         if isinstance(f, Mapping):
             us = f.get("server_us_mean" if name == "ping" else "server_us")
             rows.append({"verb": name, "server µs": f"{float(us or 0):.2f}",
@@ -59,96 +51,91 @@ def _references(b: Mapping[str, Any], with_vs: bool) -> list[dict[str, Any]]:
     return rows
 
 
-def _verb_table(b: Mapping[str, Any], with_vs: bool) -> pd.DataFrame:
+def _verb_table(b: GateEntry, with_vs: bool) -> pd.DataFrame:
     rows = _references(b, with_vs)
-    for v in _verdicts(b):
-        ref = str(v.get("reference", ""))
-        allowed = "advisory" if v.get("advisory") and v.get("allowed") is not None else _allowance(v.get("allowed"))
-        rows.append({"verb": v.get("case", "?"), "server µs": f"{float(v.get('server_us') or 0):.2f}",
-                     "client µs": f"{float(v.get('client_us') or 0):.1f}",
+    for v in b.verdicts:
+        ref = str(v.reference or "")
+        allowed = "advisory" if v.advisory and v.allowed is not None else _allowance(v.allowed)
+        rows.append({"verb": v.case, "server µs": f"{float(v.server_us or 0):.2f}",
+                     "client µs": f"{float(v.client_us or 0):.1f}",
                      **({"vs": SHORT_REFERENCE.get(ref, ref)} if with_vs else {}),
-                     "baseline": "-" if v.get("base_ratio") is None else f"{float(v['base_ratio']):.3f}",
-                     "now": f"{float(v.get('now_ratio') or 0):.3f}", "change": _pct(v.get("change")),
-                     "allowed": allowed, "verdict": _short(str(v.get("status", "?")))})
+                     "baseline": "-" if v.base_ratio is None else f"{float(v.base_ratio):.3f}",
+                     "now": f"{float(v.now_ratio or 0):.3f}", "change": _pct(v.change),
+                     "allowed": allowed, "verdict": _short(v.status)})
     return pd.DataFrame(rows)
 
 
-def _ab_table(b: Mapping[str, Any]) -> pd.DataFrame:
-    return pd.DataFrame([{"verb": v.get("case", "?"), "script A/B": _pct(v.get("ab_change")),
-                          "allowed": _allowance(v.get("ab_allowed")), "verdict": _short(str(v.get("status", "?")))}
-                         for v in _verdicts(b) if v.get("ab_change") is not None])
+def _ab_table(b: GateEntry) -> pd.DataFrame:
+    return pd.DataFrame([{"verb": v.case, "script A/B": _pct(v.ab_change), "allowed": _allowance(v.ab_allowed),
+                          "verdict": _short(v.status)} for v in b.verdicts if v.ab_change is not None])
 
 
-def _origin(b: Mapping[str, Any]) -> str:
+def _origin(b: GateEntry) -> str:
     """Where the baseline came from, and whether its machine fingerprint is this run's."""
-    source = b.get("baseline_from") or {}
-    path = source.get("path") or b.get("baseline", "?")
-    version, when = source.get("version", ""), source.get("created_utc", "")
-    if b.get("updated"):
+    source = b.baseline_from
+    path = source.path or b.baseline or "?"
+    version, when = source.version, source.created_utc
+    if b.updated:
         return f"Baseline written: {path}."
-    if source.get("history_run"):
-        text = (f"Baseline from the results history: the gate run in {path} (revision {source.get('revision') or '?'}"
+    if source.history_run:
+        text = (f"Baseline from the results history: the gate run in {path} (revision {source.revision or '?'}"
                 f"; {version}, {when}).")
     else:
         text = f"Baseline {path} ({version or '?'}, {when or '?'})."
-    if version and version != b.get("version"):
+    if version and version != b.version:
         text += f" Note: the baseline was measured on {version}; the normalised check compares the builds."
-    if b.get("same_machine", True):
+    if b.same_machine:
         return text + f" The baseline's {FINGERPRINT} is this one's: the normalised check counts."
-    found = "; ".join(source.get("fingerprint_differences") or ()) or "how, the record does not say"
+    found = "; ".join(source.fingerprint_differences) or "how, the record does not say"
     return (text + f" The baseline's {FINGERPRINT} is not this one's ({found}): the normalised change is "
             "advisory; only the script A/B can fail.")
 
 
-def _notes(b: Mapping[str, Any], with_vs: bool) -> list[str]:
-    ref = "the reference in 'vs'" if with_vs else next(
-        (str(v.get("reference")) for v in _verdicts(b)), "the reference")
-    busy, client = float(b.get("server_main_thread_busy") or 0), float(b.get("client_busy") or 0)
+def _notes(b: GateEntry, with_vs: bool) -> list[str]:
+    ref = "the reference in 'vs'" if with_vs else next((str(v.reference) for v in b.verdicts), "the reference")
+    busy, client = float(b.server_main_thread_busy or 0), float(b.client_busy or 0)
     out = [f"baseline and now: server µs over the server µs of {ref} (typical: mean of the faster half of "
-           f"{b.get('rounds', '?')} rounds x {b.get('calls', '?')} calls); change: now over baseline; server main "
-           f"thread busy {busy:.0%}, client {client:.0%}: {b.get('bound', '?')}-bound (one call at a time; server "
+           f"{b.rounds or '?'} rounds x {b.calls or '?'} calls); change: now over baseline; server main "
+           f"thread busy {busy:.0%}, client {client:.0%}: {b.bound or '?'}-bound (one call at a time; server "
            "figures are the server's own clock)."]
     said: dict[str, list[str]] = {}
-    for v in _verdicts(b):
-        status = str(v.get("status", ""))
-        if status != _short(status):
-            said.setdefault(status, []).append(str(v.get("case", "?")))
+    for v in b.verdicts:
+        if v.status != _short(v.status):
+            said.setdefault(v.status, []).append(v.case)
     out += [f"{status}: {', '.join(verbs)}" for status, verbs in said.items()]
-    if b.get("inconclusive") and not b.get("regressions"):
+    if b.inconclusive and not b.regressions:
         out.append("Inconclusive: run again on a quieter machine or with more --rounds.")
     return out
 
 
-def verdict_line(b: Mapping[str, Any]) -> str:
+def verdict_line(b: GateEntry) -> str:
     """The build's verdict, as the last line of its part of the section says it."""
-    build = b.get("build", "?")
-    if b.get("updated"):
-        return f"UPDATED: the baseline of {build} written"
-    if b.get("regressions"):
-        return f"REGRESSION on {build}: {', '.join(b['regressions'])}"
-    if b.get("inconclusive"):
-        return f"INCONCLUSIVE on {build}: {', '.join(b['inconclusive'])} (noise above tolerance)"
-    return f"PASS on {build}: {len(_verdicts(b))} verbs within tolerance"
+    if b.updated:
+        return f"UPDATED: the baseline of {b.build} written"
+    if b.regressions:
+        return f"REGRESSION on {b.build}: {', '.join(b.regressions)}"
+    if b.inconclusive:
+        return f"INCONCLUSIVE on {b.build}: {', '.join(b.inconclusive)} (noise above tolerance)"
+    return f"PASS on {b.build}: {len(b.verdicts)} verbs within tolerance"
 
 
-def _build_blocks(run: Run, b: Mapping[str, Any]) -> list[Block]:
-    with_vs = len({v.get("reference") for v in _verdicts(b)}) > 1
+def _build_blocks(run: Run, b: GateEntry) -> list[Block]:
+    with_vs = len({v.reference for v in b.verdicts}) > 1
     blocks: list[Block] = [
-        Heading(f"{b.get('build', '?')}: {b.get('version', '?')}; scripts {b.get('lua_shown') or b.get('lua_dir')}",
-                level=3),
+        Heading(f"{b.build}: {b.version or '?'}; scripts {b.lua_shown or b.lua_dir}", level=3),
         Para(_origin(b))]
-    if b.get("changed_scripts"):
-        blocks.append(Para(f"Scripts that differ from the baseline's: {', '.join(b['changed_scripts'])} (measured "
+    if b.changed_scripts:
+        blocks.append(Para(f"Scripts that differ from the baseline's: {', '.join(b.changed_scripts)} (measured "
                            "A/B against the baseline's text, interleaved call by call on the same state)."))
-    blocks.append(Table(_verb_table(b, with_vs), f"{b.get('build', '?')}: server time per verb against the baseline"))
+    blocks.append(Table(_verb_table(b, with_vs), f"{b.build}: server time per verb against the baseline"))
     ab = _ab_table(b)
     if len(ab):
-        blocks.append(Table(ab, f"{b.get('build', '?')}: script A/B, the current script over the baseline's"))
+        blocks.append(Table(ab, f"{b.build}: script A/B, the current script over the baseline's"))
     return blocks + [Notes(_notes(b, with_vs))]
 
 
 def section(run: Run, out: Path) -> list[Block]:
-    builds = _builds(run)
+    builds = GateRecord.from_record(run.summary).builds
     blocks: list[Block] = [
         Heading("Regression gate", anchor="gate"),
         Para("Each verb's server time (commandstats) over a reference script's, measured call by call in the same "

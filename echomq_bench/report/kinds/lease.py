@@ -5,13 +5,15 @@ reap interval it assumes; then every swept lease beside the model."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
 from echomq_bench.lease.recommend import fmt_ms, fmt_pct
 from echomq_bench.records.files import Run
+from echomq_bench.records.kinds.lease import IntervalEntry, LeaseEntry, LeaseRecord, LeaseServer, interval_of
 from echomq_bench.report import charts
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Answer, Block, Heading, Image, Notes, Para, Table
@@ -21,72 +23,71 @@ __all__ = ["section", "answer"]
 QUESTION = "How long should my lease be?"
 
 
-def _sweep(run: Run) -> dict[str, Any]:
-    """The sweep's settings: the summary's, and for a record that kept fewer there, the meta's."""
-    meta = dict(((run.meta.get("settings") or {}).get("lease")) or {})
-    if "duration_s" in meta:
-        meta["window_s"] = meta["duration_s"]
-    return {**meta, **run.summary}
+def _sweep(run: Run) -> LeaseRecord:
+    """The record, with the sweep's settings a record that kept fewer in its summary took from meta.json."""
+    record = LeaseRecord.from_record(run.summary)
+    meta: Mapping[str, Any] = (run.meta.get("settings") or {}).get("lease") or {}
+    kept = {"reap_every_ms": record.reap_every_ms, "reap_cap": record.reap_cap, "crash_rate": record.crash_rate,
+            "consumers": record.consumers, "window_s": record.window_s}
+    taken = {name: meta.get("duration_s" if name == "window_s" else name) for name, value in kept.items()
+             if value is None}
+    return replace(record, **{k: v for k, v in taken.items() if v is not None})
 
 
-def _servers(run: Run) -> list[dict[str, Any]]:
-    return [x for x in run.summary.get("servers") or () if isinstance(x, dict)]
-
-
-def _rate(entry: dict[str, Any], key: str, part: str = "value") -> float:
-    value = (entry.get(key) or {}).get(part)
-    return float(value) if value is not None else math.nan
-
-
-def _tradeoff(server: dict[str, Any]) -> pd.DataFrame:
+def _tradeoff(server: LeaseServer) -> pd.DataFrame:
     return pd.DataFrame([{
-        "lease_ms": x["lease_ms"], "false_expiry": _rate(x, "false_expiry"),
-        "fe_lo": _rate(x, "false_expiry", "lo"), "fe_hi": _rate(x, "false_expiry", "hi"),
-        "overran_hi": _rate(x, "overran_rate", "hi"),
-        "recovery_p99_ms": _rate(x.get("recovery") or {}, "p99")} for x in server.get("leases") or ()])
+        "lease_ms": x.lease_ms, "false_expiry": x.false_expiry.part("value"),
+        "fe_lo": x.false_expiry.part("lo"), "fe_hi": x.false_expiry.part("hi"),
+        "overran_hi": (x.overran_rate or IntervalEntry()).part("hi"),
+        "recovery_p99_ms": interval_of(x.recovery.get("p99")).part("value")} for x in server.leases])
 
 
-def _sentence(s: dict[str, Any], rec: dict[str, Any], server: dict[str, Any]) -> str:
-    reap = f"a reap every {fmt_ms(s.get('reap_every_ms'))} (cap {s.get('reap_cap', 100)})"
-    if rec.get("lease_ms") is None or not rec.get("confirmed"):
-        said = str(rec.get("text") or "No lease is confirmed.").split(". ")
+def _reap_cap(s: LeaseRecord) -> int:
+    return s.reap_cap if s.reap_cap is not None else 100
+
+
+def _sentence(s: LeaseRecord, server: LeaseServer) -> str:
+    rec = server.recommendation
+    reap = f"a reap every {fmt_ms(s.reap_every_ms)} (cap {_reap_cap(s)})"
+    if rec.lease_ms is None or not rec.confirmed:
+        said = str(rec.text or "No lease is confirmed.").split(". ")
         return ". ".join(said[:2]).rstrip(".") + f"; with {reap}."
-    chosen: dict[str, Any] = next((x for x in server.get("leases") or () if x.get("lease_ms") == rec["lease_ms"]), {})
-    return (f"Set the lease to {fmt_ms(rec['lease_ms'])}: at most {fmt_pct(rec.get('overran_hi'))} of executions "
-            f"outlive it (95% upper bound, n = {int(chosen.get('live', 0)):,}; budget {fmt_pct(s.get('budget'))}), "
-            f"and a crashed job is claimed again within {fmt_ms(rec.get('recovery_p99_ms'))} at p99 (tolerance "
-            f"{fmt_ms(s.get('recovery_tolerance_ms'))}), with {reap}.")
+    chosen = server.lease(rec.lease_ms)
+    return (f"Set the lease to {fmt_ms(rec.lease_ms)}: at most {fmt_pct(rec.overran_hi)} of executions "
+            f"outlive it (95% upper bound, n = {chosen.live if chosen else 0:,}; budget {fmt_pct(s.budget)}), "
+            f"and a crashed job is claimed again within {fmt_ms(rec.recovery_p99_ms)} at p99 (tolerance "
+            f"{fmt_ms(s.recovery_tolerance_ms)}), with {reap}.")
 
 
-def _scale_text(s: dict[str, Any]) -> str:
-    scale = float(s.get("time_scale") or 1)
+def _scale_text(s: LeaseRecord) -> str:
+    scale = float(s.time_scale or 1)
     if scale == 1:
         return "run in real time"
     return f"run {scale:g}x faster, which can only overstate false expiry (docs/design/lease-model.md)"
 
 
 def answer(run: Run, out: Path) -> Answer | None:
-    servers = _servers(run)
-    if not servers or not servers[0].get("leases"):
-        return None
     s = _sweep(run)
-    server = servers[0]
-    rec = server.get("recommendation") or {}
+    if not s.servers or not s.servers[0].leases:
+        return None
+    server = s.servers[0]
+    rec = server.recommendation
     frame = _tradeoff(server)
-    png = charts.lease_tradeoff(frame, rec.get("lease_ms") if rec.get("confirmed") else None,
-                                float(s.get("budget", 0.001)), float(s.get("recovery_tolerance_ms", 3000)),
+    png = charts.lease_tradeoff(frame, rec.lease_ms if rec.confirmed else None,
+                                float(s.budget if s.budget is not None else 0.001),
+                                float(s.recovery_tolerance_ms if s.recovery_tolerance_ms is not None else 3000),
                                 out / "answer_lease.png")
-    executions = sum(int(x.get("live", 0)) for x in server.get("leases") or ())
-    foot = (f"Work {s.get('work')}, {fmt_pct(s.get('crash_rate'))} of executions crash; {len(frame)} leases side "
-            f"by side on {server.get('server')}, {s.get('consumers')} consumers each, {executions:,} executions, "
+    executions = sum(x.live for x in server.leases)
+    foot = (f"Work {s.work}, {fmt_pct(s.crash_rate)} of executions crash; {len(frame)} leases side "
+            f"by side on {server.server}, {s.consumers} consumers each, {executions:,} executions, "
             f"{_scale_text(s)}. Confirmed: the Wilson 95% upper bound of executions that outlived the lease is "
             f"within the budget. Bound: the consumer pool, a closed loop of sleeping consumers.")
-    return Answer(QUESTION, [_sentence(s, rec, server)], png, foot, "answer-lease")
+    return Answer(QUESTION, [_sentence(s, server)], png, foot, "answer-lease")
 
 
-def _ci(entry: dict[str, Any], key: str, fmt: Callable[[float | None], str]) -> str:
+def _ci(iv: IntervalEntry, fmt: Callable[[float | None], str]) -> str:
     """value [lo-hi], or the value alone where the interval is open."""
-    value, lo, hi = (_rate(entry, key, part) for part in ("value", "lo", "hi"))
+    value, lo, hi = (iv.part(part) for part in ("value", "lo", "hi"))
     return fmt(value) + (f" [{fmt(lo)}-{fmt(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else "")
 
 
@@ -94,47 +95,47 @@ def _verdict(v: Any) -> str:
     return "n/a" if v is None else ("ok" if v else "NO")
 
 
-def _expiry_table(server: dict[str, Any]) -> pd.DataFrame:
+def _expiry_table(server: LeaseServer) -> pd.DataFrame:
     """Per lease: how often a job ran twice, the overrun bound, the model, and what it cost."""
     rows = []
-    for x in server.get("leases") or ():
-        agree = x.get("agree") or {}
+    for x in server.leases:
         rows.append({
-            "lease": fmt_ms(x["lease_ms"]), "executions": f"{int(x.get('executions', x.get('live', 0))):,}",
-            "ran twice [95% CI]": _ci(x, "false_expiry", fmt_pct),
-            "outlived, upper": fmt_pct(_rate(x, "overran_rate", "hi")),
-            "model": fmt_pct((x.get("model") or {}).get("false_expiry")),
-            "dup": f"{int(x.get('duplicates', 0)):,}", "wasted": fmt_pct(_rate(x, "wasted_share")),
-            "model agrees": f"fe {_verdict(agree.get('false_expiry'))}, p50 {_verdict(agree.get('recovery_median'))}",
+            "lease": fmt_ms(x.lease_ms),
+            "executions": f"{int(x.executions if x.executions is not None else x.live):,}",
+            "ran twice [95% CI]": _ci(x.false_expiry, fmt_pct),
+            "outlived, upper": fmt_pct((x.overran_rate or IntervalEntry()).part("hi")),
+            "model": fmt_pct(x.model.get("false_expiry")),
+            "dup": f"{x.duplicates:,}", "wasted": fmt_pct(x.wasted_share.part("value")),
+            "model agrees": (f"fe {_verdict(x.agree.get('false_expiry'))}, "
+                             f"p50 {_verdict(x.agree.get('recovery_median'))}"),
         })
     return pd.DataFrame(rows)
 
 
-def _recovery_table(server: dict[str, Any]) -> pd.DataFrame:
+def _recovery_row(x: LeaseEntry) -> dict[str, str]:
+    usec = x.reap.get("server_usec_per_call")
+    return {
+        "lease": fmt_ms(x.lease_ms), "recovery p50 [95% CI]": _ci(interval_of(x.recovery.get("median")), fmt_ms),
+        "model": fmt_ms(x.model.get("recovery_median")),
+        "p99": fmt_ms(interval_of(x.recovery.get("p99")).part("value")),
+        "model p99": fmt_ms(x.model.get("recovery_p99")),
+        "jobs/s": f"{x.throughput.part('value'):.1f}", "reaps/s": f"{float(x.reap.get('calls_per_s', math.nan)):.2f}",
+        "µs/reap": "-" if usec is None else f"{float(usec):.1f}",
+        "overhead p50": fmt_ms(x.overhead_ms.get("median")),
+    }
+
+
+def _recovery_table(server: LeaseServer) -> pd.DataFrame:
     """Per lease: how long a crashed job waited, beside the model, and what the sweep cost."""
-    rows = []
-    for x in server.get("leases") or ():
-        rec, model, reap = x.get("recovery") or {}, x.get("model") or {}, x.get("reap") or {}
-        usec = reap.get("server_usec_per_call")
-        rows.append({
-            "lease": fmt_ms(x["lease_ms"]), "recovery p50 [95% CI]": _ci(rec, "median", fmt_ms),
-            "model": fmt_ms(model.get("recovery_median")), "p99": fmt_ms(_rate(rec, "p99")),
-            "model p99": fmt_ms(model.get("recovery_p99")),
-            "jobs/s": f"{_rate(x, 'throughput'):.1f}", "reaps/s": f"{float(reap.get('calls_per_s', math.nan)):.2f}",
-            "µs/reap": "-" if usec is None else f"{float(usec):.1f}",
-            "overhead p50": fmt_ms((x.get("overhead_ms") or {}).get("median")),
-        })
-    return pd.DataFrame(rows)
+    return pd.DataFrame([_recovery_row(x) for x in server.leases])
 
 
-def _agreement(server: dict[str, Any]) -> str:
-    split = server.get("model_split")
-    label = split["label"] if isinstance(split, dict) and "label" in split else "in sample (older record)"
-    return (f"{server.get('server', '?')} {server.get('agreement_count')}/{server.get('lease_count', '?')} leases, "
-            f"{label}")
+def _agreement(server: LeaseServer) -> str:
+    return (f"{server.server} {server.agreement_count}/{server.lease_count if server.lease_count is not None else '?'} "
+            f"leases, {server.model_split.get('label')}")
 
 
-def _mass_crash(m: dict[str, Any]) -> str:
+def _mass_crash(m: Mapping[str, Any]) -> str:
     lo, _, hi = (list(m.get("model_drain_ms") or ()) + [math.nan] * 3)[:3]
     drains = ", ".join(fmt_ms(d) for d in m.get("drain_ms") or ())
     return (f"Mass crash of {int(m['k']):,} jobs, cap {m.get('cap')} per call: drained {drains} after the deadline "
@@ -142,23 +143,22 @@ def _mass_crash(m: dict[str, Any]) -> str:
             f"{fmt_ms(lo)}-{fmt_ms(hi)} ({'agrees' if m.get('agree') else 'DIFFERS'}).")
 
 
-def _findings(s: dict[str, Any], server: dict[str, Any]) -> list[str]:
+def _findings(s: LeaseRecord, server: LeaseServer) -> list[str]:
     """The lines under the tables: agreement, the mass crash, the reap cost, the bottleneck, the check."""
     lines = []
-    if "agreement_count" in server:
+    if server.agreement_count is not None:
         lines.append("Model inside the measured 95% intervals (false expiry and median recovery): "
                      + _agreement(server) + ".")
-    if isinstance(server.get("mass_crash"), dict):
-        lines.append(_mass_crash(server["mass_crash"]))
-    cost = server.get("reap_cost")
-    if isinstance(cost, dict):
+    if server.mass_crash is not None:
+        lines.append(_mass_crash(server.mass_crash))
+    cost = server.reap_cost
+    if cost is not None:
         lines.append(f"Server cost of one reap call: {float(cost['empty_usec']):.1f} µs empty, "
-                     f"{float(cost['full_call_usec']):.0f} µs at the cap of {s.get('reap_cap', 100)} "
+                     f"{float(cost['full_call_usec']):.0f} µs at the cap of {_reap_cap(s)} "
                      f"({float(cost['per_job_usec']):.2f} µs per job), from commandstats.")
-    lines.append(f"Bottleneck: {server.get('bottleneck', '?')}.")
-    check = server.get("check")
-    if isinstance(check, dict) and check.get("text"):
-        lines.append(_sentence_case(str(check["text"])) + ".")
+    lines.append(f"Bottleneck: {server.bottleneck or '?'}.")
+    if server.check is not None and server.check.text:
+        lines.append(_sentence_case(server.check.text) + ".")
     return lines
 
 
@@ -166,13 +166,13 @@ def _sentence_case(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _settings(s: dict[str, Any]) -> str:
-    parts = [f"work {s['work']}" if "work" in s else "",
-             f"crash rate {fmt_pct(s['crash_rate'])}" if "crash_rate" in s else "",
-             f"reap every {fmt_ms(s['reap_every_ms'])} (cap {s.get('reap_cap', 100)})" if "reap_every_ms" in s else "",
-             f"{s['consumers']} consumers per lease" if "consumers" in s else "",
-             f"time scale 1:{float(s.get('time_scale') or 1):g}",
-             f"{float(s['window_s']):g} s window" if "window_s" in s else ""]
+def _settings(s: LeaseRecord) -> str:
+    parts = [f"work {s.work}" if s.work is not None else "",
+             f"crash rate {fmt_pct(s.crash_rate)}" if s.crash_rate is not None else "",
+             f"reap every {fmt_ms(s.reap_every_ms)} (cap {_reap_cap(s)})" if s.reap_every_ms is not None else "",
+             f"{s.consumers} consumers per lease" if s.consumers is not None else "",
+             f"time scale 1:{float(s.time_scale or 1):g}",
+             f"{float(s.window_s):g} s window" if s.window_s is not None else ""]
     return (_sentence_case("; ".join(p for p in parts if p)) + ". jobs/s and reaps/s are per nominal second; overhead "
             "is claim to complete beyond the work; the measured columns are the whole window.")
 
@@ -180,18 +180,17 @@ def _settings(s: dict[str, Any]) -> str:
 def section(run: Run, out: Path) -> list[Block]:
     s = _sweep(run)
     blocks: list[Block] = [Heading("Lease sizing", anchor="lease"), Para(_settings(s))]
-    for server in _servers(run):
-        name = f"{server.get('server')} ({server.get('version')})"
-        rec = server.get("recommendation") or {}
+    for server in s.servers:
+        name = f"{server.server} ({server.version})"
         blocks += [Table(_expiry_table(server), f"{name}: each swept lease, how often a job ran twice"),
                    Table(_recovery_table(server), f"{name}: recovery after a crash beside the model, and the cost"),
                    *(Para(line) for line in _findings(s, server)),
-                   Para(f"{server.get('server')}: " + str(rec.get("text") or "no recommendation recorded"))]
-    if len(_servers(run)) > 1:
-        blocks.append(Para(f"Across servers: {fmt_ms(s.get('recommended_lease_ms'))} (the most cautious pick)."))
+                   Para(f"{server.server}: " + str(server.recommendation.text or "no recommendation recorded"))]
+    if len(s.servers) > 1:
+        blocks.append(Para(f"Across servers: {fmt_ms(s.recommended_lease_ms)} (the most cautious pick)."))
     png = run.path / "lease.png"
     if png.is_file():
         blocks.append(Image(png, "The lease trade-off: false expiry and recovery against the lease, model beside"))
-    blocks.append(Notes(context_lines(run, trials=f"work {s.get('work', '?')}, time scale {s.get('time_scale', 1)}; "
+    blocks.append(Notes(context_lines(run, trials=f"work {s.work or '?'}, time scale {s.time_scale}; "
                                                   "rates with 95% Wilson intervals")))
     return blocks

@@ -7,8 +7,7 @@ forms, bare sorted-set members and members with their job rows.
 The answer reads reap alone; the section shows every verb the record holds
 (reap, and promote when it was measured): one full call's server µs at each
 M and cap, whether the cost grows with M (the ratio and the fit), and the
-drain of a mass crash back to back and at each cadence. A record written
-before the forms (schema 1) is the bare form alone."""
+drain of a mass crash back to back and at each cadence."""
 
 from __future__ import annotations
 
@@ -33,19 +32,14 @@ PREFERRED_BUILD = "redis7.0"   # the sentence speaks of the main job's baseline 
 
 def _form_of(run: Run) -> tuple[str, str]:
     """The form the answer reads (with job rows, a real queue's keyspace, when measured) and its label."""
-    forms = run.summary.get("forms") or {}
-    key = "rows" if "rows" in forms else next(iter(forms), "bare")
-    return key, str((forms.get(key) or {}).get("label", key))
-
-
-def _with_form(frame: pd.DataFrame) -> pd.DataFrame:
-    """A table as written; one from before the forms (schema 1) is the bare form."""
-    return frame if "form" in frame.columns else frame.assign(form="bare")
+    forms = _forms(run)
+    key = "rows" if "rows" in forms else next(iter(forms))
+    return key, str(forms[key]["label"])
 
 
 def _full_calls(run: Run, form: str) -> tuple[pd.DataFrame, int]:
     """build, cap, ms: one call that moves `cap` expired jobs, at the largest M, median of its repeats."""
-    t = _with_form(run.table("reapcost"))
+    t = run.table("reapcost")
     t = t[(t["metric"] == "server_us") & (t["verb"] == "reap") & (t["form"] == form) & (t["k"] == t["cap"])]
     largest = int(t["M"].max())
     full = t[t["M"] == largest].groupby(["build", "cap"], sort=False)["value"].median().reset_index()
@@ -54,7 +48,7 @@ def _full_calls(run: Run, form: str) -> tuple[pd.DataFrame, int]:
 
 def _drains(run: Run, form: str) -> tuple[pd.DataFrame, int, float]:
     """build, cap, s: a mass crash of K drained at one call per tick of the reaper's interval."""
-    d = _with_form(run.table("drain"))
+    d = run.table("drain")
     d = d[(d["metric"] == "drain_at_cadence_ms") & (d["verb"] == "reap") & (d["form"] == form)]
     cadence = float(d["cadence_ms"].min())
     d = d[d["cadence_ms"] == cadence]
@@ -102,7 +96,7 @@ def answer(run: Run, out: Path) -> Answer | None:
         return None
     build = PREFERRED_BUILD if PREFERRED_BUILD in builds else builds[0]
     png = charts.reap_against_cap(blocking, drains, PRODUCT_CAP, out / "answer_reap.png")
-    table = _with_form(run.table("reapcost"))
+    table = run.table("reapcost")
     reap = table[(table["metric"] == "server_us") & (table["verb"] == "reap")]
     repeats = reap.groupby(["build", "form", "M", "cap", "k"]).size().min()
     foot = (f"Server time of one call from commandstats, median of {repeats} calls per point, at M = {m:,} live "
@@ -113,13 +107,8 @@ def answer(run: Run, out: Path) -> Answer | None:
                   foot, "answer-reap")
 
 
-OLD_FORMS = {"bare": {"label": "bare", "meaning": "sorted-set members only, with no job rows; this record was written "
-                                                 "before the with-job-rows form was measured"}}
-
-
 def _forms(run: Run) -> dict[str, dict[str, Any]]:
-    forms = run.summary.get("forms")
-    return {str(k): dict(v) for k, v in forms.items()} if isinstance(forms, dict) and forms else OLD_FORMS
+    return {str(k): dict(v) for k, v in run.summary["forms"].items()}
 
 
 def _label(run: Run, form: str) -> str:
@@ -151,11 +140,11 @@ def _ratio_cap(points: pd.DataFrame) -> int:
 
 def _grid(run: Run, verb: str) -> Table | None:
     """One call that moves cap jobs (and one that finds nothing due), server µs at each M."""
-    t = _with_form(run.table("reapcost"))
+    t = run.table("reapcost")
     t = t[(t["metric"] == "server_us") & (t["verb"] == verb)]
     if not len(t):
         return None
-    empty_cap = _ratio_cap(_with_form(run.table("reapcost")))
+    empty_cap = _ratio_cap(run.table("reapcost"))
     t = t[(t["k"] == t["cap"]) | ((t["k"] == 0) & (t["cap"] == empty_cap))]
     med = t.groupby(["build", "form", "cap", "k", "M"], sort=False)["value"].median()
     sizes = sorted(set(int(m) for m in t["M"]))
@@ -178,7 +167,7 @@ def _build_entries(run: Run) -> list[dict[str, Any]]:
 
 def _scaling(run: Run) -> Table | None:
     """Whether a call's cost grows with M, and the fit, per build, form and verb."""
-    t = _with_form(run.table("reapcost"))
+    t = run.table("reapcost")
     lo, hi = int(t["M"].min()), int(t["M"].max())
     span, pairs, rows = f"{_si(hi)}/{_si(lo)}", 0, []
     for b in _build_entries(run):
@@ -186,7 +175,7 @@ def _scaling(run: Run) -> Table | None:
             fit, pairs = v.get("fit") or {}, max(pairs, int(v.get("ratio_pairs") or 0))
             pair = v.get("ratio_per_pair_median_q1_q3")
             ratio, target = v.get("ratio_largest_to_smallest_M"), float(v.get("ratio_target") or 2.0)
-            rows.append({"build": b.get("build"), "form": b.get("form_label", _label(run, str(b.get("form", "bare")))),
+            rows.append({"build": b.get("build"), "form": b["form_label"],
                          "verb": verb, "base µs": _us(fit.get("base_us")),
                          "µs/job": "-" if fit.get("us_per_job") is None else f"{fit['us_per_job']:.2f}",
                          "µs/2xM": "-" if fit.get("us_per_doubling_of_M") is None
@@ -208,7 +197,7 @@ def _drain(run: Run) -> Table | None:
     """A mass crash drained back to back (measured) and at one call per tick of each cadence (computed)."""
     if "drain" not in run.tables:
         return None
-    d = _with_form(run.table("drain"))
+    d = run.table("drain")
     rows = []
     for (build, form, verb, cap), g in d.groupby(["build", "form", "verb", "cap"], sort=False):
         one = g[g["metric"] != "drain_at_cadence_ms"].groupby("metric")["value"].median()
@@ -231,14 +220,14 @@ def _busy(run: Run) -> list[str]:
     for b in _build_entries(run):
         server, client = b.get("server_main_thread_busy"), b.get("client_busy")
         if server is not None and client is not None:
-            parts.append(f"{b.get('build')} ({b.get('form_label', b.get('form', 'bare'))}) server main thread "
+            parts.append(f"{b.get('build')} ({b['form_label']}) server main thread "
                          f"{float(server):.0%} busy, client {float(client):.0%}")
     return ["Busy while measured: " + "; ".join(parts) + "."] if parts else []
 
 
 def section(run: Run, out: Path) -> list[Block]:
     forms = _forms(run)
-    verbs = list(dict.fromkeys(_with_form(run.table("reapcost"))["verb"]))
+    verbs = list(dict.fromkeys(run.table("reapcost")["verb"]))
     footer = context_lines(run, trials="median of the repeats of each point",
                            bottleneck="server (one call at a time; the figure is the server's own time inside "
                                       "the script)", extra=_busy(run))

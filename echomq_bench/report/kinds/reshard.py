@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-
 from echomq_bench.records.files import Run
+from echomq_bench.records.kinds.reshard import ReshardRecord, ReshardRun
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
 from echomq_bench.report.historytables import LEGEND as HISTORY_LEGEND
@@ -22,45 +22,37 @@ from echomq_bench.report.kinds.failover import AUDIT_ROWS, HISTORY_ROWS, per_clu
 __all__ = ["section"]
 
 Row = tuple[str, Callable[[Mapping[str, Any]], Any]]
+RunRow = tuple[str, Callable[[ReshardRun], Any]]
 
 
-def _runs(run: Run) -> list[Mapping[str, Any]]:
-    return [r for r in run.summary.get("runs") or [] if isinstance(r, Mapping)]
+def _known(value: Any) -> Any:
+    return "?" if value is None else value
 
 
-def _part(name: str) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
-    def of(r: Mapping[str, Any]) -> Mapping[str, Any]:
-        value = r.get(name)
-        return value if isinstance(value, Mapping) else {}
-    return of
+def _failed(r: ReshardRun) -> str:
+    by_error = ", ".join(f"{k} {v}" for k, v in sorted(r.errors.items()))
+    return f"{sum(r.errors.values())} of {_known(r.ops)}" + (f" ({by_error})" if by_error else "")
 
 
-def _failed(r: Mapping[str, Any]) -> str:
-    errors = r.get("errors") or {}
-    by_error = ", ".join(f"{k} {v}" for k, v in sorted(errors.items()))
-    return f"{sum(errors.values())} of {r.get('ops', '?')}" + (f" ({by_error})" if by_error else "")
+def _moves(r: ReshardRun) -> str:
+    spent = f" in {float(r.moving_s):.2f} s" if r.moving_s is not None else ""
+    return f"{_known(r.moves)} moves, {_known(r.keys_moved)} keys{spent}"
 
 
-def _moves(r: Mapping[str, Any]) -> str:
-    moving = r.get("moving_s")
-    spent = f" in {float(moving):.2f} s" if moving is not None else ""
-    return f"{r.get('moves', '?')} moves, {r.get('keys_moved', '?')} keys{spent}"
-
-
-MOVE_ROWS: list[Row] = [
-    ("version", lambda r: r.get("version", "?")),
-    ("queues", lambda r: ", ".join(map(str, r.get("queues") or ())) or "?"),
-    ("slot moved (queue 0's)", lambda r: r.get("slot", "?")),
+MOVE_ROWS: list[RunRow] = [
+    ("version", lambda r: _known(r.version)),
+    ("queues", lambda r: ", ".join(r.queues) or "?"),
+    ("slot moved (queue 0's)", lambda r: _known(r.slot)),
     ("moves between two masters", _moves),
-    ("a MIGRATE refused (must be none)", lambda r: r.get("move_refused") or "none"),
+    ("a MIGRATE refused (must be none)", lambda r: r.move_refused or "none"),
     ("calls that failed", _failed),
-    ("job rows in no set (must be 0)", lambda r: r.get("in_no_set", "?")),
-    ("set members without a row (must be 0)", lambda r: r.get("without_row", "?")),
-    ("enqueues in doubt", lambda r: f"{r.get('doubt_enqueue', '?')} ({r.get('doubt_enqueue_found', '?')} found "
+    ("job rows in no set (must be 0)", lambda r: _known(r.in_no_set)),
+    ("set members without a row (must be 0)", lambda r: _known(r.without_row)),
+    ("enqueues in doubt", lambda r: f"{_known(r.doubt_enqueue)} ({_known(r.doubt_enqueue_found)} found "
                                     "on the server, so counted)"),
-    ("completes in doubt", lambda r: f"{r.get('doubt_complete', '?')} ({r.get('doubt_complete_gone', '?')} rows "
+    ("completes in doubt", lambda r: f"{_known(r.doubt_complete)} ({_known(r.doubt_complete_gone)} rows "
                                      "gone, so counted completed)"),
-    ("run", lambda r: "PASS" if r.get("passed") else "FAIL"),
+    ("run", lambda r: "PASS" if r.passed else "FAIL"),
 ]
 
 
@@ -77,19 +69,20 @@ RESHARD_HISTORY_ROWS.insert(-1, ("while the slot moved", _faulted))
 
 
 def section(run: Run, out: Path) -> list[Block]:
-    runs = _runs(run)
+    runs = ReshardRecord.from_record(run.summary).runs
+    names = [r.name for r in runs]
     blocks: list[Block] = [
         Heading("A queue's slot moved under load", anchor="reshard"),
         Para("Queue 0's slot moves to another master and back, again and again, a few keys per MIGRATE, while a "
              "steady load enqueues, claims, completes and reaps. Meanwhile some of the queue's keys are on one node "
              "and some on the other; a call that cannot run whole there is refused, and the audit then accounts for "
              "every job enqueued (echomq-bench reshard)."),
-        Table(per_cluster(runs, MOVE_ROWS, lambda r: r), "The moves and what they left, per cluster",
-              id="reshard-table"),
-        Table(per_cluster(runs, AUDIT_ROWS, _part("audit")), "The audit of every job, per cluster", id="reshard-audit"),
+        Table(per_cluster(names, runs, MOVE_ROWS), "The moves and what they left, per cluster", id="reshard-table"),
+        Table(per_cluster(names, [r.audit for r in runs], AUDIT_ROWS), "The audit of every job, per cluster",
+              id="reshard-audit"),
     ]
-    if any(_part("history")(r) for r in runs):
-        blocks += [Table(per_cluster(runs, RESHARD_HISTORY_ROWS, _part("history")),
+    if any(r.history for r in runs):
+        blocks += [Table(per_cluster(names, [r.history for r in runs], RESHARD_HISTORY_ROWS),
                          "The history check of every job, per cluster", id="reshard-history"),
                    Notes([HISTORY_LEGEND])]
     return blocks + [Notes(context_lines(run, trials="one run of moves per cluster"))]

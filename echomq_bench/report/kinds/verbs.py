@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from echomq_bench.records.files import Run
+from echomq_bench.records.kinds.verbs import VerbsRecord
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
 
@@ -15,17 +16,17 @@ __all__ = ["section"]
 
 def section(run: Run, out: Path) -> list[Block]:
     """Each verb's server µs and its ratio to the reference of its weight, per build."""
-    labels: dict[str, str] = run.summary.get("labels") or {}
+    record = VerbsRecord.from_record(run.summary)
     rows = []
-    for b in run.summary.get("builds") or ():
-        for case, label in labels.items():
-            f = (b.get("verbs") or {}).get(case)
+    for b in record.builds:
+        for case, label in record.labels.items():
+            f = b.verbs.get(case)
             if f:
-                rows.append({"build": b.get("build"), "verb": label, "server µs": round(f["server_us"], 1),
-                             "calls": f["calls"], "ratio to reference": f"{f['server_ratio']:.3f} "
-                             f"± {f['server_ratio_se'] * 100:.1f}%", "reference": f["reference"]})
-    busy = "; ".join(f"{b.get('build')} server {b.get('server_utilization', 0):.0%}, client "
-                     f"{b.get('client_utilization', 0):.0%}" for b in run.summary.get("builds") or ())
+                rows.append({"build": b.build, "verb": label, "server µs": round(f.server_us, 1),
+                             "calls": f.calls, "ratio to reference": f"{f.server_ratio:.3f} "
+                             f"± {(f.server_ratio_se or 0) * 100:.1f}%", "reference": f.reference})
+    busy = "; ".join(f"{b.build} server {b.server_utilization:.0%}, client {b.client_utilization:.0%}"
+                     for b in record.builds)
     return [Heading("Server time per verb", anchor="verbs"),
             Para("Each verb from its prepared state, one call per round trip; server µs on the server's own clock "
                  "(commandstats), the faster half's mean. The ratio is to the reference script of the verb's "

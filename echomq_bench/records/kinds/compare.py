@@ -1,0 +1,152 @@
+"""A `compare` record: each build's figures over interleaved trials, and its
+ratio to its baseline as a verdict (n, method, interval); with --slo, each
+build's rate at a latency target and its ratio of rates, as a second headline.
+
+summary.json is a `CompareRecord`: the run's method and pairing, then
+`builds`, a `CompareEntry` per build, and `slo` (records.kinds.capacity.SloBlock)
+when the run searched a rate at a target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping
+
+from echomq_bench.records.entries import Entry, by_name, one, optional
+from echomq_bench.records.headlines import HIGHER, LOWER, Headline, each
+from echomq_bench.records.kinds.capacity import SloBlock, slo_headlines
+from echomq_bench.records.record import Record
+
+__all__ = ["RECORD", "Spread", "VerdictEntry", "CompareEntry", "CompareRecord", "headlines"]
+
+
+@dataclass(frozen=True)
+class Spread(Entry):
+    """A figure over the trials."""
+
+    median: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+
+@dataclass(frozen=True)
+class VerdictEntry(Entry):
+    """measurement.verdicts.Verdict.to_dict(): the ratio to the baseline and what it says; a metric not
+    judged holds its `text` alone."""
+
+    verdict: str | None = optional()
+    ratio: float | None = optional()
+    ci: tuple[float, float] | None = optional()
+    n: int | None = optional()
+    excluded: int | None = optional()
+    margin: float | None = optional()
+    level: float | None = optional()
+    higher_is_better: bool | None = optional()
+    p_difference: float | None = optional()
+    p_equivalence: float | None = optional()
+    method: str | None = optional()
+    text: str | None = optional()
+
+    @property
+    def judged(self) -> bool:
+        """A ratio was measured (not NaN): the verdict has one to show."""
+        return self.ratio is not None and self.ratio == self.ratio
+
+
+@dataclass(frozen=True)
+class CompareEntry(Entry):
+    """One build over the trials: its spreads, its bound per trial, and its verdicts against its baseline."""
+
+    version: str | None = None
+    spec: str | None = None
+    scripts: str | None = None
+    cycles_per_s: Spread = one(Spread, Spread())
+    server_us_per_cycle: Spread = one(Spread, Spread())
+    claim_p99_ms: Spread = one(Spread, Spread())
+    server_utilization: Spread = one(Spread, Spread())
+    server_wait: Spread = one(Spread, Spread())
+    client_utilization: Spread = one(Spread, Spread())
+    cpu_share_per_trial: tuple[float, ...] = ()
+    bound: Mapping[str, int] = field(default_factory=dict)   # server/client/neither -> trials
+    ceiling_claims_per_s: float | None = None
+    pinning: str | None = None
+    allocator: str | None = optional()
+    binary: str | None = optional()
+    warnings: tuple[str, ...] = ()
+    baseline: str | None = optional()       # the build its ratios are against (records before pairing: none)
+    trials_counted: int | None = optional()
+    trials_excluded: int | None = optional()
+    excluded_trials: tuple[int, ...] | None = optional()
+    server_us_ratio: float | None = optional()
+    server_us_ci95: tuple[float, float] | None = optional()
+    server_us_verdict: str | None = optional()
+    server_us_label: str | None = optional()
+    throughput_ratio: float | None = optional()
+    throughput_ci95: tuple[float, float] | None = optional()
+    throughput_verdict: str | None = optional()
+    throughput_label: str | None = optional()
+    p99_ratio: float | None = optional()
+    p99_ci95: tuple[float, float] | None = optional()
+    p99_verdict: str | None = optional()
+    p99_label: str | None = optional()
+    verdicts: Mapping[str, VerdictEntry] = by_name(VerdictEntry, written_when_empty=False)   # none for a baseline
+    verdict: str | None = None              # the headline's verdict, or "baseline"
+    throughput_trial_ratios: tuple[float, ...] | None = optional()
+
+
+@dataclass(frozen=True)
+class CompareRecord(Entry):
+    baseline: str | None = None
+    trials: int | None = None
+    interleave: str = "together"            # records before the modes ran them together
+    order: str | None = None
+    headline: str = "server_us"
+    method: str | None = None
+    level: float = 0.95
+    min_trials: int = 6
+    margin: float = 0.02
+    precision: float | None = None
+    mode: str | None = None
+    pair_by: str | None = optional()
+    pairing: str | None = optional()
+    baselines: Mapping[str, str] | None = optional()
+    builds: Mapping[str, CompareEntry] = by_name(CompareEntry)
+    rates_note: str | None = optional()
+    slo: SloBlock | None = one(SloBlock, written_when_none=False)
+
+    def base_of(self, name: str) -> str:
+        """The build this one's ratios are against: its own when the run paired builds by allocator."""
+        entry = self.builds.get(name)
+        return str((entry.baseline if entry else None) or self.baseline or name)
+
+    def pairs(self) -> bool:
+        """Does the run set builds against more than one baseline?"""
+        return len({self.base_of(n) for n in self.builds}) > 1
+
+    def headline_of(self, entry: CompareEntry) -> VerdictEntry:
+        return entry.verdicts.get(self.headline) or VerdictEntry()
+
+    def has_interval(self, v: VerdictEntry) -> bool:
+        """A t-interval from fewer trials than the method needs is mostly its own width: not shown."""
+        return bool(v.ci) and int(v.n or 0) >= self.min_trials
+
+
+RECORD = CompareRecord   # what summary.json holds, typed
+
+
+def headlines(r: Record) -> Iterator[Headline]:
+    record = CompareRecord.from_record(r.summary)
+    # Rates mean another thing in each interleave mode (a share of one core
+    # when the builds run together); the mode is part of their name unless it is the default.
+    at = "" if record.interleave == "together" else f"[{record.interleave}]"
+    base = record.baseline
+    for build, b in record.builds.items():
+        yield from each(build, b.version, [
+            (f"compare.cycles_per_s{at}", b.cycles_per_s.median, "1/s", HIGHER),
+            (f"compare.server_us_per_cycle{at}", b.server_us_per_cycle.median, "us", LOWER),
+            (f"compare.claim_p99_ms{at}", b.claim_p99_ms.median, "ms", LOWER)])
+        if build != base:
+            yield from each(build, b.version, [
+                (f"compare.server_us_ratio_vs_{base}", b.server_us_ratio, "ratio", LOWER),
+                (f"compare.throughput_ratio_vs_{base}", b.throughput_ratio, "ratio", HIGHER)])
+    yield from slo_headlines(r.kind, record.slo)

@@ -1,0 +1,79 @@
+"""A `counts` record: per build, each verb's instructions per call, counted
+under callgrind on a fresh server, against the baseline of the same server
+binary, and the verbs that came out costlier.
+
+summary.json is `{"passed": ..., "builds": [<CountsBuild>, ...]}`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+from echomq_bench.records.entries import Entry, many, one
+from echomq_bench.records.headlines import LOWER, Headline, each
+from echomq_bench.records.record import Record
+
+__all__ = ["RECORD", "CountVerdictEntry", "CountsBaselineFrom", "CountsBuild", "CountsRecord", "headlines"]
+
+
+@dataclass(frozen=True)
+class CountVerdictEntry(Entry):
+    """One verb against the baseline (counts.verdict.CountVerdict, with its status as said)."""
+
+    verb: str
+    base: float | None = None                  # mean instructions per call in the baseline
+    now: float | None = None
+    change: float | None = None                # now / base - 1
+    allowed: float | None = None
+    grew: str = ""                             # the part that grew most, when the verb is flagged
+    grew_by: float = 0.0
+    more_calls: Mapping[str, float] | None = None   # commands now called more often, calls per call added
+    confirmed: bool | None = None
+    again: float | None = None                 # the confirming run's change
+    missing: bool = False
+    script_changed: bool = False
+    status: str = "?"
+
+
+@dataclass(frozen=True)
+class CountsBaselineFrom(Entry):
+    created_utc: str = ""
+    passes: int | None = None
+    revision: str = ""
+    recorded_on: str = ""
+
+
+@dataclass(frozen=True)
+class CountsBuild(Entry):
+    build: str
+    version: str | None = None
+    binary: Mapping[str, Any] = field(default_factory=dict)     # path, version, sha256, build_id, libc
+    baseline: str | None = None
+    updated: bool = False
+    regressions: tuple[str, ...] = ()
+    runs: int | None = None
+    wall_s: float | None = None
+    valgrind: str | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)   # calls, heavy_calls, warmup, sizes
+    baseline_from: CountsBaselineFrom = one(CountsBaselineFrom, CountsBaselineFrom())
+    verdicts: tuple[CountVerdictEntry, ...] = many(CountVerdictEntry)
+    # Per verb: instructions per call, and per server command its calls and instructions.
+    figures: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CountsRecord(Entry):
+    passed: bool = True
+    builds: tuple[CountsBuild, ...] = many(CountsBuild)
+
+
+RECORD = CountsRecord   # what summary.json holds, typed
+
+
+def headlines(r: Record) -> Iterator[Headline]:
+    for b in CountsRecord.from_record(r.summary).builds:
+        figures: list[tuple[str, Any, str, str]] = [("counts.regressions", len(b.regressions), "verbs", LOWER)]
+        figures += [(f"counts.{verb}.instructions", f.get("instructions"), "instructions", LOWER)
+                    for verb, f in b.figures.items()]
+        yield from each(b.build, b.version, figures)

@@ -1,0 +1,76 @@
+"""Each kind's summary keys are spelled in one place: its record module
+(echomq_bench/records/kinds/<kind>.py). The report's renderer of a typed
+kind reads summary.json only by handing it to that kind's `RECORD`, the
+results history's dispatch reads none, and every record kept in results/
+reads through its type and writes back what it held."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from echomq_bench.records.kinds.gate import GateEntry
+from echomq_bench.records.record import CONTAINER, KINDS, ResultsError
+from tests.helpers import ROOT
+
+TYPED = tuple(k for k in KINDS if k != CONTAINER
+              and hasattr(importlib.import_module(f"echomq_bench.records.kinds.{k}"), "RECORD"))
+
+
+def _summary_reads(path: Path) -> list[tuple[int, str]]:
+    """Every `<x>.summary` in the file that is not the argument of a `<Type>.from_record(...)` call."""
+    tree = ast.parse(path.read_text())
+    handed = {id(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)
+              and isinstance(node.func, ast.Attribute) and node.func.attr == "from_record" for arg in node.args}
+    return [(node.lineno, ast.unparse(node)) for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr == "summary" and id(node) not in handed]
+
+
+def test_the_seven_measured_results_have_their_typed_records() -> None:
+    assert {"capacity", "compare", "lease", "gate", "faults", "failover"} <= set(TYPED)
+
+
+@pytest.mark.parametrize("kind", TYPED)
+def test_a_typed_kind_s_renderer_reads_the_summary_only_through_its_record(kind: str) -> None:
+    assert _summary_reads(ROOT / "echomq_bench" / "report" / "kinds" / f"{kind}.py") == []
+
+
+@pytest.mark.parametrize("module", ["records/headlines.py", "report/__init__.py", "report/agreement.py",
+                                    "report/matrix.py"])
+def test_the_headline_dispatch_and_the_report_s_cross_kind_parts_read_no_summary_by_key(module: str) -> None:
+    assert _summary_reads(ROOT / "echomq_bench" / module) == []
+
+
+def _records() -> list[Path]:
+    return sorted(p for p in (ROOT / "results").glob("**/summary.json")
+                  if json.loads(p.read_text()).get("kind") in TYPED)
+
+
+def _held(read: Any, written: Any) -> bool:
+    """Does `written` hold every key `read` did, with its value (NaN as NaN)?"""
+    if isinstance(read, dict):
+        return isinstance(written, dict) and all(k in written and _held(v, written[k]) for k, v in read.items())
+    if isinstance(read, list):
+        return isinstance(written, list) and len(read) == len(written) and all(map(_held, read, written))
+    return read == written or (read != read and written != written)
+
+
+@pytest.mark.parametrize("path", _records(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_kept_record_reads_through_its_type_and_writes_back_what_it_held(path: Path) -> None:
+    summary = json.loads(path.read_text())
+    kind = summary.pop("kind")
+    summary.pop("schema", None)
+    record_type = importlib.import_module(f"echomq_bench.records.kinds.{kind}").RECORD
+    written = json.loads(json.dumps(record_type.from_record(summary).to_record()))
+    assert _held(summary, written)
+    assert record_type.from_record(written).to_record() == record_type.from_record(summary).to_record()
+
+
+def test_an_entry_without_a_key_every_writer_writes_is_refused_by_name() -> None:
+    with pytest.raises(ResultsError, match="a GateEntry needs 'build'"):
+        GateEntry.from_record({"version": "redis 7.0.15"})
