@@ -26,10 +26,12 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
+from echomq_bench.errors import SettingsError
+
 __all__ = [
     "DurationError", "DURATION_FORMS", "parse_duration_ms", "duration_ms", "duration_s", "whole_ms",
-    "legacy_ms", "number", "list_of", "choice", "fraction", "work_dist", "add_list", "rate", "server_spec",
-    "add_server_option", "add_quick", "add_ceiling", "add_out", "add_workload_options",
+    "number", "list_of", "choice", "fraction", "fraction_in", "work_dist", "add_list", "rate", "server_spec",
+    "add_server_option", "add_quick", "add_ceiling", "add_out",
 ]
 
 T = TypeVar("T")
@@ -39,7 +41,7 @@ _UNITS_MS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
 _DURATION = re.compile(r"\s*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*(us|µs|ms|s|m)?\s*")
 
 
-class DurationError(ValueError):
+class DurationError(SettingsError):
     """A duration that does not parse; the message shows the accepted forms."""
 
 
@@ -86,17 +88,6 @@ def _whole_ms(text: str) -> int:
 whole_ms = _typed(_whole_ms, "duration")
 
 
-def legacy_ms(text: str) -> float:
-    """The value of a flag whose name ends in -ms: a bare number of ms, or a duration with its unit."""
-    try:
-        value = float(text)
-    except ValueError:
-        return parse_duration_ms(text)
-    if value < 0:
-        raise DurationError(f"duration {text!r} is negative")
-    return value
-
-
 def number(kind: type, lo: float, hi: float | None = None) -> Callable[[str], Any]:
     """An int or float type bounded to [lo, hi]; the error names the range."""
 
@@ -141,16 +132,33 @@ def choice(names: Sequence[str], what: str | None = None) -> Callable[[str], str
     return convert
 
 
-def fraction(text: str) -> float:
-    """A fraction between 0 and 1 exclusive, as `0.02` or `2%`."""
+def _fraction_of(text: str) -> float:
     body, percent = (text[:-1], True) if text.strip().endswith("%") else (text, False)
     try:
-        value = float(body) / (100.0 if percent else 1.0)
+        return float(body) / (100.0 if percent else 1.0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a fraction: give 0.02 or 2%") from None
+
+
+def fraction(text: str) -> float:
+    """A fraction between 0 and 1 exclusive, as `0.02` or `2%`."""
+    value = _fraction_of(text)
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must lie between 0 and 1 (0% and 100%), exclusive")
     return value
+
+
+def fraction_in(lo: float, hi: float) -> Callable[[str], float]:
+    """A fraction from `lo` to `hi`, both included, as `0.02` or `2%`; the error names the range in percent."""
+
+    def convert(text: str) -> float:
+        value = _fraction_of(text)
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{text!r} must be from {lo * 100:g}% to {hi * 100:g}%")
+        return value
+
+    convert.__name__ = "fraction"
+    return convert
 
 
 def work_dist(text: str) -> str:
@@ -211,48 +219,3 @@ def add_ceiling(parser: Any) -> None:
 
 def add_out(parser: argparse.ArgumentParser, default: str = "results/<run-id>") -> None:
     parser.add_argument("--out", type=Path, default=None, metavar="DIR", help=f"results folder (default {default})")
-
-
-def add_workload_options(parser: argparse.ArgumentParser, *, duration_default: str,
-                         pipeline_default: int | None = None) -> None:
-    """The capacity workload flags `capacity` and `compare` share. Values that
-    --quick changes default to None here; see capacity.workload.settings_from_args."""
-    from dataclasses import replace
-
-    from echomq_bench.capacity.settings import CapacitySettings
-
-    d = CapacitySettings()
-    d = replace(d, pipeline=pipeline_default) if pipeline_default is not None else d
-    g = parser.add_argument_group("workload")
-    g.add_argument("--duration", type=duration_s, default=None, metavar="DURATION",
-                   help=f"measured window per run, e.g. 10s, 500ms (default {duration_default})")
-    g.add_argument("--warmup", type=duration_s, default=None, metavar="DURATION",
-                   help=f"load before the window opens (default {d.warmup_s:g}s)")
-    g.add_argument("--processes", type=number(int, 1), default=d.processes, metavar="N",
-                   help=f"driver processes, per master on a cluster (default {d.processes})")
-    g.add_argument("--connections", type=number(int, 1), default=d.connections, metavar="N",
-                   help=f"connections per process (default {d.connections})")
-    g.add_argument("--pipeline", type=int, default=d.pipeline, metavar="N",
-                   help=f"jobs in flight per connection (default {d.pipeline})")
-    g.add_argument("--payload", type=number(int, 0), default=d.payload_bytes, metavar="BYTES",
-                   help=f"payload size in bytes (default {d.payload_bytes})")
-    g.add_argument("--lease", type=whole_ms, default=d.lease_ms, metavar="DURATION",
-                   help=f"lease per claim, e.g. 60s, 500ms (default {d.lease_ms // 1000}s)")
-    g.add_argument("--work", type=work_dist, default=d.work, metavar="DIST",
-                   help="simulated work per job, e.g. const:0 (default, capacity), exp:mean=2ms")
-    g.add_argument("--rate", type=rate, default=None, metavar="JOBS_PER_S",
-                   help="jobs/s offered over all queues, open loop (on a cluster split over the queues); latency "
-                        "from each claim's intended start (default: closed loop, as fast as the server answers)")
-    g.add_argument("--feed", choices=("backlog", "produce"), default=d.feed,
-                   help="backlog: drain a pre-filled backlog (default); produce: producers keep pending fed")
-    g.add_argument("--backlog", type=number(int, 0), default=None, metavar="JOBS",
-                   help="jobs to pre-fill (default: enough for 80,000 jobs/s through warm-up and window)")
-    g.add_argument("--queues", type=int, default=d.queues, metavar="N",
-                   help="queues to spread the load over (default: 1 on a server, one per master on a cluster, "
-                        "named so that they land on different masters)")
-    add_ceiling(g)
-    g.add_argument("--ceiling-requests", type=number(int, 1), default=None, metavar="N",
-                   help=f"claims the C client sends for the ceiling (default {d.ceiling_requests:,})")
-    g.add_argument("--no-pin", dest="pin", action="store_false",
-                   help="do not pin the server to one core and the driver to the others")
-    add_out(parser)

@@ -5,15 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal
 
-from echomq.errors import EchoMQError
+from echomq_bench.errors import BenchError
 
 __all__ = ["CapacitySettings", "DEFAULT_SETTINGS", "CapacityError", "refuse_clusters"]
 
 
-class CapacityError(EchoMQError):
+class CapacityError(BenchError):
     """The driver could not run or its run cannot be trusted; the message says why."""
-
-    code = "EMQCAPACITY"
 
 
 @dataclass(frozen=True)

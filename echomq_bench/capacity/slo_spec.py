@@ -6,7 +6,7 @@ so it has no schedule of its own). The quantile runs from p50 to p99.9, the
 limit carries its unit (us, µs, ms or s). Anything else is refused with a
 message that names the part that is wrong.
 
-This module stays light (re and argparse): a command's `--help` imports it.
+This module stays light (re, argparse and the option types): a command's `--help` imports it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from echomq_bench.errors import SettingsError
+from echomq_bench.options import fraction_in, number
+
 __all__ = ["SloSpec", "SloSpecError", "parse_slo", "slo_option", "add_slo_options", "FORMS", "VERBS",
            "DEFAULT_RESOLUTION"]
 
@@ -25,11 +28,12 @@ FORMS = "'claim p99 <= 5ms', 'claim p99<=5ms', 'p99.9 <= 800us'"
 LOWEST_Q, HIGHEST_Q = 50.0, 99.9
 UNITS_MS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0}
 DEFAULT_RESOLUTION = 0.02
+LOWEST_RESOLUTION, HIGHEST_RESOLUTION = 0.001, 0.5
 _QUANTILE = re.compile(r"[pP]([0-9]+(?:\.[0-9]+)?)")
 _LIMIT = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(\S*)")
 
 
-class SloSpecError(ValueError):
+class SloSpecError(SettingsError):
     """A latency target that does not parse; the message names the part that is wrong."""
 
 
@@ -117,36 +121,16 @@ def slo_option(text: str) -> SloSpec:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _searches(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
-def _resolution(text: str) -> float:
-    body, percent = (text[:-1], True) if text.strip().endswith("%") else (text, False)
-    try:
-        value = float(body) / (100.0 if percent else 1.0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction: give 0.02 or 2%") from None
-    if not 0.001 <= value <= 0.5:
-        raise argparse.ArgumentTypeError(f"{text!r} must be from 0.1% to 50%")
-    return value
-
-
 def add_slo_options(parser: argparse.ArgumentParser, min_trials: int, what: str) -> None:
     """--slo, --slo-trials and --slo-resolution; `what` says what the search's rate is reported as."""
     g = parser.add_argument_group("latency target")
     g.add_argument("--slo", type=slo_option, default=None, metavar="TARGET",
                    help=f"find the highest open-loop rate whose latency holds TARGET, e.g. {FORMS}: a bisection "
                         f"of the rate, every probe on a fresh server; {what}")
-    g.add_argument("--slo-trials", type=_searches, default=None, metavar="N",
+    g.add_argument("--slo-trials", type=number(int, 1), default=None, metavar="N",
                    help=f"searches per build with --slo, each on fresh servers (default {min_trials}; fewer than "
                         f"{min_trials} give 'inconclusive', no interval)")
-    g.add_argument("--slo-resolution", type=_resolution, default=None, metavar="FRACTION",
+    g.add_argument("--slo-resolution", type=fraction_in(LOWEST_RESOLUTION, HIGHEST_RESOLUTION), default=None,
+                   metavar="FRACTION",
                    help=f"with --slo, bisect until the passing and the failing rate are within FRACTION of each "
                         f"other (default {DEFAULT_RESOLUTION * 100:g}%%)")

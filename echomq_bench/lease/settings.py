@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from echomq import INT31, MAX_LIMIT
+from echomq_bench.errors import SettingsError
 from echomq_bench.measurement.workdist import Distribution, parse_dist
 
 __all__ = ["DEFAULT_WORK", "SettingsError", "SweepSettings", "auto_leases"]
@@ -12,10 +14,6 @@ __all__ = ["DEFAULT_WORK", "SettingsError", "SweepSettings", "auto_leases"]
 DEFAULT_WORK = "lognormal:median=200ms,p99=1s"
 # The short sweep (`lease --quick`, the main job): a 12 s window and one mass crash.
 QUICK = {"duration_s": 12.0, "warmup_s": 1.0, "mass_crash_reps": 1}
-
-
-class SettingsError(ValueError):
-    """Sweep settings that cannot run; the message names the setting."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ class SweepSettings:
         parse_dist(self.work)
         need(0 <= self.crash_rate < 1, f"--crash-rate must be in [0, 1), got {self.crash_rate}")
         need(self.reap_every_ms > 0, f"--reap-every must be above 0, got {self.reap_every_ms} ms")
-        need(1 <= self.reap_cap <= 100_000, f"--reap-cap must be 1..100000, got {self.reap_cap}")
+        need(1 <= self.reap_cap <= MAX_LIMIT, f"--reap-cap must be 1..{MAX_LIMIT}, got {self.reap_cap}")
         need(1 <= self.consumers <= 1000, f"--consumers must be 1..1000, got {self.consumers}")
         need(self.time_scale > 0, f"--time-scale must be above 0, got {self.time_scale}")
         need(self.duration_s > 0, f"--duration must be above 0, got {self.duration_s} s")
@@ -60,7 +58,7 @@ class SweepSettings:
             real = lease / self.time_scale
             need(real >= 1, f"lease {lease:g} ms runs as {real:.3g} ms at time scale {self.time_scale:g}: "
                             "under the 1 ms the server can express; lower --time-scale")
-            need(real <= 2**31 - 1, f"lease {lease:g} ms is over the server's limit")
+            need(real <= INT31, f"lease {lease:g} ms is over the server's limit")
         need(len(self.leases_ms) <= 12, "--leases: at most 12 leases in one sweep")
 
     def real_lease_ms(self, lease_ms: float) -> int:

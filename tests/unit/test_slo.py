@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.capacity.slo import judge_probe
 from echomq_bench.capacity.slo_result import Probe, Search, SloResult
-from echomq_bench.capacity.slo_search import median_interval, order_coverage, search_rate
+from echomq_bench.capacity.slo_search import search_rate
+from echomq_bench.measurement.intervals import median_interval, order_coverage
 from echomq_bench.capacity.slo_spec import SloSpec, parse_slo, slo_option
 from echomq_bench.measurement.latency import Latency
 from echomq_bench.records.headlines import headlines
