@@ -26,7 +26,7 @@ from echomq_bench.capacity.result import CapacityResult
 from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.measurement.latency import Latency
 from echomq_bench.measurement.stats import round_ratio, spread
-from echomq_bench.measurement.verdicts import INCONCLUSIVE, LEVEL, MARGIN, METHOD, MIN_TRIALS, Verdict, judge
+from echomq_bench.measurement.verdicts import INCONCLUSIVE, LEVEL, MARGIN, METHOD, MIN_TRIALS, RatioVerdict, judge
 from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spread, VerdictEntry
 from echomq_bench.servers import ServerSpec
 
@@ -86,9 +86,9 @@ class Trial:
     rounds: dict[int, float] = field(default_factory=dict)   # slot interleaving: round -> this build's cycles/s
 
 
-def _no_trials(metric: str, excluded: int, margin: float) -> Verdict:
-    return Verdict(INCONCLUSIVE, ratio=math.nan, ci=None, n=0, excluded=excluded, margin=margin, level=LEVEL,
-                   higher_is_better=METRICS[metric][1], p_difference=None, p_equivalence=None)
+def _no_trials(metric: str, excluded: int, margin: float) -> RatioVerdict:
+    return RatioVerdict(INCONCLUSIVE, ratio=math.nan, ci=None, n=0, excluded=excluded, margin=margin, level=LEVEL,
+                        higher_is_better=METRICS[metric][1], p_difference=None, p_equivalence=None)
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ class CompareResult:
         return [a.bound == "server" and b.bound == "server"
                 for a, b in zip(self.of(self.baseline_of(build)), self.of(build))]
 
-    def verdict(self, build: str, metric: str) -> Verdict | None:
+    def verdict(self, build: str, metric: str) -> RatioVerdict | None:
         """The verdict on `metric` for `build` against the baseline; None for a latency in closed loop."""
         if metric == "p99" and self.settings.rate is None:
             return None

@@ -10,7 +10,7 @@ verb's instructions per server command (the report draws them as bars).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -20,6 +20,7 @@ from echomq_bench.counts.identity import BinaryIdentity, binary_identity
 from echomq_bench.counts.measure import CountRun, count_spec
 from echomq_bench.counts.verdict import CountVerdict, judge
 from echomq_bench.progress import ProgressFn, prefixed, silent
+from echomq_bench.records.kinds.counts import CountsBaselineFrom, CountsBuild, CountVerdictEntry, CountsRecord
 from echomq_bench.records.record import Record
 
 __all__ = ["CountGateOptions", "CountGateResult", "count_gate", "counts_record"]
@@ -52,19 +53,22 @@ class CountGateResult:
     def figures(self) -> dict[str, dict[str, Any]]:
         return {verb: vc.to_dict() for verb, vc in self.runs[0].verbs.items()}
 
-    def summary(self) -> dict[str, Any]:
+    def entry(self) -> CountsBuild:
+        """The build's summary.json entry."""
         from echomq_bench.microbench.baseline import shown
 
         info = self.baseline_info
-        return {"build": self.build, "version": self.binary.version, "binary": self.binary.to_dict(),
-                "baseline": shown(self.baseline), "updated": self.updated, "regressions": self.regressions,
-                "runs": len(self.runs), "wall_s": round(sum(r.wall_s for r in self.runs), 1),
-                "valgrind": self.runs[0].valgrind, "settings": dict(self.runs[0].settings),
-                "baseline_from": {"created_utc": info.get("created_utc", ""), "passes": info.get("passes"),
-                                  "revision": ((info.get("git") or {}).get("label")
-                                               or str((info.get("git") or {}).get("commit") or "")[:10]),
-                                  "recorded_on": (info.get("recorded_on") or {}).get("cpu_model", "")},
-                "verdicts": [v.to_dict() for v in self.verdicts], "figures": self.figures()}
+        git = info.get("git") or {}
+        return CountsBuild(
+            build=self.build, version=self.binary.version, binary=self.binary.to_dict(), baseline=shown(self.baseline),
+            updated=self.updated, regressions=tuple(self.regressions), runs=len(self.runs),
+            wall_s=round(sum(r.wall_s for r in self.runs), 1), valgrind=self.runs[0].valgrind,
+            settings=dict(self.runs[0].settings),
+            baseline_from=CountsBaselineFrom(created_utc=info.get("created_utc", ""), passes=info.get("passes"),
+                                             revision=git.get("label") or str(git.get("commit") or "")[:10],
+                                             recorded_on=(info.get("recorded_on") or {}).get("cpu_model", "")),
+            verdicts=tuple(CountVerdictEntry.from_record(v.to_dict()) for v in self.verdicts),
+            figures=self.figures())
 
     def rows(self) -> list[dict[str, Any]]:
         """Instructions per call by part, one row per (verb, part): the bars of the report."""
@@ -94,8 +98,7 @@ def _verdicts(run: CountRun, base: dict[str, Any], verbs: Sequence[str]) -> list
 def _confirmed(found: list[CountVerdict], again: CountRun, base: dict[str, Any],
                verbs: Sequence[str]) -> list[CountVerdict]:
     second = {v.verb: v for v in _verdicts(again, base, verbs)}
-    return [replace(v, confirmed=second[v.verb].flagged, again=second[v.verb].change) if v.flagged else v
-            for v in found]
+    return [v.confirm(second[v.verb]) for v in found]
 
 
 def count_gate(spec: Any, options: CountGateOptions = CountGateOptions(),
@@ -136,4 +139,5 @@ def count_gate(spec: Any, options: CountGateOptions = CountGateOptions(),
 def counts_record(found: Sequence[CountGateResult], info: dict[str, Any]) -> Record:
     """The gate run as written: each build's verdicts and figures in summary.json, the parts in counts.csv."""
     return Record(kind="counts", meta=info, tables={"counts": [row for r in found for row in r.rows()]},
-                  summary={"passed": not any(r.regressions for r in found), "builds": [r.summary() for r in found]})
+                  summary=CountsRecord(passed=not any(r.regressions for r in found),
+                                       builds=tuple(r.entry() for r in found)).to_record())

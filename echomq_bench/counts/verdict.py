@@ -9,10 +9,11 @@ baseline's runs:
     allowed = max(FLOOR, t(0.999, P-1) * sd * sqrt(1 + 1/P) / mean)
 
 A flagged verb is counted once more on another fresh server; it is a
-regression only when that run is flagged too. Under the rule's normal
-model a verb of unchanged code fails with probability 1e-6 per run, and a
-change of k times the allowance is caught whenever both draws land above
-it. The measured rates are on the gate's page (docs/measurements).
+regression only when that run is flagged too (the rule the timing gate
+shares, measurement.regression). Under the rule's normal model a verb of
+unchanged code fails with probability 1e-6 per run, and a change of k
+times the allowance is caught whenever both draws land above it. The
+measured rates are on the gate's page (docs/measurements).
 
 A regression names the part of the verb that grew most, in instructions
 per call: a server command the script called, or `lua`, the interpreter
@@ -24,10 +25,11 @@ script now calls more often per call.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Mapping, Self
 
 from echomq_bench.measurement.intervals import prediction_bound
+from echomq_bench.measurement.regression import RegressionVerdict
 
 __all__ = ["FLOOR", "CONFIDENCE", "CountVerdict", "allowance", "judge", "largest_growth", "more_calls"]
 
@@ -66,46 +68,25 @@ def more_calls(base: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, flo
     return {k: round(n - before.get(k, 0.0), 3) for k, n in sorted(after.items()) if n - before.get(k, 0.0) >= 0.5}
 
 
-@dataclass(frozen=True)
-class CountVerdict:
+@dataclass(frozen=True, kw_only=True)
+class CountVerdict(RegressionVerdict):
+    """One verb's instructions per call against the baseline's, and what grew when it is flagged."""
+
     verb: str
     base: float | None           # mean instructions per call in the baseline
     now: float
-    change: float | None         # now / base - 1
-    allowed: float | None
     grew: str = ""               # the part that grew most, when the verb is flagged
     grew_by: float = 0.0         # ... in instructions per call
     more_calls: Mapping[str, float] | None = None  # commands now called more often, calls per call added
-    confirmed: bool | None = None  # None: not counted again
     again: float | None = None   # the confirming run's change
-    missing: bool = False        # no figure for this verb in the baseline
     script_changed: bool = False  # the script's text differs from the baseline's
 
-    @property
-    def flagged(self) -> bool:
-        return self.change is not None and self.allowed is not None and self.change > self.allowed
+    WORSE: ClassVar[str] = "COSTLIER"
+    BETTER: ClassVar[str] = "cheaper"
+    DIGITS: ClassVar[int] = 5
 
-    @property
-    def regressed(self) -> bool:
-        return self.missing or (self.flagged and self.confirmed is not False)
-
-    @property
-    def status(self) -> str:
-        if self.missing:
-            return "MISSING from the baseline"
-        if self.regressed:
-            return "COSTLIER"
-        if self.flagged:
-            return "ok (not confirmed)"
-        if self.change is not None and self.allowed is not None and self.change < -self.allowed:
-            return "cheaper"
-        return "ok"
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: (round(v, 5) if isinstance(v, float) else dict(v) if isinstance(v, Mapping) else v)
-               for k, v in vars(self).items()}
-        out["status"] = self.status
-        return out
+    def confirm(self, again: Self) -> Self:
+        return replace(super().confirm(again), again=again.change) if self.flagged else self
 
     def named(self) -> str:
         """What grew, as a failure line says it: `lua +7,092 per call; calls ZINTERCARD +1 per call`."""
@@ -120,11 +101,11 @@ def judge(verb: str, now: Mapping[str, Any], base: Mapping[str, Any] | None, pas
     """One verb's verdict: its figure now (instructions, commands) against the baseline's."""
     current = float(now["instructions"])
     if base is None:
-        return CountVerdict(verb, None, current, None, None, missing=True, script_changed=script_changed)
+        return CountVerdict(verb=verb, base=None, now=current, missing=True, script_changed=script_changed)
     mean = float(base["instructions"])
-    verdict = CountVerdict(verb, mean, current, current / mean - 1, allowance(mean, float(base["sd"]), passes),
-                           script_changed=script_changed)
+    verdict = CountVerdict(verb=verb, base=mean, now=current, change=current / mean - 1,
+                           allowed=allowance(mean, float(base["sd"]), passes), script_changed=script_changed)
     if verdict.flagged:
         part, by = largest_growth(base, now)
-        verdict = CountVerdict(**{**vars(verdict), "grew": part, "grew_by": by, "more_calls": more_calls(base, now)})
+        verdict = replace(verdict, grew=part, grew_by=by, more_calls=more_calls(base, now))
     return verdict

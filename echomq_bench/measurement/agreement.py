@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from echomq_bench.measurement.verdicts import LEVEL, MIN_TRIALS, Verdict
+from echomq_bench.measurement.verdicts import LEVEL, MIN_TRIALS, RatioVerdict
 
 __all__ = ["ModeEstimate", "Agreement", "agreement", "overlaps", "estimate_of", "rows", "text_table", "AGREE",
            "DISAGREE", "UNDECIDED"]
@@ -53,7 +53,7 @@ class Agreement:
     line: str                              # the finding as one sentence
 
 
-def estimate_of(mode: str, verdict: Verdict) -> ModeEstimate:
+def estimate_of(mode: str, verdict: RatioVerdict) -> ModeEstimate:
     return ModeEstimate(mode, verdict.ratio, verdict.ci, verdict.n, verdict.excluded, verdict.method, verdict.text)
 
 

@@ -29,6 +29,9 @@ interval on one side of 1, at 0.980 [0.962, 0.998] and 1.015 [1.009,
 1.022]). The within-compare interval cannot see a bias that is fixed for
 all its trials; the floor keeps it from becoming a verdict.
 
+A gate's verdict on one verb against its stored baseline answers another
+question by another rule: measurement.regression.
+
 `precision_reached` gives the stopping rule of an adaptive run: the
 interval's half-width on the log scale is at most the precision asked for.
 """
@@ -45,7 +48,7 @@ from scipy import stats as st
 from echomq_bench.measurement.intervals import MIN_TRIALS, t_half_width
 from echomq_bench.measurement.stats import LEVEL
 
-__all__ = ["Verdict", "judge", "precision_reached", "log_half_width", "METHOD", "MIN_TRIALS", "MARGIN", "LEVEL",
+__all__ = ["RatioVerdict", "judge", "precision_reached", "log_half_width", "METHOD", "MIN_TRIALS", "MARGIN", "LEVEL",
            "FASTER", "SLOWER", "EQUIVALENT", "INCONCLUSIVE"]
 
 METHOD = "t-interval on log ratios, TOST for equivalence"
@@ -54,7 +57,9 @@ FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE = "faster", "slower", "equivalent", "in
 
 
 @dataclass(frozen=True)
-class Verdict:
+class RatioVerdict:
+    """What the trials' ratios other/baseline say, with the interval and the tests behind it."""
+
     verdict: str                  # FASTER, SLOWER, EQUIVALENT or INCONCLUSIVE
     ratio: float                  # geometric mean of other/baseline over the trials used
     ci: tuple[float, float] | None  # at `level`; None below two trials
@@ -110,7 +115,7 @@ def precision_reached(ratios: Sequence[float], precision: float, level: float = 
 
 
 def judge(ratios: Sequence[float], *, higher_is_better: bool, margin: float = MARGIN, level: float = LEVEL,
-          min_trials: int = MIN_TRIALS, excluded: int = 0) -> Verdict:
+          min_trials: int = MIN_TRIALS, excluded: int = 0) -> RatioVerdict:
     """The verdict on one ratio other/baseline per trial; see the module's rule."""
     if not 0 < level < 1:
         raise ValueError(f"level must be between 0 and 1, got {level}")
@@ -135,7 +140,7 @@ def judge(ratios: Sequence[float], *, higher_is_better: bool, margin: float = MA
             kind = EQUIVALENT
         elif ci[0] > 1.0 + margin / 2 or ci[1] < 1.0 - margin / 2:
             kind = FASTER if (ci[0] > 1.0) == higher_is_better else SLOWER
-    return Verdict(kind, ratio=math.exp(mean), ci=ci, n=n, excluded=excluded, margin=margin, level=level,
+    return RatioVerdict(kind, ratio=math.exp(mean), ci=ci, n=n, excluded=excluded, margin=margin, level=level,
                    higher_is_better=higher_is_better, p_difference=p_diff, p_equivalence=p_equiv)
 
 

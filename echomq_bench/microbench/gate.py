@@ -9,9 +9,10 @@ and flags, cores, server version, allocator); elsewhere it is shown as
 advisory, and a failure rests on the same-run A/B alone. A check whose noise
 (3 standard errors) exceeds its tolerance is measured again, the whole case
 set at a time, up to NOISY_PASSES more passes pooled with the first; if it is
-still noisy it cannot pass or fail: the verb is inconclusive. A verb missing from the baseline fails. When any verb is
-flagged, the whole case set is measured once more; only a verb flagged twice
-is a regression.
+still noisy it cannot pass or fail: the verb is inconclusive. A verb missing
+from the baseline fails. When any verb is flagged, the whole case set is
+measured once more; only a verb flagged twice is a regression (the rule the
+count gate shares, measurement.regression).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import math
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
+from echomq_bench.measurement.regression import AllowedChange, RegressionVerdict
 from echomq_bench.measurement.serverstats import bound
 from echomq_bench.progress import Progress
 from echomq_bench.microbench.benchmark_machine import differences
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 # numpy (microbench.runner) loads when a gate runs, not when the CLI builds
 # its parser for another command.
 
-__all__ = ["GateOptions", "GateResult", "Verdict", "gate_one", "verdicts", "DEFAULT_TOLERANCE",
+__all__ = ["GateOptions", "GateResult", "TimingVerdict", "gate_one", "verdicts", "DEFAULT_TOLERANCE",
            "DEFAULT_AB_TOLERANCE"]
 
 DEFAULT_TOLERANCE = 0.20
@@ -65,68 +67,43 @@ class GateOptions:
     quiet: bool = False
 
 
-@dataclass(frozen=True)
-class Verdict:
+@dataclass(frozen=True, kw_only=True)
+class TimingVerdict(RegressionVerdict):
+    """One verb's server time over its reference's against the baseline's (the normalised check, a
+    cross-run figure), and the script A/B where the script changed."""
+
     case: str
     reference: str
     server_us: float
     client_us: float
     base_ratio: float | None
     now_ratio: float
-    change: float | None           # now/base - 1, normalised
-    allowed: float | None          # the normalised check's allowance
     ab_change: float | None = None   # current script / baseline script - 1, interleaved
     ab_allowed: float | None = None
-    confirmed: bool | None = None  # None: not re-measured
     advisory: bool = False         # the baseline is of another machine: the normalised check is shown, not judged
-    missing: bool = False          # the baseline has no figure for this verb
     noisy: bool = False            # a check that counts has 3 standard errors above its tolerance
     below_resolution: bool = False  # under MIN_JUDGED_US: the normalised check is shown, not judged
 
-    @property
-    def normalised_slower(self) -> bool:
-        return (not self.advisory and not self.below_resolution and self.change is not None
-                and self.allowed is not None and self.change > self.allowed)
+    WORSE: ClassVar[str] = "SLOWER"
+    BETTER: ClassVar[str] = "faster"
 
-    @property
-    def ab_slower(self) -> bool:
-        return self.ab_change is not None and self.ab_allowed is not None and self.ab_change > self.ab_allowed
-
-    @property
-    def flagged(self) -> bool:
-        return self.normalised_slower or self.ab_slower
-
-    @property
-    def regressed(self) -> bool:
-        return self.missing or (self.flagged and self.confirmed is not False)
+    def checks(self) -> Sequence[AllowedChange]:
+        ab = (self.ab_change, self.ab_allowed)
+        return (ab,) if self.advisory or self.below_resolution else ((self.change, self.allowed), ab)
 
     @property
     def inconclusive(self) -> bool:
         return self.noisy and not self.regressed
 
     @property
-    def status(self) -> str:
-        if self.missing:
-            return "MISSING from the baseline"
-        if self.regressed:
-            return "SLOWER"
-        if self.inconclusive:
-            return "inconclusive (noise above tolerance)"
-        if self.flagged:
-            return "ok (not confirmed)"
-        if self.advisory and self.base_ratio is not None:
-            return "ok (cross-run figure advisory: another machine)"
-        if self.below_resolution and self.base_ratio is not None:
-            return f"ok (cross-run figure advisory: under {MIN_JUDGED_US:g} µs)"
-        if (self.change is not None and self.allowed is not None and self.change < -self.allowed) or (
-                self.ab_change is not None and self.ab_allowed is not None and self.ab_change < -self.ab_allowed):
-            return "faster"
-        return "ok"
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in vars(self).items()}
-        out["status"] = self.status
-        return out
+    def note(self) -> str:
+        if self.base_ratio is None:   # nothing compared across runs: nothing to qualify
+            return ""
+        if self.advisory:
+            return "cross-run figure advisory: another machine"
+        if self.below_resolution:
+            return f"cross-run figure advisory: under {MIN_JUDGED_US:g} µs"
+        return ""
 
 
 def _noise(*errors: float) -> float:
@@ -135,7 +112,7 @@ def _noise(*errors: float) -> float:
 
 
 def verdicts(m: Measurement, base: dict[str, Any] | None, tolerance: float, ab_tolerance: float,
-             same_machine: bool = True) -> list[Verdict]:
+             same_machine: bool = True) -> list[TimingVerdict]:
     """One verdict per case. The tolerances are the allowances; a larger noise
     does not widen them (a noisier run would get a more lenient gate) but makes
     the verb inconclusive."""
@@ -156,11 +133,12 @@ def verdicts(m: Measurement, base: dict[str, Any] | None, tolerance: float, ab_t
             noisy = same_machine and not coarse and noise > tolerance
         ab = comparisons.get(case)
         noisy |= ab is not None and _noise(ab.se) > ab_tolerance
-        out.append(Verdict(case, f.reference, f.server_us, f.client_us, float(b["server_ratio"]) if b else None,
-                           f.server_ratio, change, tolerance if b else None,
-                           ab.ratio - 1 if ab else None, ab_tolerance if ab else None,
-                           advisory=not same_machine, missing=base is not None and b is None, noisy=noisy,
-                           below_resolution=coarse))
+        out.append(TimingVerdict(
+            case=case, reference=f.reference, server_us=f.server_us, client_us=f.client_us,
+            base_ratio=float(b["server_ratio"]) if b else None, now_ratio=f.server_ratio, change=change,
+            allowed=tolerance if b else None, ab_change=ab.ratio - 1 if ab else None,
+            ab_allowed=ab_tolerance if ab else None, advisory=not same_machine,
+            missing=base is not None and b is None, noisy=noisy, below_resolution=coarse))
     return out
 
 
@@ -171,7 +149,7 @@ class GateResult:
     baseline: Path
     baseline_info: dict[str, Any] | None
     measurement: Measurement
-    verdicts: list[Verdict]
+    verdicts: list[TimingVerdict]
     changed_scripts: list[str] = field(default_factory=list)
     updated: bool = False
     run_dir: Path | None = None       # the results folder the run was written to
@@ -303,8 +281,8 @@ def _until_clear(client: Any, mo: Any, m: Measurement, base: dict[str, Any] | No
     return m
 
 
-def _confirmed(client: Any, first: Any, found: list[Verdict], base: dict[str, Any] | None,
-               o: GateOptions, same: bool) -> list[Verdict]:
+def _confirmed(client: Any, first: Any, found: list[TimingVerdict], base: dict[str, Any] | None,
+               o: GateOptions, same: bool) -> list[TimingVerdict]:
     """With any verb flagged, the whole case set measured once more, so the
     second pass runs under the same mix as the first; a flagged verb not
     flagged again is marked unconfirmed."""
@@ -317,4 +295,4 @@ def _confirmed(client: Any, first: Any, found: list[Verdict], base: dict[str, An
         first.progress(f"confirming {', '.join(flagged)}: every verb once more")
     again = measure(client, first)
     second = {v.case: v for v in verdicts(again, base, o.tolerance, o.ab_tolerance, same)}
-    return [replace(v, confirmed=second[v.case].flagged) if v.flagged and v.case in second else v for v in found]
+    return [v.confirm(second[v.case]) if v.case in second else v for v in found]

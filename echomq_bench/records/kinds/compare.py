@@ -31,7 +31,7 @@ class Spread(Entry):
 
 @dataclass(frozen=True)
 class VerdictEntry(Entry):
-    """measurement.verdicts.Verdict.to_dict(): the ratio to the baseline and what it says; a metric not
+    """measurement.verdicts.RatioVerdict.to_dict(): the ratio to the baseline and what it says; a metric not
     judged holds its `text` alone."""
 
     verdict: str | None = optional()

@@ -21,7 +21,7 @@ __all__ = ["RECORD", "GateVerdictEntry", "BaselineFrom", "GateEntry", "GateRecor
 
 @dataclass(frozen=True)
 class GateVerdictEntry(Entry):
-    """One verb against its baseline (microbench.gate's verdict, with its status as said)."""
+    """One verb against its baseline (microbench.gate.TimingVerdict, with its status as said)."""
 
     case: str
     reference: str | None = None            # the reference script its time is over
