@@ -27,6 +27,7 @@
         ├── SweepError              lease.sweep
         ├── CallgrindError          counts.callgrind
         ├── MicrobenchError         microbench.runner
+        ├── HarnessError            load.harness: a worker process failed, hung or died
         └── RunnerError             peers.runner
 
 The client's own failures stay in its tree (`echomq.EchoMQError`); one that

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.capacity.slo_search import SEARCH_METHOD
 from echomq_bench.measurement.intervals import INTERVAL_METHOD, MedianInterval, median_interval
 from echomq_bench.capacity.slo_spec import SloSpec
-from echomq_bench.measurement.verdicts import INCONCLUSIVE, LEVEL, MARGIN, METHOD, MIN_TRIALS, Verdict, judge
+from echomq_bench.measurement.verdicts import INCONCLUSIVE, LEVEL, MARGIN, METHOD, MIN_TRIALS, RatioVerdict, judge
+from echomq_bench.records.kinds.capacity import SloBlock, SloEntry, SloTarget
 
 __all__ = ["Probe", "Search", "SloResult", "PASS_RULE"]
 
@@ -124,56 +125,54 @@ class SloResult:
         kept = [a / b for a, b in pairs if a > 0 and b > 0]
         return kept, len(pairs) - len(kept)
 
-    def verdict(self, build: str, baseline: str, margin: float = MARGIN) -> Verdict:
+    def verdict(self, build: str, baseline: str, margin: float = MARGIN) -> RatioVerdict:
         ratios, excluded = self.ratios(build, baseline)
         if not ratios:
-            return Verdict(INCONCLUSIVE, ratio=math.nan, ci=None, n=0, excluded=excluded, margin=margin, level=LEVEL,
-                           higher_is_better=True, p_difference=None, p_equivalence=None)
+            return RatioVerdict(INCONCLUSIVE, ratio=math.nan, ci=None, n=0, excluded=excluded, margin=margin,
+                                level=LEVEL, higher_is_better=True, p_difference=None, p_equivalence=None)
         return judge(ratios, higher_is_better=True, margin=margin, excluded=excluded)
 
-    def entry(self, build: str) -> dict[str, Any]:
+    def entry(self, build: str) -> SloEntry:
         runs = self.of(build)
         interval = self.interval(build)
         probes = [p for s in runs for p in s.probes if p.passed is not None]
-        return {
-            "version": self.version(build), "rate_per_s": interval.median,
-            "ci95": list(interval.ci) if interval.ci else None, "coverage": interval.coverage,
-            "ranks": list(interval.ranks) if interval.ranks else None, "n": interval.n, "text": interval.text,
-            "search_rates": [s.rate for s in runs], "failed_above": [s.failed_above for s in runs],
-            "resolved": [s.resolved for s in runs], "capacity_per_s": [s.capacity for s in runs],
-            "probes": len(probes), "probes_passed": sum(bool(p.passed) for p in probes),
-            "bound_when_failing": _failing_bounds(runs),
-            "audit_passed": all(p.audit_passed is not False for s in runs for p in s.probes),
-            "warnings": [n for s in runs for n in s.notes()]
-            + [f"search {p.search} probe {p.index}: {w}" for s in runs for p in s.probes for w in p.warnings]}
+        return SloEntry(
+            version=self.version(build), rate_per_s=interval.median, ci95=interval.ci, coverage=interval.coverage,
+            ranks=interval.ranks, n=interval.n, text=interval.text,
+            search_rates=tuple(s.rate for s in runs), failed_above=tuple(s.failed_above for s in runs),
+            resolved=tuple(s.resolved for s in runs), capacity_per_s=tuple(s.capacity for s in runs),
+            probes=len(probes), probes_passed=sum(bool(p.passed) for p in probes),
+            bound_when_failing=_failing_bounds(runs),
+            audit_passed=all(p.audit_passed is not False for s in runs for p in s.probes),
+            warnings=tuple([n for s in runs for n in s.notes()]
+                           + [f"search {p.search} probe {p.index}: {w}" for s in runs for p in s.probes
+                              for w in p.warnings]))
 
-    def summary(self) -> dict[str, Any]:
-        """The `slo` block of a capacity or compare record's summary."""
-        return {"target": self.slo.to_dict(), "searches": max((s.search for s in self.searches), default=0),
-                "resolution": self.resolution, "search_method": SEARCH_METHOD, "pass_rule": PASS_RULE,
-                "interval_method": INTERVAL_METHOD, "level": LEVEL, "min_trials": MIN_TRIALS, "order": self.order,
-                "window_s": self.settings.duration_s, "warmup_s": self.settings.warmup_s,
-                "reply_timeout_s": self.settings.reply_timeout_s,
-                "builds": {b: self.entry(b) for b in self.builds}}
+    def block(self) -> SloBlock:
+        """The `slo` block of a capacity or compare record."""
+        return SloBlock(
+            target=SloTarget.from_record(self.slo.to_dict()),
+            searches=max((s.search for s in self.searches), default=0), resolution=self.resolution,
+            search_method=SEARCH_METHOD, pass_rule=PASS_RULE, interval_method=INTERVAL_METHOD, level=LEVEL,
+            min_trials=MIN_TRIALS, order=self.order, window_s=self.settings.duration_s,
+            warmup_s=self.settings.warmup_s, reply_timeout_s=self.settings.reply_timeout_s,
+            builds={b: self.entry(b) for b in self.builds})
 
-    def compared(self, baselines: Mapping[str, str], margin: float = MARGIN) -> dict[str, Any]:
-        """The summary's block with each build's ratio of rates to its baseline and the verdict on it."""
-        out = self.summary()
-        out["ratio_method"] = METHOD
-        out["margin"] = margin
-        for build, entry in out["builds"].items():
+    def compared(self, baselines: Mapping[str, str], margin: float = MARGIN) -> SloBlock:
+        """The record's block with each build's ratio of rates to its baseline and the verdict on it."""
+        block, builds = self.block(), {}
+        for build, entry in block.builds.items():
             base = baselines.get(build, self.builds[0])
-            entry["baseline"] = base
             if base == build:
-                entry["verdict"] = "baseline"
+                builds[build] = replace(entry, baseline=base, verdict="baseline")
                 continue
             v = self.verdict(build, base, margin)
             # A verdict counts trials; here each is a repetition of the searches.
             text = f"inconclusive ({v.n} searches)" if v.verdict == INCONCLUSIVE and v.n < MIN_TRIALS else v.text
-            entry.update({"ratio": v.ratio, "ratio_ci95": list(v.ci) if v.ci else None, "verdict": text,
-                          "label": v.label().replace(v.text, text), "verdict_detail": {**v.to_dict(), "text": text},
-                          "search_ratios": self.ratios(build, base)[0]})
-        return out
+            builds[build] = replace(entry, baseline=base, ratio=v.ratio, ratio_ci95=v.ci, verdict=text,
+                                    label=v.label().replace(v.text, text), verdict_detail={**v.to_dict(), "text": text},
+                                    search_ratios=tuple(self.ratios(build, base)[0]))
+        return replace(block, ratio_method=METHOD, margin=margin, builds=builds)
 
     def rows(self) -> list[dict[str, Any]]:
         return [p.row(s.version) for s in sorted(self.searches, key=lambda s: (s.search, s.order))

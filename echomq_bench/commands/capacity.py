@@ -78,13 +78,14 @@ def write_capacity(out: Path, results: Sequence[CapacityFigures],
 def write_slo(out: Path, result: SloResult, argv: list[str] | None = None) -> Path:
     """An --slo run's files in `out`: meta.json, slo.csv (a row per probe) and summary.json (its `slo` block)."""
     from echomq_bench.records import meta
+    from echomq_bench.records.kinds.capacity import CapacityRecord
     from echomq_bench.records.record import Record
     from echomq_bench.records.writer import write_record
 
     info = meta.collect(servers=(), argv=argv, workload=asdict(result.settings), slo=result.slo.to_dict())
     info["servers"] = [{**result.described.get(b, {}), "name": b} for b in result.builds]
-    return write_record(out, Record(kind="capacity", summary={"slo": result.summary()}, meta=info,
-                                    tables={"slo": result.rows()}))
+    summary = CapacityRecord(slo=result.block()).to_record()
+    return write_record(out, Record(kind="capacity", summary=summary, meta=info, tables={"slo": result.rows()}))
 
 
 def _run_slo(args: argparse.Namespace) -> int:

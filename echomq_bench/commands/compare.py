@@ -88,7 +88,6 @@ def write_compare(out: Path, result: CompareResult, argv: list[str] | None = Non
     """The run's files in `out`: meta.json, compare.csv (trial x build x metric), summary.json, merged .hgrm;
     with `slo`, its block in summary.json and a row per probe in slo.csv."""
     from echomq_bench.records import meta
-    from echomq_bench.records.kinds.capacity import SloBlock
     from echomq_bench.records.record import Record
     from echomq_bench.records.writer import write_record
 
@@ -108,8 +107,8 @@ def write_compare(out: Path, result: CompareResult, argv: list[str] | None = Non
     tables = {"compare": result.rows(),
               "timeline": [row for t in result.trials for row in t.result.timeline_rows(trial=t.trial, order=t.order)]}
     if slo is not None:
-        record = replace(record, slo=SloBlock.from_record(
-            slo.compared({b.name: result.baseline_of(b.name) for b in result.builds}, result.margin)))
+        record = replace(record, slo=slo.compared({b.name: result.baseline_of(b.name) for b in result.builds},
+                                                  result.margin))
         tables["slo"] = slo.rows()
     return write_record(out, Record(kind="compare", summary=record.to_record(), meta=info, tables=tables))
 

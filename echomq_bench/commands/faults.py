@@ -230,11 +230,12 @@ def _preflight(specs: list[Any]) -> None:
 def faults_record(outcomes: list[Outcome], info: dict[str, Any], quick: bool) -> Record:
     """The scenarios' run as it is written: every outcome (figures, audit, checks, or why it was skipped) in
     summary.json, and their figures as tidy rows."""
+    from echomq_bench.records.kinds.faults import FaultsRecord
     from echomq_bench.records.record import Record
 
-    return Record(kind="faults", meta=info, tables={"faults": _tidy(outcomes)},
-                  summary={"passed": all(o.passed is not False for o in outcomes), "quick": quick,
-                           "scenarios": [o.to_dict() for o in outcomes]})
+    record = FaultsRecord(passed=all(o.passed is not False for o in outcomes), quick=quick,
+                          scenarios=tuple(o.entry() for o in outcomes))
+    return Record(kind="faults", meta=info, tables={"faults": _tidy(outcomes)}, summary=record.to_record())
 
 
 def _tidy(outcomes: list[Outcome]) -> list[dict[str, Any]]:

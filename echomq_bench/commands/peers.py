@@ -1,7 +1,7 @@
 """Run the same no-op jobs through echomq and the peer queues on the same server, in each mode.
 
 One trial is `echomq_bench.peers.runner`, the interleaved rounds
-`echomq_bench.peers.rounds`; the summary and tables are `echomq_bench.peers.summary`.
+`echomq_bench.peers.rounds`; the typed record and tables are `echomq_bench.peers.summary`.
 The terminal shows the record written, as the report renders it
 (`echomq_bench.report.kinds.peers`).
 """
@@ -22,7 +22,7 @@ from echomq_bench.peers.base import PAYLOAD_BYTES, PeerMissingError, version_of
 from echomq_bench.peers.result import PeerRun, Phase
 from echomq_bench.peers.rounds import HEADLINE, PeersSettings, check_empty, choose_queues, remove_tree, run_rounds
 from echomq_bench.peers.runner import MAX_CONSUMERS, MAX_JOBS, QUEUE_NAME, RunnerError, measure
-from echomq_bench.peers.summary import build_summary, command_rows, ratio_rows, tidy_rows
+from echomq_bench.peers.summary import build_record, command_rows, ratio_rows, tidy_rows
 
 __all__ = ["configure", "run", "measure", "choose_queues", "PeerRun", "Phase", "RunnerError", "QUEUE_NAME"]
 
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     runs, failures, described = outcome.runs, outcome.failures, outcome.described
     skipped.update(outcome.skipped)
 
-    summary = build_summary(runs, names, skipped, failures, settings)
+    record = build_record(runs, names, skipped, failures, settings)
     meta = meta_mod.collect(argv=sys.argv, kind="peers", jobs=args.jobs, consumers=args.consumers,
                             trials=args.trials, payload_bytes=PAYLOAD_BYTES, queues=names, modes=list(modes),
                             peer_packages={n: version_of(get(n).distribution) for n in PEERS})
@@ -130,8 +130,8 @@ def run(args: argparse.Namespace) -> int:
     meta["machine"]["loadavg_1_5_15_at_start"] = list(load_start)
     meta["machine"]["loadavg_1_5_15_at_end"] = list(os.getloadavg())
     results.write_record(out, results.Record(
-        kind="peers", summary={k: v for k, v in summary.items() if k != "kind"}, meta=meta,
-        tables={"peers": tidy_rows(runs), "peers_commands": command_rows(runs), "peers_ratios": ratio_rows(summary)}))
+        kind="peers", summary=record.to_record(), meta=meta,
+        tables={"peers": tidy_rows(runs), "peers_commands": command_rows(runs), "peers_ratios": ratio_rows(record)}))
     from echomq_bench.report import record_text
 
     print(record_text(out))

@@ -40,18 +40,18 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from echomq_bench.progress import Progress
-from echomq_bench.reapcost import FULL, QUICK, VERBS, Curve, CurveSettings, Drain, Point, measure_curves, run_summary
+from echomq_bench.reapcost import FULL, QUICK, VERBS, Curve, CurveSettings, Drain, Point, measure_curves, run_record
 
 __all__ = ["CurveSettings", "FULL", "QUICK", "Point", "Drain", "Curve", "measure_curves", "run_reap_curve",
            "configure", "run"]
 
 
 def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path | str | None = None,
-                   settings: CurveSettings | None = None, verbose: bool = True) -> dict[str, Any]:
+                   settings: CurveSettings | None = None, verbose: bool = True) -> Path:
     """Measure the curves on each server, in each form, and write the record
     (results/<run-id>/: meta.json, reapcost.csv, drain.csv, summary.json).
-    Returns the summary, with "run_dir"; the charts are the report's, drawn
-    from the record."""
+    Returns the run's folder; the charts are the report's, drawn from the
+    record."""
     from echomq_bench.records import meta, files as results
 
     settings = settings or (QUICK if quick else FULL)
@@ -69,13 +69,11 @@ def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path
         "sizes": list(settings.sizes), "caps": list(settings.caps), "repeats": settings.repeats,
         "orphans": settings.orphans, "cadences_ms": list(settings.cadences_ms), "drain_size": settings.drain_size,
         "verbs": list(settings.verbs), "forms": list(settings.forms), "quick": quick})
-    summary = run_summary(curves)
     results.write_record(run_dir, results.Record(
-        kind="reapcost", summary=summary, meta=info,
+        kind="reapcost", summary=run_record(curves).to_record(), meta=info,
         tables={"reapcost": [r for c in curves for r in (*c.tidy_rows(), *c.ratio_rows())],
                 "drain": [r for c in curves for r in c.drain_rows()]}))
-    summary["run_dir"] = str(run_dir)
-    return summary
+    return run_dir
 
 
 # -- CLI -----------------------------------------------------------------------------------
@@ -117,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     if settings.ratio_cap not in settings.caps:
         settings = replace(settings, ratio_cap=min(settings.caps, key=lambda c: abs(c - 100)))
     with running(*args.server) as servers:
-        summary = run_reap_curve(servers, quick=args.quick, out_dir=args.out, settings=settings)
-    print(record_text(summary["run_dir"]))
-    print(f"results: {summary['run_dir']}")
+        run_dir = run_reap_curve(servers, quick=args.quick, out_dir=args.out, settings=settings)
+    print(record_text(run_dir))
+    print(f"results: {run_dir}")
     return 0

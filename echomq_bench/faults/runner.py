@@ -28,6 +28,7 @@ from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.faults.load import Evidence, Fleet, LoadSettings, read_logs
 from echomq_bench.load.audit import AuditReport, Ledger, audit
 from echomq_bench.load.bulk import drop_queue
+from echomq_bench.records.kinds.faults import AuditEntry, CheckEntry, ScenarioEntry
 from echomq_bench.servers import redacted_url
 
 __all__ = ["Outcome", "Audited", "run_scenario", "audit_held", "drain"]
@@ -65,10 +66,11 @@ class Outcome:
     server_settings: dict[str, str] = field(default_factory=dict)
     history: dict[str, Any] = field(default_factory=dict)   # the history check (measurement.historycheck)
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "checks"}
-        out["checks"] = [{"ok": c.ok, "text": c.text} for c in self.checks]
-        return out
+    def entry(self) -> ScenarioEntry:
+        """The outcome as the record keeps it (`echomq_bench.records.kinds.faults`)."""
+        kept = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("checks", "audit")}
+        return ScenarioEntry(**kept, audit=AuditEntry.from_record(self.audit) if self.audit else None,
+                             checks=tuple(CheckEntry(c.ok, c.text) for c in self.checks))
 
 
 def drain(ctx: Ctx, timeout: float) -> None:

@@ -41,7 +41,7 @@ from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.faults.runner import audit_held, drain
 from echomq_bench.faults.scenarios import SCENARIOS
 from echomq_bench.faults.soakstats import RECOVERY_MEANS, by_kind, per_second, recovery_s
-from echomq_bench.records.kinds.faults import CheckEntry, KindEntry, SoakEntry, StruckEntry
+from echomq_bench.records.kinds.faults import AuditEntry, CheckEntry, KindEntry, SoakEntry, StruckEntry
 from echomq_bench.servers import redacted_url
 
 __all__ = ["SoakError", "SOAK_PLAN", "SOAK_SERVER_ARGS", "SOAK_BANDWIDTH", "ACTIONS", "Struck", "SoakResult",
@@ -142,7 +142,7 @@ class SoakResult:
             lost=self.lost, double_accepted=self.double_accepted, ambiguous=self.ambiguous,
             ambiguous_resolved=self.ambiguous_resolved, unanswered=self.unanswered,
             refused_expected=self.refused_expected, refused_unexpected=self.refused_unexpected, passed=self.passed,
-            wall_s=self.wall_s, audit=dict(self.audit), server_settings=dict(self.server_settings),
+            wall_s=self.wall_s, audit=AuditEntry.from_record(self.audit), server_settings=dict(self.server_settings),
             history=dict(self.history), faults=tuple(StruckEntry(**f.__dict__) for f in self.faults),
             checks=tuple(CheckEntry(c.ok, c.text) for c in self.checks), injected=self.injected,
             kinds=tuple(KindEntry(**k) for k in self.kinds()), ambiguous_unresolved=self.ambiguous_unresolved,

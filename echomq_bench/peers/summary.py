@@ -1,4 +1,5 @@
-"""The peers run's summary and tidy rows, all read from its PeerRun records."""
+"""The peers run's record (`echomq_bench.records.kinds.peers.PeersRecord`) and tidy rows, all read from
+its PeerRun results."""
 
 from __future__ import annotations
 
@@ -11,22 +12,25 @@ from echomq_bench.peers.intervals import FIGURES_WITH_CI, interval, ratio_verdic
 from echomq_bench.peers.result import PeerRun, Phase
 from echomq_bench.peers.rounds import HEADLINE, PeersSettings, pairs
 from echomq_bench.measurement.stats import median, span
+from echomq_bench.records.kinds.compare import VerdictEntry
+from echomq_bench.records.kinds.peers import (FailureEntry, HeadlineEntry, IntervalEntry, MemoryEntry, PeersRecord,
+                                              PhaseEntry, QueueEntry)
 
-__all__ = ["build_summary", "tidy_rows", "command_rows", "ratio_rows", "FIGURES"]
+__all__ = ["build_record", "tidy_rows", "command_rows", "ratio_rows", "FIGURES"]
+
+_PHASE_FIGURES = ("jobs_per_s", "server_us_per_job", "server_all_threads_us_per_job", "commands_per_job",
+                  "scripts_per_job", "script_us_per_job", "round_trips_per_job", "transactions_per_job",
+                  "client_us_per_job", "server_utilization", "client_utilization")
 
 
-def _phase_summary(phases: list[Phase]) -> dict[str, Any]:
-    keys = ("jobs_per_s", "server_us_per_job", "server_all_threads_us_per_job", "commands_per_job",
-            "scripts_per_job", "script_us_per_job", "round_trips_per_job", "transactions_per_job",
-            "client_us_per_job", "server_utilization", "client_utilization")
-    out: dict[str, Any] = {k: median(getattr(p, k) for p in phases) for k in keys}
+def _phase(phases: list[Phase]) -> PhaseEntry:
     bounds = [p.bottleneck for p in phases]
-    out["bottleneck"] = max(set(bounds), key=bounds.count)
-    return out
+    return PhaseEntry(**{k: median(getattr(p, k) for p in phases) for k in _PHASE_FIGURES},
+                      bottleneck=max(set(bounds), key=bounds.count))
 
 
-def build_summary(runs: list[PeerRun], names: list[str], skipped: dict[str, str],
-                  failures: list[dict[str, Any]], settings: PeersSettings) -> dict[str, Any]:
+def build_record(runs: list[PeerRun], names: list[str], skipped: dict[str, str],
+                 failures: list[dict[str, Any]], settings: PeersSettings) -> PeersRecord:
     entries = []
     servers = list(dict.fromkeys(r.server for r in runs)) or [s.name for s in settings.servers]
     for server in servers:
@@ -35,22 +39,13 @@ def build_summary(runs: list[PeerRun], names: list[str], skipped: dict[str, str]
             if mine:
                 base = [r for r in runs if r.server == server and r.queue == BASELINE and r.mode == mode]
                 entries.append(_entry(server, (name, mode), mine, base, settings))
-    return {
-        "kind": "peers",
-        "jobs": settings.jobs,
-        "consumers": settings.consumers,
-        "trials": settings.trials,
+    return PeersRecord(
+        jobs=settings.jobs, consumers=settings.consumers, trials=settings.trials,
         # The headline pair's rounds beyond `trials`: what ended them is in the rows' n.
-        "headline": {"queue": HEADLINE, "precision": settings.precision, "max_trials": settings.max_trials,
-                     "budget_s": settings.budget_s if math.isfinite(settings.budget_s) else None},
-        "modes": list(settings.modes),
-        "baseline": BASELINE,
-        "payload_bytes": PAYLOAD_BYTES,
-        "figures": FIGURES,
-        "queues": entries,
-        "skipped": skipped,
-        "failures": failures,
-    }
+        headline=HeadlineEntry(queue=HEADLINE, precision=settings.precision, max_trials=settings.max_trials,
+                               budget_s=settings.budget_s if math.isfinite(settings.budget_s) else None),
+        modes=tuple(settings.modes), baseline=BASELINE, payload_bytes=PAYLOAD_BYTES, figures=FIGURES,
+        queues=tuple(entries), skipped=dict(skipped), failures=tuple(FailureEntry.from_record(f) for f in failures))
 
 
 # What each summary figure is, written into summary.json beside the numbers.
@@ -74,42 +69,33 @@ FIGURES = {
 
 
 def _entry(server: str, queue: tuple[str, str], mine: list[PeerRun], base: list[PeerRun],
-           settings: PeersSettings) -> dict[str, Any]:
+           settings: PeersSettings) -> QueueEntry:
     """One queue in one mode on one server: medians, intervals and the ratio to the baseline."""
     name, mode = queue
     peer = get(name, mode)
     clean = [r for r in mine if r.clean] or mine
-    entry: dict[str, Any] = {
-        "server": server, "server_version": mine[0].server_version, "queue": name, "mode": mode,
-        "library": f"{peer.distribution.removeprefix('npm:')} {version_of(peer.distribution)}",
-        "enqueue_mode": peer.enqueue_mode, "drain_mode": peer.drain_mode,
-        "settings": peer.settings(settings.consumers),
-        "jobs": settings.jobs, "consumers": settings.consumers, "trials": len(mine),
-        "scripts_per_job": median(r.scripts_per_job for r in mine),
-        "transactions_per_job": median(r.transactions_per_job for r in mine),
-        "enqueue": _phase_summary([r.enqueue for r in mine]),
-        "drain": _phase_summary([r.drain for r in mine]),
-        "memory": {
-            "bytes_per_pending_job": median(r.bytes_per_pending_job for r in mine),
-            "residual_bytes_after_drain": median(r.residual_bytes for r in mine),
-            "keys_after_drain": median(r.keys_after for r in mine),
-            "key_sample_after_drain": mine[-1].key_sample,
-        },
-        "ci": {k: interval([float(getattr(r, k)) for r in clean]) for k in FIGURES_WITH_CI},
-        "vs_baseline": {},
-        "spread": {k: list(span(getattr(r, k) for r in mine))
-                   for k in ("jobs_per_s", "server_us_per_job", "commands_per_job")},
-        "drained_clean": all(r.clean for r in mine),
-        "ran": [r.ran for r in mine],
-        "leftovers": mine[-1].leftovers,
-    }
-    for k in FIGURES_WITH_CI:
-        entry[k] = median(getattr(r, k) for r in mine)
-    if name != BASELINE and base:
-        for k in ("server_us_per_job", "jobs_per_s", "commands_per_job", "round_trips_per_job"):
-            entry["vs_baseline"][k] = ratio_verdict(mine, base, k)
-    entry["spread"]["drain_jobs_per_s"] = list(span(r.drain.jobs_per_s for r in mine))
-    return entry
+    verdicts = {k: ratio_verdict(mine, base, k) for k in ("server_us_per_job", "jobs_per_s", "commands_per_job",
+                                                          "round_trips_per_job")} if name != BASELINE and base else {}
+    spread = {k: list(span(getattr(r, k) for r in mine))
+              for k in ("jobs_per_s", "server_us_per_job", "commands_per_job")}
+    return QueueEntry(
+        server=server, server_version=mine[0].server_version, queue=name, mode=mode,
+        library=f"{peer.distribution.removeprefix('npm:')} {version_of(peer.distribution)}",
+        enqueue_mode=peer.enqueue_mode, drain_mode=peer.drain_mode, settings=peer.settings(settings.consumers),
+        jobs=settings.jobs, consumers=settings.consumers, trials=len(mine),
+        scripts_per_job=median(r.scripts_per_job for r in mine),
+        transactions_per_job=median(r.transactions_per_job for r in mine),
+        enqueue=_phase([r.enqueue for r in mine]), drain=_phase([r.drain for r in mine]),
+        memory=MemoryEntry(bytes_per_pending_job=median(r.bytes_per_pending_job for r in mine),
+                           residual_bytes_after_drain=median(r.residual_bytes for r in mine),
+                           keys_after_drain=median(r.keys_after for r in mine),
+                           key_sample_after_drain=tuple(mine[-1].key_sample)),
+        ci={k: IntervalEntry.from_record(interval([float(getattr(r, k)) for r in clean])) for k in FIGURES_WITH_CI},
+        # A figure no trial pair judged (a zero or a failed trial on either side): an empty verdict, no ratio.
+        vs_baseline={k: VerdictEntry() if v is None else VerdictEntry.from_record(v) for k, v in verdicts.items()},
+        spread={**spread, "drain_jobs_per_s": list(span(r.drain.jobs_per_s for r in mine))},
+        drained_clean=all(r.clean for r in mine), ran=tuple(r.ran for r in mine), leftovers=mine[-1].leftovers,
+        **{k: median(getattr(r, k) for r in mine) for k in FIGURES_WITH_CI})
 
 
 TOTALS = ("jobs_per_s", "server_us_per_job", "script_us_per_job", "commands_per_job", "round_trips_per_job",
@@ -144,17 +130,17 @@ def command_rows(runs: list[PeerRun]) -> list[dict[str, Any]]:
     return rows
 
 
-def ratio_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def ratio_rows(record: PeersRecord) -> list[dict[str, Any]]:
     """One row per queue, mode, server and figure: the ratio to the baseline, its interval and verdict."""
     rows = []
-    for e in summary["queues"]:
-        for metric, v in e["vs_baseline"].items():
-            if v is None:
+    for e in record.queues:
+        for metric, v in e.vs_baseline.items():
+            if v.ratio is None:
                 continue
-            ci = v["ci"] or [None, None]
-            rows.append({"server": e["server"], "queue": e["queue"], "mode": e["mode"], "metric": metric,
-                         "baseline": summary["baseline"], "ratio": v["ratio"], "ci_low": ci[0], "ci_high": ci[1],
-                         "n": v["n"], "verdict": v["text"], "method": v["method"]})
+            low, high = v.ci or (None, None)
+            rows.append({"server": e.server, "queue": e.queue, "mode": e.mode, "metric": metric,
+                         "baseline": record.baseline, "ratio": v.ratio, "ci_low": low, "ci_high": high,
+                         "n": v.n, "verdict": v.text, "method": v.method})
     return rows
 
 

@@ -10,8 +10,8 @@ job rows). The record they make is rendered, tables and charts, by
 from __future__ import annotations
 
 from echomq_bench.reapcost.curve import (FORM_LABELS, FORMS, FULL, QUICK, VERBS, Curve, CurveSettings, Drain, Point,
-                                        run_summary, side_by_side)
+                                        run_record, side_by_side)
 from echomq_bench.reapcost.measure import LiveEntries, measure_curves
 
 __all__ = ["FORMS", "FORM_LABELS", "FULL", "QUICK", "VERBS", "Curve", "CurveSettings", "Drain", "LiveEntries", "Point",
-           "measure_curves", "run_summary", "side_by_side"]
+           "measure_curves", "run_record", "side_by_side"]

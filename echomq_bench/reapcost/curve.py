@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from echomq_bench.measurement.stats import median, quartiles
+from echomq_bench.records.kinds.reapcost import (RATIO_TARGET, BuildEntry, FitEntry, FormEntry, ReapcostRecord,
+                                                SideBySideEntry, VerbEntry)
 
 __all__ = ["CurveSettings", "FULL", "QUICK", "VERBS", "FORMS", "FORM_LABELS", "FORM_MEANINGS", "Point", "Drain",
-           "PacedDrain", "ReapCost", "Curve", "side_by_side", "run_summary"]
+           "PacedDrain", "ReapCost", "Curve", "side_by_side", "run_record"]
 
 VERBS = ("reap", "promote")
 # In the order they are measured: the rows are added to the bare form's own
@@ -212,35 +214,35 @@ class Curve:
         p = self.point(verb, near, cap, cap)
         return p.median_us if p else float("nan")
 
-    def summary(self) -> dict[str, Any]:
+    def entry(self) -> BuildEntry:
+        """The curve as the record keeps it: per verb the grid's medians, the ratio check, the fit, the drains."""
         s = self.settings
-        out: dict[str, Any] = {"build": self.server, "version": self.version, "form": self.form,
-                               "form_label": FORM_LABELS[self.form], "verbs": {},
-                               "server_main_thread_busy": round(self.server_main_cpu_s / self.wall_s, 3)
-                               if self.wall_s else None,
-                               "client_busy": round(self.client_cpu_s / self.wall_s, 3) if self.wall_s else None}
+        verbs = {}
         for verb in s.verbs:
-            table = {f"M={p.size},cap={p.cap},k={p.k}": round(p.median_us, 1) for p in self.points if p.verb == verb}
             paired = self.paired_ratio(verb)
-            out["verbs"][verb] = {
-                "median_server_us": table,
-                "ratio_largest_to_smallest_M": _round(self.ratio(verb)),
-                "ratio_pairs": len(self.ratio_pairs.get(verb, [])),
-                "ratio_per_pair_median_q1_q3": [round(x, 3) for x in paired] if paired else None,
-                "ratio_k0": _round(self.ratio(verb, 0)),
-                "ratio_target": 2.0,
-                "fit": {k: round(v, 3) for k, v in self.fit(verb).items()},
-                "drain": [{"cap": d.cap, "K": d.orphans, "M": d.size, "calls": d.calls,
-                           "back_to_back_ms": round(d.wall_ms, 2), "server_ms": round(d.server_ms, 2),
-                           "max_call_us": d.max_call_us,
-                           **{f"at_{c}ms_cadence_s": round(d.at_cadence_ms(c, self.call_us(verb, d.cap)) / 1000, 2)
-                              for c in s.cadences_ms}}
-                          for d in self.drains if d.verb == verb],
-            }
-        return out
+            verbs[verb] = VerbEntry(
+                median_server_us={f"M={p.size},cap={p.cap},k={p.k}": round(p.median_us, 1)
+                                  for p in self.points if p.verb == verb},
+                ratio_largest_to_smallest_M=_round(self.ratio(verb)),
+                ratio_pairs=len(self.ratio_pairs.get(verb, [])),
+                ratio_per_pair_median_q1_q3=(round(paired[0], 3), round(paired[1], 3), round(paired[2], 3))
+                if paired else None,
+                ratio_k0=_round(self.ratio(verb, 0)),
+                fit=FitEntry(**{k: round(v, 3) for k, v in self.fit(verb).items()}),
+                drain=tuple({"cap": d.cap, "K": d.orphans, "M": d.size, "calls": d.calls,
+                             "back_to_back_ms": round(d.wall_ms, 2), "server_ms": round(d.server_ms, 2),
+                             "max_call_us": d.max_call_us,
+                             **{f"at_{c}ms_cadence_s": round(d.at_cadence_ms(c, self.call_us(verb, d.cap)) / 1000, 2)
+                                for c in s.cadences_ms}}
+                            for d in self.drains if d.verb == verb))
+        wall = self.wall_s
+        return BuildEntry(build=self.server, version=self.version, form=self.form, form_label=FORM_LABELS[self.form],
+                          verbs=verbs,
+                          server_main_thread_busy=round(self.server_main_cpu_s / wall, 3) if wall else None,
+                          client_busy=round(self.client_cpu_s / wall, 3) if wall else None)
 
 
-def side_by_side(bare: Curve, rows: Curve) -> list[dict[str, Any]]:
+def side_by_side(bare: Curve, rows: Curve) -> list[SideBySideEntry]:
     """One full call (k = cap) in both forms at each verb, M and cap: the
     median server µs of each and the rows form's over the bare form's."""
     out = []
@@ -251,29 +253,29 @@ def side_by_side(bare: Curve, rows: Curve) -> list[dict[str, Any]]:
                 b, r = bare.point(verb, m, cap, cap), rows.point(verb, m, cap, cap)
                 if b is None or r is None:
                     continue
-                out.append({"build": bare.server, "verb": verb, "M": m, "cap": cap, "k": cap,
-                            "bare_us": round(b.median_us, 1), "rows_us": round(r.median_us, 1),
-                            "rows_over_bare": _round(r.median_us / b.median_us if b.median_us > 0 else None)})
+                out.append(SideBySideEntry(build=bare.server, verb=verb, M=m, cap=cap, k=cap,
+                                           bare_us=round(b.median_us, 1), rows_us=round(r.median_us, 1),
+                                           rows_over_bare=_round(r.median_us / b.median_us if b.median_us > 0
+                                                                 else None)))
     return out
 
 
-def run_summary(curves: Sequence[Curve]) -> dict[str, Any]:
-    """summary.json of a run: each form named and explained, a build entry
-    per server and form, the full calls of both forms side by side, and the
-    ratio target per form."""
+def run_record(curves: Sequence[Curve]) -> ReapcostRecord:
+    """The run's record: each form named and explained, a build entry per
+    server and form, the full calls of both forms side by side, and whether
+    reap met the ratio target per form."""
     forms = list(dict.fromkeys(c.form for c in curves))
-    builds = [c.summary() for c in curves]
+    builds = [c.entry() for c in curves]
     by_form: dict[str, list[Curve]] = {f: [c for c in curves if c.form == f] for f in forms}
     pairs = zip(by_form.get("bare", []), by_form.get("rows", []))
     target: dict[str, bool | None] = {}
     for form in forms:
-        ratios = [b["verbs"]["reap"]["ratio_largest_to_smallest_M"] for b in builds
-                  if b["form"] == form and "reap" in b["verbs"]]
-        target[form] = all(r is not None and r <= 2.0 for r in ratios) if ratios else None
-    return {"forms": {f: {"label": FORM_LABELS[f], "meaning": FORM_MEANINGS[f]} for f in forms},
-            "builds": builds,
-            "side_by_side": [row for bare, rows in pairs for row in side_by_side(bare, rows)],
-            "reap_ratio_target_met": target}
+        ratios = [b.verbs["reap"].ratio_largest_to_smallest_M for b in builds if b.form == form and "reap" in b.verbs]
+        target[form] = all(r is not None and r <= RATIO_TARGET for r in ratios) if ratios else None
+    return ReapcostRecord(forms={f: FormEntry(FORM_LABELS[f], FORM_MEANINGS[f]) for f in forms},
+                          builds=tuple(builds),
+                          side_by_side=tuple(row for bare, rows in pairs for row in side_by_side(bare, rows)),
+                          reap_ratio_target_met=target)
 
 
 def _round(x: float | None, d: int = 3) -> float | None:

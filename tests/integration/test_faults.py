@@ -18,6 +18,7 @@ import redis
 
 from echomq_bench.faults.load import LoadSettings
 from echomq_bench.commands.faults import QUICK, SCENARIOS, run_scenario
+from echomq_bench.records.kinds.faults import FaultsRecord
 from echomq_bench.servers import EmbeddedServer, installed_builds, parse_server_spec, start
 from tests.helpers import ROOT
 
@@ -30,21 +31,22 @@ def test_quick_faults_pass_on_every_installed_build(tmp_path: Path) -> None:
                           capture_output=True, text=True, cwd=tmp_path, timeout=600,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stdout + done.stderr
-    summary = json.loads((out / "summary.json").read_text())
-    entries = {(e["server"], e["scenario"]): e for e in summary["scenarios"]}
+    record = FaultsRecord.from_record(json.loads((out / "summary.json").read_text()))
+    entries = {(e.server, e.scenario): e for e in record.scenarios}
     builds = [b.name for b in installed_builds()]
     assert len(builds) == 6, "bash setup.sh installs the six builds"
     assert set(entries) == {(b, s) for b in builds for s in SCENARIOS}
     for (build, scenario), e in entries.items():
-        assert e["passed"] is True, (build, scenario, [c for c in e["checks"] if not c["ok"]])
-        assert e["double_accepted"] == 0 and e["jobs"] > 0
-        assert (e["lost"] > 0) == (scenario == "restart-nopersist"), e
-        assert e["faults"] > 0
+        assert e.passed is True, (build, scenario, [c for c in e.checks if not c.ok])
+        assert e.double_accepted == 0 and e.jobs > 0
+        assert (e.lost > 0) == (scenario == "restart-nopersist"), e
+        assert e.faults > 0
         if scenario.startswith("net-"):  # every lost reply classified from the server's state
-            assert e["ambiguous_resolved"] == e["ambiguous"], (build, scenario, e["audit"]["ambiguous"])
-            assert e["audit"]["ambiguous"]["claim_gaps_unmatched"] == 0
-            assert (e["ambiguous"] > 0) == (scenario != "net-latency"), (build, scenario, e["audit"]["ambiguous"])
-        assert_history_ok(build, scenario, e["history"])
+            assert e.audit is not None and e.audit.ambiguous is not None
+            assert e.ambiguous_resolved == e.ambiguous, (build, scenario, e.audit.ambiguous)
+            assert e.audit.ambiguous["claim_gaps_unmatched"] == 0
+            assert (e.ambiguous > 0) == (scenario != "net-latency"), (build, scenario, e.audit.ambiguous)
+        assert_history_ok(build, scenario, dict(e.history))
     assert (out / "meta.json").is_file() and (out / "faults.csv").is_file()
     assert "restart-nopersist" in done.stdout and "loss detected" in done.stdout
     assert "the history check, jobs under each scenario's fault and not" in done.stdout

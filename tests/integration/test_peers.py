@@ -21,6 +21,7 @@ from echomq_bench.cli import main
 from echomq_bench.peers import PEERS, PeerMissingError, get, modes_of
 from echomq_bench.commands.peers import QUEUE_NAME, measure
 from echomq_bench.records.files import load
+from echomq_bench.records.kinds.peers import PeersRecord
 from echomq_bench.servers import EmbeddedServer
 
 N = 50
@@ -153,25 +154,25 @@ def test_cli_writes_summary_csv_meta_and_ratios(tmp_path: Path, capsys: pytest.C
     printed = capsys.readouterr().out
     assert code == 0, printed
 
-    summary = json.loads((out / "summary.json").read_text())
-    assert [(e["queue"], e["mode"]) for e in summary["queues"]] == [("echomq", "default"), ("bullmq-node", "default")]
-    entry, base = summary["queues"]
-    assert entry["server"] == "valkey" and entry["drained_clean"] is True and entry["ran"] == [300, 300]
+    record = PeersRecord.from_record(json.loads((out / "summary.json").read_text()))
+    assert [(e.queue, e.mode) for e in record.queues] == [("echomq", "default"), ("bullmq-node", "default")]
+    entry, base = record.queues
+    assert entry.server == "valkey" and entry.drained_clean is True and entry.ran == (300, 300)
     for key in ("jobs_per_s", "server_us_per_job", "commands_per_job", "round_trips_per_job"):
-        assert entry[key] > 0
-        assert entry["ci"][key]["n"] == 2
-        lo, hi = entry["ci"][key]["ci"]
-        assert lo <= entry["ci"][key]["mean"] <= hi
-    assert entry["enqueue"]["jobs_per_s"] > 0 and entry["drain"]["jobs_per_s"] > 0
-    assert entry["memory"]["bytes_per_pending_job"] > 0
-    assert entry["settings"]["in_flight_per_consumer"] == 1 and base["settings"]["concurrency"] == 1
+        assert getattr(entry, key) > 0
+        figure = entry.ci[key]
+        assert figure.n == 2 and figure.ci is not None and figure.mean is not None
+        assert figure.ci[0] <= figure.mean <= figure.ci[1]
+    assert entry.enqueue.jobs_per_s and entry.drain.jobs_per_s
+    assert entry.memory.bytes_per_pending_job
+    assert entry.settings["in_flight_per_consumer"] == 1 and base.settings["concurrency"] == 1
     # Two trials are fewer than the verdict method needs: the ratio has an interval and no verdict.
-    ratio = entry["vs_baseline"]["server_us_per_job"]
-    assert ratio["n"] == 2 and ratio["text"] == "inconclusive (2 trials)"
-    assert base["vs_baseline"] == {}
+    ratio = entry.vs_baseline["server_us_per_job"]
+    assert ratio.n == 2 and ratio.text == "inconclusive (2 trials)" and ratio.ratio is not None and ratio.ci
+    assert base.vs_baseline == {}
     # The bottleneck written is the one the written utilisations give.
-    drain = entry["drain"]
-    assert drain["bottleneck"] == bound(drain["server_utilization"], drain["client_utilization"])
+    drain = entry.drain
+    assert drain.bottleneck == bound(drain.server_utilization, drain.client_utilization)
 
     run = load(out)
     assert run.meta["settings"]["kind"] == "peers"
@@ -181,7 +182,7 @@ def test_cli_writes_summary_csv_meta_and_ratios(tmp_path: Path, capsys: pytest.C
     assert set(tidy["mode"]) == {"default"}
     ratios = run.table("peers_ratios")
     assert set(ratios["queue"]) == {"echomq"}
-    assert ratios[ratios.metric == "server_us_per_job"]["ratio"].iloc[0] == pytest.approx(ratio["ratio"])
+    assert ratios[ratios.metric == "server_us_per_job"]["ratio"].iloc[0] == pytest.approx(ratio.ratio)
     commands = run.table("peers_commands")
     assert "evalsha" in set(commands["command"])
     # What it printed is the record: each queue's figures and its ratio, in 100 columns.
@@ -195,10 +196,10 @@ def test_cli_writes_summary_csv_meta_and_ratios(tmp_path: Path, capsys: pytest.C
         start = next(i for i, line in enumerate(lines) if line.startswith(caption))
         return next(line for line in lines[start:] if line.startswith("valkey  echomq ")).split()
 
-    ci = entry["ci"]
-    assert row("Server cost per job")[3:5] == [fig(ci["server_us_per_job"]["mean"]),
-                                               "-".join(map(fig, ci["server_us_per_job"]["ci"]))]
-    assert row("Server cost per job")[6:] == [fig(ci[k]["mean"]) for k in ("commands_per_job", "round_trips_per_job",
-                                                                            "bytes_per_pending_job")]
-    assert row("A job's whole life")[3] == fig(ci["jobs_per_s"]["mean"]) and row("A job's whole life")[-1] == "yes"
-    assert row("Ratio to bullmq-node")[3] == f"{ratio['ratio']:.2f}" and "inconclusive" in row("Ratio to bullmq-node")
+    ci = {k: (v.mean or 0.0, v.ci or (0.0, 0.0)) for k, v in entry.ci.items()}
+    assert row("Server cost per job")[3:5] == [fig(ci["server_us_per_job"][0]),
+                                               "-".join(map(fig, ci["server_us_per_job"][1]))]
+    assert row("Server cost per job")[6:] == [fig(ci[k][0]) for k in ("commands_per_job", "round_trips_per_job",
+                                                                       "bytes_per_pending_job")]
+    assert row("A job's whole life")[3] == fig(ci["jobs_per_s"][0]) and row("A job's whole life")[-1] == "yes"
+    assert row("Ratio to bullmq-node")[3] == f"{ratio.ratio:.2f}" and "inconclusive" in row("Ratio to bullmq-node")

@@ -16,6 +16,7 @@ import redis
 
 from echomq import Queue
 from echomq_bench.records import files as results
+from echomq_bench.records.kinds.reapcost import ReapcostRecord
 from echomq_bench.records.record import SCHEMA, read_record
 from echomq_bench.load.bulk import BulkFill, id_block
 from echomq_bench.lease.recommend import fmt_ms
@@ -122,7 +123,7 @@ def test_with_rows_form_holds_one_row_per_live_entry_while_it_is_measured(server
 
 
 def test_run_reap_curve_writes_the_record_and_prints_it(server: object, tmp_path: Path) -> None:
-    summary = run_reap_curve([server], out_dir=tmp_path / "run", verbose=False,
+    run_dir = run_reap_curve([server], out_dir=tmp_path / "run", verbose=False,
                              settings=CurveSettings(sizes=(1_000, 5_000), caps=(10, 100), repeats=1,
                                                     orphans=100, drain_size=5_000, verbs=("reap",),
                                                     ratio_repeats=2))
@@ -131,29 +132,28 @@ def test_run_reap_curve_writes_the_record_and_prints_it(server: object, tmp_path
     assert set(points["metric"]) == {"server_us", "client_us", "ratio_check_server_us"}
     assert (points["moved"] == points[["k", "cap"]].min(axis=1)).all()
     assert set(run.table("drain")["metric"]) >= {"calls", "drain_back_to_back_ms", "drain_at_cadence_ms"}
-    build = run.summary["builds"][0]
-    assert build["verbs"]["reap"]["ratio_target"] == 2.0
+    record = ReapcostRecord.from_record(run.summary)
+    build = record.builds[0]
+    assert build.verbs["reap"].ratio_target == 2.0
     assert run.meta["settings"]["reapcost"]["sizes"] == [1_000, 5_000]
-    assert summary["run_dir"] == str(tmp_path / "run")
+    assert run_dir == tmp_path / "run"
     assert run.kind == "reapcost" and run.schema == SCHEMA and SCHEMA >= 2  # the forms arrived at 2
     # Both forms in the record, each labelled: the tables, the build entries, side by side.
     assert set(points["form"]) == set(run.table("drain")["form"]) == {"bare", "rows"}
     # 7 grid points (k of 0, 1, 10 at cap 10; and 100 at cap 100) at 2 sizes, 2 metrics each; 2 ratio pairs.
     assert points.groupby("form").size().to_dict() == {"bare": 7 * 2 * 2 + 2 * 2, "rows": 7 * 2 * 2 + 2 * 2}
     name = server.name  # type: ignore[attr-defined]
-    assert [(b["build"], b["form"], b["form_label"]) for b in run.summary["builds"]] == [
+    assert [(b.build, b.form, b.form_label) for b in record.builds] == [
         (name, "bare", "bare"), (name, "rows", "with job rows")]
-    assert {f: v["label"] for f, v in run.summary["forms"].items()} == {"bare": "bare", "rows": "with job rows"}
-    assert [(r["M"], r["cap"]) for r in run.summary["side_by_side"]] == [(1_000, 10), (5_000, 10), (1_000, 100),
-                                                                         (5_000, 100)]
-    assert set(run.summary["reap_ratio_target_met"]) == {"bare", "rows"}
-    assert read_record(tmp_path / "run").summary["forms"] == run.summary["forms"]
-    assert "text" not in summary
+    assert {f: v.label for f, v in record.forms.items()} == {"bare": "bare", "rows": "with job rows"}
+    assert [(r.M, r.cap) for r in record.side_by_side] == [(1_000, 10), (5_000, 10), (1_000, 100), (5_000, 100)]
+    assert set(record.reap_ratio_target_met) == {"bare", "rows"}
+    assert ReapcostRecord.from_record(read_record(tmp_path / "run").summary) == record
     # What the command prints: the record, its charts drawn from it into the folder.
     lines = record_text(tmp_path / "run").splitlines()
     assert max(map(len, lines)) <= 100
     flat = " ".join(line.strip() for line in lines)
-    assert f"one reap call blocks {run.summary['builds'][1]['version']} for " in flat and "(with job rows)" in flat
+    assert f"one reap call blocks {record.builds[1].version} for " in flat and "(with job rows)" in flat
     assert (tmp_path / "run" / "answer_reap.png").stat().st_size > 10_000
     assert (tmp_path / "run" / "reapcost_rows.png").stat().st_size > 10_000
     full = points[(points["metric"] == "server_us") & (points["form"] == "rows") & (points["cap"] == 100)
@@ -161,9 +161,9 @@ def test_run_reap_curve_writes_the_record_and_prints_it(server: object, tmp_path
     grid = next(i for i, line in enumerate(lines) if line.startswith("reap: server µs of one call, median of 1"))
     assert any(line.split()[:1] == [name] and "with job rows" in line
                and line.split()[-2:] == [f"{full[1_000]:,.0f}", f"{full[5_000]:,.0f}"] for line in lines[grid:]), lines
-    fit = build["verbs"]["reap"]["fit"]
+    fit = build.verbs["reap"].fit
     assert "Cost against M: one call of 100 at M=5k over the same at M=1k" in flat
-    assert any(line.split()[:3] == [name, "bare", "reap"] and f"{fit['us_per_job']:.2f}" in line.split()
+    assert any(line.split()[:3] == [name, "bare", "reap"] and f"{fit.us_per_job:.2f}" in line.split()
                for line in lines), lines
     drain = run.table("drain")
     b2b = drain[(drain["metric"] == "drain_back_to_back_ms") & (drain["form"] == "bare") & (drain["cap"] == 10)]

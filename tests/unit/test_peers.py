@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -123,7 +124,7 @@ def _peer_run(queue: str, trial: int, main_cpu_s: float, wall_s: float) -> PeerR
 
 
 def test_the_printed_record_carries_every_figure_and_ratio_within_100_columns(tmp_path: Path) -> None:
-    from echomq_bench.peers.summary import build_summary, ratio_rows, tidy_rows
+    from echomq_bench.peers.summary import build_record, ratio_rows, tidy_rows
     from echomq_bench.peers.rounds import PeersSettings
     from echomq_bench.records.record import Record
     from echomq_bench.records.writer import write_record
@@ -133,10 +134,9 @@ def test_the_printed_record_carries_every_figure_and_ratio_within_100_columns(tm
     runs = [_peer_run(q, t, cpu, wall) for t, echomq_cpu in ((0, 0.045), (1, 0.050))
             for q, cpu, wall in (("echomq", echomq_cpu, 0.125), ("bullmq-node", 0.1033, 0.25))]
     settings = PeersSettings(jobs=1_000, consumers=2, trials=2, timeout_s=60, servers=(), modes=("default",))
-    summary = build_summary(runs, ["echomq", "bullmq-node"], {"celery": "not installed"}, [], settings)
-    write_record(tmp_path, Record(kind="peers", summary={k: v for k, v in summary.items() if k != "kind"},
-                                  meta={"settings": {"kind": "peers"}},
-                                  tables={"peers": tidy_rows(runs), "peers_ratios": ratio_rows(summary)}))
+    record = build_record(runs, ["echomq", "bullmq-node"], {"celery": "not installed"}, [], settings)
+    write_record(tmp_path, Record(kind="peers", summary=record.to_record(), meta={"settings": {"kind": "peers"}},
+                                  tables={"peers": tidy_rows(runs), "peers_ratios": ratio_rows(record)}))
     text = record_text(tmp_path)
     lines = text.splitlines()
     assert max(map(len, lines)) <= 100, text
@@ -161,3 +161,29 @@ def test_the_printed_record_carries_every_figure_and_ratio_within_100_columns(tm
     assert "2.00 [2.00-2.00]" in " ".join(ratio)
     assert "echomq.Worker(" in text and "enqueue enqueue verb through echomq.pipeline" in text
     assert "WARNING: skipped celery: not installed" in text
+
+
+def test_the_record_reads_back_as_built_and_an_unpaired_figure_has_an_empty_verdict() -> None:
+    from echomq_bench.peers.summary import build_record, ratio_rows
+    from echomq_bench.peers.rounds import PeersSettings
+    from echomq_bench.records.kinds.compare import VerdictEntry
+    from echomq_bench.records.kinds.peers import PeersRecord, headlines
+    from echomq_bench.records.record import Record
+
+    # The baseline's second trial failed to drain clean: echomq's second trial has no pair.
+    runs = [_peer_run("echomq", 0, 0.045, 0.125), _peer_run("bullmq-node", 0, 0.1033, 0.25),
+            _peer_run("echomq", 1, 0.050, 0.125), replace(_peer_run("bullmq-node", 1, 0.1033, 0.25), ran=999)]
+    settings = PeersSettings(jobs=1_000, consumers=2, trials=2, timeout_s=60, servers=(), modes=("default",))
+    failure = {"server": "redis7.0", "queue": "rq", "mode": "default", "trial": 0, "error": "boom\nmore"}
+    record = build_record(runs, ["echomq", "bullmq-node"], {}, [failure], settings)
+    assert PeersRecord.from_record(record.to_record()) == record
+    echomq, base = record.queues
+    assert base.vs_baseline == {} and echomq.vs_baseline["server_us_per_job"].n == 1
+    assert echomq.vs_baseline["server_us_per_job"].ratio == pytest.approx(45.0 / 103.3)
+    assert [r["metric"] for r in ratio_rows(record)] == ["server_us_per_job", "jobs_per_s", "commands_per_job",
+                                                         "round_trips_per_job"]
+    assert record.failures[0].error == "boom\nmore" and record.headline.queue == "echomq"
+    unjudged = PeersRecord(queues=(replace(echomq, vs_baseline={"jobs_per_s": VerdictEntry()}),))
+    assert ratio_rows(unjudged) == []
+    figures = {h.metric: h.value for h in headlines(Record(kind="peers", summary=record.to_record()))}
+    assert figures["peers.echomq.server_us_per_job"] == pytest.approx(47.5)

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from echomq_bench.commands.reshard import ReshardResult, reshard_record
+from echomq_bench.faults.reshard_result import ReshardResult, reshard_record
 from echomq_bench.load.audit import AuditReport
 from echomq_bench.records.writer import write_record
 from echomq_bench.report import record_text

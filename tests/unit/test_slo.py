@@ -271,12 +271,13 @@ def test_searches_pair_by_repetition_and_are_judged_as_compare_judges_trials() -
     v = result.verdict("valkey", "redis")
     assert v.verdict == "slower" and v.n == 6 and v.ratio == pytest.approx(0.9)
     block = result.compared({"redis": "redis", "valkey": "redis"})
-    assert block["builds"]["redis"]["verdict"] == "baseline"
-    assert block["builds"]["valkey"]["verdict"] == "slower"
-    assert block["builds"]["valkey"]["rate_per_s"] == pytest.approx(np.median(base) * 0.9)
+    assert block.builds["redis"].verdict == "baseline"
+    assert block.builds["valkey"].verdict == "slower" and block.builds["valkey"].baseline == "redis"
+    assert block.builds["valkey"].rate_per_s == pytest.approx(np.median(base) * 0.9)
+    assert block.ratio_method is not None and result.block().ratio_method is None
     few = _result({"redis": base[:3], "valkey": base[:3]}).compared({"valkey": "redis"})
-    assert few["builds"]["valkey"]["verdict"] == "inconclusive (3 searches)"
-    assert "inconclusive (3 searches)" in few["builds"]["valkey"]["label"]
+    assert few.builds["valkey"].verdict == "inconclusive (3 searches)"
+    assert "inconclusive (3 searches)" in (few.builds["valkey"].label or "")
 
 
 def test_a_search_where_nothing_held_is_a_zero_rate_left_out_of_the_ratios() -> None:
@@ -285,9 +286,9 @@ def test_a_search_where_nothing_held_is_a_zero_rate_left_out_of_the_ratios() -> 
     result = replace(result, searches=result.searches[:-1] + (nothing,))
     assert result.ratios("valkey", "redis") == ([0.9] * 5, 1)
     entry = result.entry("valkey")
-    assert entry["search_rates"][-1] is None
-    assert entry["ci95"] == [0.0, 18_000.0] and entry["rate_per_s"] == 18_000.0   # the zero counts as a rate
-    assert "search 6: no rate down to" in " ".join(entry["warnings"])
+    assert entry.search_rates[-1] is None
+    assert entry.ci95 == (0.0, 18_000.0) and entry.rate_per_s == 18_000.0   # the zero counts as a rate
+    assert "search 6: no rate down to" in " ".join(entry.warnings)
 
 
 def test_an_slo_record_prints_its_rate_interval_and_every_probe(tmp_path: Path) -> None:

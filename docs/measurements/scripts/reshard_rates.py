@@ -30,7 +30,8 @@ from pathlib import Path
 
 from scipy.stats import binomtest
 
-from echomq_bench.commands.reshard import ReshardResult, run_reshard
+from echomq_bench.commands.reshard import run_reshard
+from echomq_bench.faults.reshard_result import ReshardResult
 from echomq_bench.servers import parse_server_spec
 
 ROOT = Path(__file__).resolve().parents[3]

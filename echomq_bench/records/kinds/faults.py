@@ -12,18 +12,42 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
-from echomq_bench.records.entries import Entry, many, optional
+from echomq_bench.records.entries import Entry, many, one, optional
 from echomq_bench.records.headlines import LOWER, NEITHER, Headline, each
 from echomq_bench.records.record import Record
 
-__all__ = ["RECORD", "CheckEntry", "ScenarioEntry", "StruckEntry", "KindEntry", "SoakEntry", "FaultsRecord",
-           "headlines"]
+__all__ = ["RECORD", "CheckEntry", "AuditEntry", "ScenarioEntry", "StruckEntry", "KindEntry", "SoakEntry",
+           "FaultsRecord", "headlines"]
 
 
 @dataclass(frozen=True)
 class CheckEntry(Entry):
     ok: bool
     text: str = ""
+
+
+@dataclass(frozen=True)
+class AuditEntry(Entry):
+    """Where every job minted went (load.audit.AuditReport.to_dict()), and the calls whose reply was lost
+    (faults.ambiguous.Ambiguity.to_dict())."""
+
+    enqueued: int | None = None
+    completed: int | None = None
+    pending: int | None = None
+    active: int | None = None
+    scheduled: int | None = None
+    dead: int | None = None
+    lost: int | None = None
+    in_two_places: int | None = None
+    unknown: int | None = None
+    double_accepted: int | None = None
+    zombie_sent: int | None = None
+    zombie_accepted: int | None = None
+    refused: int | None = None
+    refused_not_superseded: int | None = None
+    examples: Mapping[str, Any] = field(default_factory=dict)
+    passed: bool | None = None
+    ambiguous: Mapping[str, Any] | None = optional()
 
 
 @dataclass(frozen=True)
@@ -47,7 +71,7 @@ class ScenarioEntry(Entry):
     ambiguous_resolved: int = 0
     recovery_s: float | None = None
     passed: bool | None = None
-    audit: Mapping[str, Any] = field(default_factory=dict)       # load.audit.AuditReport.to_dict()
+    audit: AuditEntry | None = one(AuditEntry, written_when_none=False)   # none for a scenario skipped
     server_cpu: float | None = None
     client_cpu: float | None = None
     wall_s: float = 0.0
@@ -112,7 +136,7 @@ class SoakEntry(Entry):
     refused_unexpected: int = 0
     passed: bool = False
     wall_s: float = 0.0
-    audit: Mapping[str, Any] = field(default_factory=dict)
+    audit: AuditEntry = one(AuditEntry, AuditEntry())
     server_settings: Mapping[str, str] = field(default_factory=dict)
     history: Mapping[str, Any] = field(default_factory=dict)
     faults: tuple[StruckEntry, ...] = many(StruckEntry)

@@ -11,7 +11,7 @@ split so that each fits 100 columns of a terminal.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
 import pandas as pd
 
@@ -34,6 +34,10 @@ def _s(value: Any) -> str:
     return "" if value is None else f"{float(value):.2f}"
 
 
+def _known(value: Any) -> Any:
+    return "?" if value is None else value
+
+
 def _audit_table(outcomes: list[ScenarioEntry]) -> pd.DataFrame:
     rows = []
     for o in outcomes:
@@ -41,18 +45,19 @@ def _audit_table(outcomes: list[ScenarioEntry]) -> pd.DataFrame:
         rows.append({"scenario": o.scenario, "enqueued": o.jobs if ran else "",
                      "completed": o.completed if ran else "", "lost": o.lost if ran else "",
                      "accepted twice": o.double_accepted if ran else "",
-                     "in two places": o.audit.get("in_two_places", ""), "verdict": o.verdict})
+                     "in two places": "" if o.audit is None or o.audit.in_two_places is None
+                     else o.audit.in_two_places, "verdict": o.verdict})
     return pd.DataFrame(rows)
 
 
 def _fault_table(outcomes: list[ScenarioEntry]) -> pd.DataFrame:
     rows = []
     for o in outcomes:
-        audit = o.audit
+        audit = o.audit if o.audit is not None and o.audit.enqueued is not None else None
         rows.append({"scenario": o.scenario, "faults": o.faults,
                      "recovery s": _s(o.recovery_s), "refused ok": o.refused_expected,
                      "refused bad": o.refused_unexpected,
-                     "zombie": f"{audit.get('zombie_sent', '?')}/{audit.get('zombie_accepted', '?')}" if audit else "",
+                     "zombie": "" if audit is None else f"{_known(audit.zombie_sent)}/{_known(audit.zombie_accepted)}",
                      "lost replies": f"{o.ambiguous_resolved}/{o.ambiguous}",
                      "unanswered": o.unanswered})
     return pd.DataFrame(rows)
@@ -142,15 +147,10 @@ def _soak_totals(soaks: tuple[SoakEntry, ...]) -> pd.DataFrame:
     return pd.DataFrame([{"figure": name, **{s.server: str(get(s)) for s in soaks}} for name, get in figures])
 
 
-def _soak_kinds(run: Run, soaks: tuple[SoakEntry, ...]) -> pd.DataFrame:
-    if "soak_kinds" in run.tables:
-        rows: list[Mapping[str, Any]] = run.table("soak_kinds").to_dict("records")
-    else:  # the same figures as summary.json keeps them
-        rows = [{"server": s.server, **k.to_record()} for s in soaks for k in s.kinds]
-    return pd.DataFrame([{"server": r.get("server", "?"), "kind": r.get("kind", "?"), "family": r.get("family", "?"),
-                          "injected": r.get("injected", ""), "recovered": r.get("recovered", ""),
-                          "p50 s": _s(_num(r.get("recovery_p50_s"))), "p99 s": _s(_num(r.get("recovery_p99_s")))}
-                         for r in rows])
+def _soak_kinds(soaks: tuple[SoakEntry, ...]) -> pd.DataFrame:
+    return pd.DataFrame([{"server": s.server, "kind": k.kind, "family": k.family or "?", "injected": k.injected,
+                          "recovered": k.recovered, "p50 s": _s(_num(k.recovery_p50_s)),
+                          "p99 s": _s(_num(k.recovery_p99_s))} for s in soaks for k in s.kinds])
 
 
 def _soak_history(soaks: tuple[SoakEntry, ...]) -> pd.DataFrame:
@@ -175,7 +175,7 @@ def _soak_blocks(run: Run, soaks: tuple[SoakEntry, ...]) -> list[Block]:
              "nothing is lost, nothing is accepted twice, every call whose reply was lost is resolved and the "
              "history check finds nothing lost, unexpected, duplicated or unfenced."),
         Table(_soak_totals(soaks), "Soak: faults, jobs and the audit per build", id="soak-table")]
-    kinds = _soak_kinds(run, soaks)
+    kinds = _soak_kinds(soaks)
     if len(kinds):
         blocks.append(Table(kinds, "Soak: faults injected and recovered per kind; recovery p50 and p99 (s)"))
     means = first.recovery_means or "as docs/guide/faults.md defines it"

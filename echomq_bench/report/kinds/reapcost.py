@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
-
 import pandas as pd
 
 from echomq_bench.lease.recommend import fmt_ms
 from echomq_bench.records.files import Run
+from echomq_bench.records.kinds.reapcost import DEFAULT_CAP, ReapcostRecord
 from echomq_bench.report import charts
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Answer, Block, Heading, Image, Notes, Para, Table
@@ -26,15 +25,14 @@ from echomq_bench.report.doc import Answer, Block, Heading, Image, Notes, Para, 
 __all__ = ["section", "answer", "PRODUCT_CAP"]
 
 QUESTION = "What does the reaper's cap cost?"
-PRODUCT_CAP = 100
+PRODUCT_CAP = DEFAULT_CAP
 PREFERRED_BUILD = "redis7.0"   # the sentence speaks of the main job's baseline when it is here
 
 
-def _form_of(run: Run) -> tuple[str, str]:
+def _form_of(record: ReapcostRecord) -> tuple[str, str]:
     """The form the answer reads (with job rows, a real queue's keyspace, when measured) and its label."""
-    forms = _forms(run)
-    key = "rows" if "rows" in forms else next(iter(forms))
-    return key, str(forms[key]["label"])
+    key = "rows" if "rows" in record.forms else next(iter(record.forms))
+    return key, record.label_of(key)
 
 
 def _full_calls(run: Run, form: str) -> tuple[pd.DataFrame, int]:
@@ -78,17 +76,11 @@ def _sentence(build: str, version: str, blocking: pd.DataFrame, drains: pd.DataF
             f"{fmt_ms(cadence)}" + (f"; {then}." if then else "."))
 
 
-def _version(run: Run, build: str) -> str:
-    for s in run.summary.get("builds") or ():
-        if isinstance(s, dict) and s.get("build") == build:
-            return str(s.get("version") or build)
-    return build
-
-
 def answer(run: Run, out: Path) -> Answer | None:
     if "reapcost" not in run.tables or "drain" not in run.tables:
         return None
-    form, label = _form_of(run)
+    record = ReapcostRecord.from_record(run.summary)
+    form, label = _form_of(record)
     blocking, m = _full_calls(run, form)
     drains, k, cadence = _drains(run, form)
     builds = list(dict.fromkeys(blocking["build"]))
@@ -103,16 +95,8 @@ def answer(run: Run, out: Path) -> Answer | None:
             f"leases ({label}); drain: ceil(K/cap) calls, one per {fmt_ms(cadence)} tick (the lease sweep's "
             f"interval), plus each call's own time. Bound: the server, one call at a time. Builds: "
             f"{', '.join(builds)}.")
-    return Answer(QUESTION, [_sentence(build, _version(run, build), blocking, drains, m, k, cadence, label)], png,
+    return Answer(QUESTION, [_sentence(build, record.version_of(build), blocking, drains, m, k, cadence, label)], png,
                   foot, "answer-reap")
-
-
-def _forms(run: Run) -> dict[str, dict[str, Any]]:
-    return {str(k): dict(v) for k, v in run.summary["forms"].items()}
-
-
-def _label(run: Run, form: str) -> str:
-    return str(_forms(run).get(form, {}).get("label", form))
 
 
 def _si(n: int) -> str:
@@ -138,7 +122,7 @@ def _ratio_cap(points: pd.DataFrame) -> int:
     return min(caps, key=lambda c: abs(math.log(c) - math.log(PRODUCT_CAP)))
 
 
-def _grid(run: Run, verb: str) -> Table | None:
+def _grid(run: Run, record: ReapcostRecord, verb: str) -> Table | None:
     """One call that moves cap jobs (and one that finds nothing due), server µs at each M."""
     t = run.table("reapcost")
     t = t[(t["metric"] == "server_us") & (t["verb"] == verb)]
@@ -151,7 +135,7 @@ def _grid(run: Run, verb: str) -> Table | None:
     rows = []
     for (build, form, cap, k), by_m in med.groupby(level=[0, 1, 2, 3], sort=False):
         values = {int(key[-1]): float(v) for key, v in by_m.items()}
-        rows.append({"build": build, "form": _label(run, str(form)), "cap": f"{int(cap):,}", "k": f"{int(k):,}",
+        rows.append({"build": build, "form": record.label_of(str(form)), "cap": f"{int(cap):,}", "k": f"{int(k):,}",
                      **{f"M={_si(m)}": _us(values.get(m)) for m in sizes}, "_order": (int(cap), -int(k))})
     builds = list(dict.fromkeys(t["build"]))
     rows.sort(key=lambda r: (builds.index(r["build"]), r["_order"]))   # stable: bare before rows
@@ -161,29 +145,23 @@ def _grid(run: Run, verb: str) -> Table | None:
                         f"full call, k = 0 finds nothing {'expired' if verb == 'reap' else 'due'}")
 
 
-def _build_entries(run: Run) -> list[dict[str, Any]]:
-    return [b for b in run.summary.get("builds") or () if isinstance(b, dict)]
-
-
-def _scaling(run: Run) -> Table | None:
+def _scaling(run: Run, record: ReapcostRecord) -> Table | None:
     """Whether a call's cost grows with M, and the fit, per build, form and verb."""
     t = run.table("reapcost")
     lo, hi = int(t["M"].min()), int(t["M"].max())
     span, pairs, rows = f"{_si(hi)}/{_si(lo)}", 0, []
-    for b in _build_entries(run):
-        for verb, v in (b.get("verbs") or {}).items():
-            fit, pairs = v.get("fit") or {}, max(pairs, int(v.get("ratio_pairs") or 0))
-            pair = v.get("ratio_per_pair_median_q1_q3")
-            ratio, target = v.get("ratio_largest_to_smallest_M"), float(v.get("ratio_target") or 2.0)
-            rows.append({"build": b.get("build"), "form": b["form_label"],
-                         "verb": verb, "base µs": _us(fit.get("base_us")),
-                         "µs/job": "-" if fit.get("us_per_job") is None else f"{fit['us_per_job']:.2f}",
-                         "µs/2xM": "-" if fit.get("us_per_doubling_of_M") is None
-                         else f"{fit['us_per_doubling_of_M']:+.2f}",
+    for b in record.builds:
+        for verb, v in b.verbs.items():
+            fit, pairs = v.fit, max(pairs, v.ratio_pairs)
+            pair, ratio = v.ratio_per_pair_median_q1_q3, v.ratio_largest_to_smallest_M
+            rows.append({"build": b.build, "form": b.form_label,
+                         "verb": verb, "base µs": _us(fit.base_us),
+                         "µs/job": "-" if fit.us_per_job is None else f"{fit.us_per_job:.2f}",
+                         "µs/2xM": "-" if fit.us_per_doubling_of_M is None else f"{fit.us_per_doubling_of_M:+.2f}",
                          span: "-" if ratio is None else f"{ratio:.2f}x",
                          "per pair [IQR]": f"{pair[0]:.2f} [{pair[1]:.2f}-{pair[2]:.2f}]" if pair else "-",
-                         "k=0": "-" if v.get("ratio_k0") is None else f"{v['ratio_k0']:.2f}x",
-                         "<= 2x": "-" if ratio is None else ("ok" if ratio <= target else "OVER")})
+                         "k=0": "-" if v.ratio_k0 is None else f"{v.ratio_k0:.2f}x",
+                         "<= 2x": "-" if ratio is None else ("ok" if ratio <= v.ratio_target else "OVER")})
     if not rows:
         return None
     return Table(pd.DataFrame(rows),
@@ -193,7 +171,7 @@ def _scaling(run: Run) -> Table | None:
                  "+ µs/2xM x log2(M)")
 
 
-def _drain(run: Run) -> Table | None:
+def _drain(run: Run, record: ReapcostRecord) -> Table | None:
     """A mass crash drained back to back (measured) and at one call per tick of each cadence (computed)."""
     if "drain" not in run.tables:
         return None
@@ -202,7 +180,7 @@ def _drain(run: Run) -> Table | None:
     for (build, form, verb, cap), g in d.groupby(["build", "form", "verb", "cap"], sort=False):
         one = g[g["metric"] != "drain_at_cadence_ms"].groupby("metric")["value"].median()
         at = g[g["metric"] == "drain_at_cadence_ms"].groupby("cadence_ms")["value"].median()
-        rows.append({"build": build, "form": _label(run, str(form)), "verb": verb, "cap": f"{int(cap):,}",
+        rows.append({"build": build, "form": record.label_of(str(form)), "verb": verb, "cap": f"{int(cap):,}",
                      "calls": f"{int(one.get('calls', 0)):,}", "max µs": _us(one.get("max_call_us")),
                      "back-to-back": fmt_ms(one.get("drain_back_to_back_ms")),
                      **{f"@{fmt_ms(float(c)).replace(' ', '')}": fmt_ms(float(v)) for c, v in at.items()}})
@@ -214,23 +192,22 @@ def _drain(run: Run) -> Table | None:
                  "between the calls plus the calls' own time)")
 
 
-def _busy(run: Run) -> list[str]:
+def _busy(record: ReapcostRecord) -> list[str]:
     """How busy each side was while a curve was taken: the figures are the server's own clock either way."""
     parts = []
-    for b in _build_entries(run):
-        server, client = b.get("server_main_thread_busy"), b.get("client_busy")
+    for b in record.builds:
+        server, client = b.server_main_thread_busy, b.client_busy
         if server is not None and client is not None:
-            parts.append(f"{b.get('build')} ({b['form_label']}) server main thread "
-                         f"{float(server):.0%} busy, client {float(client):.0%}")
+            parts.append(f"{b.build} ({b.form_label}) server main thread {server:.0%} busy, client {client:.0%}")
     return ["Busy while measured: " + "; ".join(parts) + "."] if parts else []
 
 
 def section(run: Run, out: Path) -> list[Block]:
-    forms = _forms(run)
+    record = ReapcostRecord.from_record(run.summary)
     verbs = list(dict.fromkeys(run.table("reapcost")["verb"]))
     footer = context_lines(run, trials="median of the repeats of each point",
                            bottleneck="server (one call at a time; the figure is the server's own time inside "
-                                      "the script)", extra=_busy(run))
+                                      "the script)", extra=_busy(record))
     blocks: list[Block] = [
         Heading("Reap cost against the cap", anchor="reapcost"),
         Para("One reap call blocks the server for its whole run: the latency spike every other client waits out. "
@@ -239,13 +216,13 @@ def section(run: Run, out: Path) -> list[Block]:
              + ("Promote (due retries from the schedule) runs the same curve; the charts are reap's. "
                 if "promote" in verbs else "")
              + "The live entries beside the expired ones: "
-             + "; ".join(f"{f.get('label', key)} ({f.get('meaning', '?')})" for key, f in forms.items()) + ".")]
+             + "; ".join(f"{f.label or key} ({f.meaning})" for key, f in record.forms.items()) + ".")]
     if "reap" in verbs and "drain" in run.tables:
-        for form in forms:
+        for form in record.forms:
             blocking, _ = _full_calls(run, form)
             drains, k, cadence = _drains(run, form)
             png = charts.reap_against_cap(blocking, drains, PRODUCT_CAP, out / f"reapcost_{form}.png")
-            blocks.append(Image(png, f"{_label(run, form)}: one full reap call's blocking time and a {k:,}-job "
+            blocks.append(Image(png, f"{record.label_of(form)}: one full reap call's blocking time and a {k:,}-job "
                                      f"drain at one call per {fmt_ms(cadence)}, against the cap"))
-    tables = [*(_grid(run, verb) for verb in verbs), _scaling(run), _drain(run)]
+    tables = [*(_grid(run, record, verb) for verb in verbs), _scaling(run, record), _drain(run, record)]
     return blocks + [t for t in tables if t is not None] + [Notes(footer)]
