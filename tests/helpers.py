@@ -46,6 +46,28 @@ def server_ms(client: redis.Redis) -> int:
     return seconds * 1000 + micros // 1000
 
 
+SERVER_CLOCK_SLACK_S = 30  # beyond the wait itself: a loaded machine may stall, a stopped clock is a failure
+
+
+def wait_past(client: redis.Redis, deadline_ms: float) -> int:
+    """Return once the server's clock reads `deadline_ms` or later; that reading.
+
+    The scripts judge a lease or a run-at by the server's TIME (reap and promote
+    take a score <= now), so a test waits on that clock, never on its own: a
+    client sleep can fall short of the server's clock on a loaded machine.
+    For a lease just taken, `server_ms(client) + lease_ms` read after the claim
+    is at or past its deadline; the score in the active set is the deadline itself."""
+    now = server_ms(client)
+    give_up = time.monotonic() + max(deadline_ms - now, 0) / 1000 + SERVER_CLOCK_SLACK_S
+    while now < deadline_ms:
+        if time.monotonic() > give_up:
+            pytest.fail(f"the server's clock reads {now} ms, still short of {deadline_ms:.0f} ms "
+                        f"{SERVER_CLOCK_SLACK_S} s after it was due", pytrace=False)
+        time.sleep(min((deadline_ms - now) / 1000, 0.005))  # a pause between readings, never the wait itself
+        now = server_ms(client)
+    return now
+
+
 def snapshot(client: redis.Redis) -> dict[bytes, object]:
     """Every key with its type and contents: what 'no key changed' compares."""
     out: dict[bytes, object] = {}

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 
 import redis
 
 from echomq import Queue, StaleTokenError, mint
 from echomq_bench.load.audit import Ledger, audit
+from tests.helpers import server_ms, wait_past
 
 
 def run_some(queue: Queue, ledger: Ledger, n: int = 20) -> None:
@@ -36,7 +36,7 @@ def test_zombie_refused_passes_and_merges(queue: Queue, client: redis.Redis) -> 
     jid = mint()
     a.record_enqueue(jid, queue.enqueue(jid, b"x"))
     zombie = queue.claim(lease_ms=5)
-    time.sleep(0.02)
+    wait_past(client, server_ms(client) + 5)
     queue.reap()
     holder = queue.claim(lease_ms=60_000)
     try:

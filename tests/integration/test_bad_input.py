@@ -1,8 +1,10 @@
 """Every refusal: a clear error naming the problem, and no key changed,
-whether the call comes through Queue or as a raw EVALSHA."""
+whether the call comes through Queue or as a raw EVALSHA; and a server that
+is not there, named in a clear error."""
 
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import replace
 from functools import partial
@@ -10,11 +12,13 @@ from typing import Callable
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
-from echomq import InvalidArgumentError, Queue, WrongKindError, mint, verbs
+from echomq import InvalidArgumentError, Queue, ServerUnavailableError, WrongKindError, mint, verbs
 from echomq.keys import QueueKeys
 from echomq.verbs import ScriptCall
-from tests.helpers import server_ms, snapshot
+from tests.helpers import server_ms, snapshot, wait_past
 
 BAD_IDS = ["", "JOB", "JOB0Nvmd8aV5i", "JOB0Nvmd8aV5iyy", "JOB0Nvmd8aV5i!", "JOB0Nvmd8aV5i{",
            "JOB0Nvmd8aV5i}", "JOB0Nvmd8aV5i:", "JOB0Nvmd8aV5i ", "JOB0Nvmd8aV5é", "job0Nvmd8aV5iy",
@@ -152,7 +156,7 @@ def due_queue(queue: Queue, client: redis.Redis) -> Queue:
     job = queue.claim(lease_ms=60_000)
     assert job is not None and queue.retry(job.id, job.token, "e", delay_ms=0) == "scheduled"
     assert queue.claim(lease_ms=1) is not None
-    time.sleep(0.01)
+    wait_past(client, server_ms(client) + 1)
     k, now = queue.keys, server_ms(client)
     assert (client.zcard(k.pending), client.zcount(k.schedule, "-inf", now), client.zcount(k.active, "-inf", now)) \
         == (2, 1, 1)
@@ -301,3 +305,20 @@ def test_stale_fence_on_complete_and_retry_changes_nothing(queue: Queue, client:
         wire(client, partial(client.evalsha, s.sha("complete"), 2, k.active, k.job(jid), jid, token), "EMQSTALE")
         wire(client, partial(client.evalsha, s.sha("retry"), 4, k.active, k.schedule, k.dead, k.job(jid),
                              jid, token, "e", 0, 2), "EMQSTALE")
+
+
+# -- a server that is not there: a clear error naming where, in bounded time -----------------
+
+
+def test_unreachable_server_is_a_clear_error_in_bounded_time() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # No retries: this checks that the refusal itself is prompt and clear, not
+    # how long redis-py's default backoff waits before giving up.
+    dead = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+    started = time.monotonic()
+    with pytest.raises(ServerUnavailableError) as info:
+        Queue(dead, "jobs")
+    assert f"127.0.0.1:{port}" in str(info.value)
+    assert time.monotonic() - started < 5

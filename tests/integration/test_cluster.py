@@ -34,7 +34,7 @@ from echomq_bench.commands.failover import run_failover
 from echomq_bench.servers import Server, ServerStartError, parse_server_spec, start
 from echomq_bench.servers.spec import CLUSTER_WORDS
 from echomq_bench.conformance.stories import STORIES
-from tests.helpers import ROOT, alive, evalsha_calls
+from tests.helpers import ROOT, alive, evalsha_calls, wait_past
 
 BUILDS = list(CLUSTER_WORDS)
 
@@ -160,7 +160,7 @@ def test_queues_spread_over_masters_and_every_verb_runs_on_its_node(cluster: Emb
             q.complete(job.id, job.token)
         job = q.claim(lease_ms=1)
         assert job is not None and job.id == second
-        time.sleep(0.01)
+        wait_past(client, client.zscore(q.keys.active, job.id))
         assert q.reap() == 1
         job = q.claim(lease_ms=30_000)
         assert job is not None and job.token == 2
@@ -395,3 +395,10 @@ def test_capacity_cli_on_a_cluster_splits_the_rate_feeds_each_queue_and_writes_n
     assert {row["node"] for row in rows} == {n["node"] for n in entry["nodes"]} | {"all"}
     meta = json.loads((out / "meta.json").read_text())
     assert len(meta["clusters"]["redis-cluster"]["placements"]) == 4
+
+
+def test_url_cluster_that_does_not_answer_is_refused() -> None:
+    from echomq_bench.servers import free_port
+
+    with pytest.raises(ServerStartError, match="does not answer"):
+        start(f"redis+cluster://127.0.0.1:{free_port()}")

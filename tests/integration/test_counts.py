@@ -77,3 +77,29 @@ def test_the_gate_passes_unchanged_code_and_names_a_costlier_claim_and_the_part_
     verdict = next(v for v in build["verdicts"] if v["verb"] == "claim")
     assert (verdict["grew"], verdict["confirmed"], verdict["script_changed"]) == ("lua", True, True)
     assert verdict["again"] > verdict["allowed"]
+
+
+# -- refusals that start valgrind or unshare to find what is missing ------------
+
+
+def test_the_count_gate_without_a_baseline_for_this_binary_names_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["gate", "--count", "instructions", "--server", "redis", "--baseline", str(tmp_path / "none"),
+                 "--out", str(tmp_path / "out")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "redis: no count baseline for redis 7.0" in err and "--count instructions --update" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_user_namespaces_the_count_gate_says_what_to_turn_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    import echomq_bench.counts.callgrind as callgrind
+
+    monkeypatch.setattr(callgrind, "_PINNED_SEED_PREFIX", ("sh", "-c", "echo 'unshare: Operation not permitted' >&2; "
+                                                           "exit 1"))
+    callgrind._check_namespaces.cache_clear()
+    try:
+        with pytest.raises(callgrind.CallgrindError, match="unshare: Operation not permitted.*unprivileged_userns"):
+            callgrind.valgrind_version()
+    finally:
+        callgrind._check_namespaces.cache_clear()

@@ -12,7 +12,6 @@ was intact is in exactly one set, in the state that set means.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from typing import Any, Callable
 
@@ -22,7 +21,7 @@ import redis
 from echomq import Queue, StaleTokenError, mint
 from echomq.errors import KeyspaceDamageError, ServerReplyError
 from echomq_bench.servers import EmbeddedServer
-from tests.helpers import snapshot
+from tests.helpers import server_ms, snapshot, wait_past
 
 SETS = ("pending", "active", "schedule", "dead")
 
@@ -50,7 +49,7 @@ def expired_leases(q: Queue, n: int) -> list[str]:
         q.enqueue(job_id, b"p")
     for _ in ids:
         assert q.claim(1) is not None
-    time.sleep(0.01)
+    wait_past(q.client, server_ms(q.client) + 1)
     return ids
 
 
@@ -243,7 +242,7 @@ def test_a_full_server_refuses_new_jobs_and_drains_the_rest(q: Queue) -> None:
         q.enqueue(job_id, b"p")
     expiring = q.claim(1)
     assert expiring is not None and expiring.id == first
-    time.sleep(0.01)
+    wait_past(q.client, server_ms(q.client) + 1)
     q.client.config_set("maxmemory-policy", "noeviction")
     q.client.config_set("maxmemory", 1)
     try:
@@ -257,8 +256,8 @@ def test_a_full_server_refuses_new_jobs_and_drains_the_rest(q: Queue) -> None:
         assert done is not None and done.id == first and q.complete(done.id, done.token) == "ok"
         failing = q.claim(60_000)
         assert failing is not None and failing.id == second
+        # A delay of 0 is due at once: promote reads the server's clock no earlier than retry did.
         assert q.retry(failing.id, failing.token, "e", 0) == "scheduled"
-        time.sleep(0.01)
         assert q.promote(100) == 1
         assert (where(q, first), where(q, second), where(q, third)) == ([], ["pending"], ["pending"])
     finally:

@@ -22,7 +22,7 @@ from echomq_bench.load.engine import (
 )
 from echomq_bench.load.recorders import LedgerRecorder
 from echomq_bench.measurement.workdist import parse_dist
-from tests.helpers import wait_until
+from tests.helpers import server_ms, wait_past, wait_until
 
 
 def _keys() -> QueueKeys:
@@ -198,7 +198,7 @@ def test_pump_drains_a_queue_in_rounds_of_its_limit(client: redis.Redis) -> None
     # Claim every job with a 1 ms lease and walk away: all 250 leases expire.
     Consumer(calls, [keys], ConsumerPolicy(lease_ms=1, crash_rate=1.0, claim_batch=50, until_empty=True)).run(
         Stop(deadline=time.perf_counter() + 10))
-    time.sleep(0.01)
+    wait_past(client, server_ms(client) + 1)
     one_round = Pump(calls, [keys], PumpPolicy(reap_limit=100, promote=False))
     assert one_round.step() == 100
     drained = Pump(calls, [keys], PumpPolicy(reap_limit=100, promote=False, drain_rounds=5))

@@ -1,11 +1,12 @@
-"""The regression gate on a real server: quiet on unchanged code, names a
-verb whose script got slower; and the microbench cases it stands on.
+"""The regression gate on a real server: the baseline it writes per machine
+fingerprint, the record and the lines it prints, the script it names as
+changed and measures A/B; and the microbench cases it stands on.
 
-The gate's 30% sensitivity on this machine is checked by
-docs/measurements/scripts/gate_sensitivity.py (ten runs each way), not here: a test must not
-depend on how busy the CI machine is. So the slowed claim here costs about
-three times the original, and the unchanged run gets a baseline measured
-a moment before on the same machine.
+No assertion here hangs on a timing: what a figure reads depends on how busy
+the machine is. The verdicts themselves are checked on synthetic figures in
+tests/unit/test_gate.py; a slowed claim is caught deterministically by the
+count gate (tests/integration/test_counts.py); the timing gate's sensitivity
+on this machine is measured by docs/measurements/scripts/gate_sensitivity.py.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from echomq_bench.records import files as results
 from echomq_bench.records.writer import write_record
 from echomq_bench.cli import main
 from echomq_bench.commands.gate import (
+    DEFAULT_AB_TOLERANCE,
     GateOptions,
     GateResult,
     baseline_path,
@@ -39,7 +41,7 @@ from echomq.scripts import discover
 
 ALL_VERBS = [c.name for c in VERB_CASES]
 SHORT = replace(QUICK, rounds=4, calls=15, heavy_calls=4)  # the mechanism, not the resolution
-TEST_TOLERANCE = 1.0  # the slowed claim is +200%, caught by the A/B check at its default 10%
+TEST_TOLERANCE = 1.0
 # A 3x slower claim: the loop costs ~10 ns an iteration, claim ~20-30 µs.
 SLOW_ITERATIONS = 5000
 
@@ -73,11 +75,11 @@ def test_every_case_replies_as_its_state_demands_and_puts_the_state_back(client:
     assert not list(client.scan_iter(match=f"emq:{{{env.tag}-*"))
 
 
-def test_gate_passes_unchanged_code_and_names_a_slowed_claim(
+def test_gate_writes_its_baseline_per_fingerprint_and_measures_a_changed_script_a_b(
         server: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base_dir = tmp_path / "baselines"
     up = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, update=True, quiet=True))
-    assert up.updated and up.regressions == []
+    assert up.updated and up.regressions == []   # the first baseline: nothing to compare, nothing to fail
     here = fingerprint(server.client())  # type: ignore[attr-defined]
     # Written per machine fingerprint, and found there.
     data = load_baseline(base_dir / fingerprint_id(here) / f"gate-{server.name}.json")  # type: ignore[attr-defined]
@@ -87,34 +89,34 @@ def test_gate_passes_unchanged_code_and_names_a_slowed_claim(
     assert set(data["scripts"]) == set(discover())
     assert data["version"] == server.version()  # type: ignore[attr-defined]
 
-    # Unchanged code: the mechanism must pass. With 4 rounds of 15 calls on a
-    # busy machine a figure can swing by half, so the normalised allowance is
-    # 100% here; the 20% claim is docs/measurements/scripts/gate_sensitivity.py's.
+    # Unchanged code: every verb judged against this machine's baseline by its normalised figure alone.
     same = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE, quiet=True))
-    same_text = printed(same, tmp_path / "same")
-    assert same.regressions == [], same_text
-    assert same.same_machine and same.changed_scripts == []
-    assert all(v.ab_change is None for v in same.verdicts)
-    # Four rounds of fifteen calls can leave a sub-µs verb's noise above even a 100% tolerance:
-    # such a verb is inconclusive, never passed and never failed, and the last line names it.
-    last = same_text.splitlines()[-1]
-    if same.inconclusive:
-        assert last.startswith(f"INCONCLUSIVE on {server.name}: {', '.join(same.inconclusive)}")  # type: ignore
-    else:
-        assert last.startswith("PASS on")
+    assert same.same_machine and same.changed_scripts == [] and same.baseline == up.baseline
+    assert [v.case for v in same.verdicts] == ALL_VERBS
+    assert all(v.base_ratio == data["figures"][v.case]["server_ratio"] and v.allowed == TEST_TOLERANCE
+               and v.ab_change is None for v in same.verdicts)
+    _prints_each_verdict(same, printed(same, tmp_path / "same"))
 
+    # A changed claim: named, and measured A/B against the baseline's script; the verbs it did not touch are not.
     monkeypatch.setenv("ECHOMQ_LUA_DIR", str(slowed_copy(tmp_path / "slow", "claim", SLOW_ITERATIONS)))
     slow = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE,
                                         cases=["claim", "complete", "reap_0"], quiet=True))
     assert slow.changed_scripts == ["claim"]
+    ab = {v.case: (v.ab_change is not None, v.ab_allowed) for v in slow.verdicts}
+    assert ab == {"claim": (True, DEFAULT_AB_TOLERANCE), "complete": (False, None), "reap_0": (False, None)}
+    assert [c.case for c in slow.measurement.comparisons().values()] == ["claim"]
     slow_text = printed(slow, tmp_path / "slowed")
-    assert slow.regressions == ["claim"], slow_text
-    claim = next(v for v in slow.verdicts if v.case == "claim")
-    # About +200% on a quiet machine; a busy one squeezes the measured change
-    # (seen: +90%), so only ask that it clearly exceeds the A/B tolerance.
-    assert claim.ab_change is not None and claim.ab_change > 3 * claim.ab_allowed
-    assert claim.confirmed is True
-    assert slow_text.splitlines()[-1] == f"REGRESSION on {server.name}: claim"  # type: ignore[attr-defined]
+    assert "Scripts that differ from the baseline's: claim" in " ".join(slow_text.split())
+    _prints_each_verdict(slow, slow_text)
+
+
+def _prints_each_verdict(result: GateResult, text: str) -> None:
+    """Each verb has a row ending in its verdict as judged, and the last line is this build's."""
+    lines = text.splitlines()
+    for v in result.verdicts:
+        word = v.status.split(" (")[0]
+        assert any(line.split()[:1] == [v.case] and line.rstrip().endswith(word) for line in lines), (v.status, text)
+    assert f" on {result.build}" in lines[-1]
 
 
 def test_run_gate_writes_a_results_folder(server: object, tmp_path: Path) -> None:
@@ -133,19 +135,20 @@ def test_run_gate_writes_a_results_folder(server: object, tmp_path: Path) -> Non
 def test_cli_exit_codes_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     base = tmp_path / "b"
-    args = ["gate", "--server", "redis", "--quick", "--rounds", "3", "--verbs", "claim,reap_0",
-            "--baseline", str(base)]
-    assert main(args + ["--update", "--out", str(tmp_path / "r1")]) == 0
+    args = ["gate", "--server", "redis", "--quick", "--rounds", "3", "--baseline", str(base)]
+    assert main(args + ["--verbs", "claim", "--update", "--out", str(tmp_path / "r1")]) == 0
     assert len(list(base.glob("*/gate-redis.json"))) == 1   # in the folder of this machine's fingerprint
     capsys.readouterr()
+    # A changed claim, and a verb the baseline lacks: whatever the timings read, the missing verb fails the run.
     monkeypatch.setenv("ECHOMQ_LUA_DIR", str(slowed_copy(tmp_path / "slow", "claim", SLOW_ITERATIONS)))
-    assert main(args + ["--tolerance", str(TEST_TOLERANCE), "--out", str(tmp_path / "r2")]) == 1
+    assert main(args + ["--verbs", "claim,reap_0", "--tolerance", str(TEST_TOLERANCE),
+                        "--out", str(tmp_path / "r2")]) == 1
     out = capsys.readouterr().out
-    assert "FAIL: regressed: redis:claim" in out
+    assert "FAIL: regressed: " in out and "redis:reap_0" in out
     for column in ("baseline", "now", "change", "allowed", "script A/B", "verdict"):
         assert column in out
     summary = json.loads((tmp_path / "r2" / "summary.json").read_text())
-    assert summary["passed"] is False and summary["builds"][0]["regressions"] == ["claim"]
+    assert summary["passed"] is False and "reap_0" in summary["builds"][0]["regressions"]
     assert summary["kind"] == "gate" and summary["schema"] == SCHEMA and "results: " + str(tmp_path / "r2") in out
     # What a later gate needs to use this run as its baseline (--baseline history): figures and scripts.
     assert set(summary["builds"][0]["figures"]) == {"noop_script", "ping", "read_100", "claim", "reap_0"}
@@ -166,8 +169,9 @@ def test_a_baseline_from_another_machine_is_advisory_and_a_missing_verb_fails(se
     got = gate_one(server, GateOptions(baseline=elsewhere, settings=SHORT, cases=["claim", "browse_5"], quiet=True))
     assert not got.same_machine
     claim = next(v for v in got.verdicts if v.case == "claim")
-    # 10x cheaper there: at least +200% here even with the cores shared, and still only advisory
-    assert claim.advisory and claim.change is not None and claim.change > 2 and not claim.regressed
+    # 10x cheaper there: the change is shown, and only advisory, so it cannot fail the run.
+    assert claim.advisory and claim.change is not None and claim.checks() == ((None, None),)
+    assert not claim.regressed
     text = printed(got, tmp_path / "elsewhere")
     assert got.regressions == ["browse_5"], text
     assert "the normalised change is advisory" in " ".join(text.split()) and "64 saved" in " ".join(text.split())

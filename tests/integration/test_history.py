@@ -73,8 +73,8 @@ def test_the_gate_reads_its_baseline_from_the_history(server: Any, tmp_path: Pat
     claim = next(v for v in same.verdicts if v.case == "claim")
     assert claim.base_ratio == recorded["server_ratio"] and claim.ab_change is None
     origin = same.baseline_from()   # what the record says, and the gate's text prints, of the baseline's origin
-    assert origin["history_run"] and origin["path"] == str(first.resolve())
-    assert origin["revision"] and same.differences == []
+    assert origin.history_run and origin.path == str(first.resolve())
+    assert origin.revision and same.differences == []
 
     # The scripts came back from the history too: a changed claim is measured A/B against the recorded text.
     monkeypatch.setenv("ECHOMQ_LUA_DIR", str(slowed_copy(tmp_path / "slow", "claim", SLOW_ITERATIONS)))

@@ -10,17 +10,16 @@ are checked to only rise. The budget is `--model-examples` (default 100
 examples of up to 40 steps; docs/design/model-test.md).
 
 Time is made deterministic by choosing only lease and delay values whose
-fate the model knows: 0 ms (a delay already due), 1 ms (due once the clock
-has moved 2 ms: `_ripen` sleeps before any reap or promote while such an
-entry is young) and 10^9 ms (never due within a test). The deadlines
-themselves are the server's clock readings: the model records the score the
+fate the model knows: 0 ms (a delay already due), 1 ms (due once the
+server's clock reads its score: `_ripen` waits on that clock before any reap
+or promote while such an entry is young) and 10^9 ms (never due within a
+test). The deadlines themselves are the server's clock readings: the model records the score the
 server gave and checks it lies within [TIME before, TIME after] + lease.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -31,11 +30,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from echomq import KeyspaceDamageError, Queue, StaleTokenError, mint, verbs
-from tests.helpers import server_ms
+from tests.helpers import server_ms, wait_past
 
 MAX_ATTEMPTS = 2
 SHORT_MS, LONG_MS = 1, 10**9
-RIPEN_S = 0.003  # > 2 ms, so a 1 ms deadline has surely passed on the server clock
 # Derandomized: the CI budget draws the same choices every run; the examples follow
 # them except where a reply the model reads back (a score) differs.
 SETTINGS = settings(max_examples=100, stateful_step_count=40, deadline=None, database=None, derandomize=True,
@@ -97,19 +95,19 @@ class QueueMachine(RuleBasedStateMachine):
         self.m = Model()
         self.known: list[str] = []  # every id minted so far, completed ones included
         self.leases: list[tuple[str, int]] = []  # every (id, token) claim handed out
-        self.young_since: float | None = None  # when the oldest not-yet-due 1 ms entry was made
+        self.ripe_at: int | None = None  # the latest score of a not-yet-due 1 ms entry, server ms
         self.highest: dict[str, int] = {}  # the highest attempts each row has shown
 
     # -- time ---------------------------------------------------------------
 
     def _ripen(self) -> None:
-        """Make every 1 ms lease and delay surely due, so reap and promote are deterministic."""
-        if self.young_since is not None:
-            time.sleep(RIPEN_S)
+        """Make every 1 ms lease and delay due, so reap and promote are deterministic."""
+        if self.ripe_at is not None:
+            wait_past(self.client, self.ripe_at)
             for entry in (*self.m.active.values(), *self.m.schedule.values()):
                 if not entry.never:
                     entry.due = True
-            self.young_since = None
+            self.ripe_at = None
 
     def _timed(self, key: str, jid: str, wait_ms: int, call: object) -> tuple[object, Entry]:
         before = server_ms(self.client)
@@ -118,7 +116,7 @@ class QueueMachine(RuleBasedStateMachine):
         score = int(self.client.zscore(key, jid))
         assert before + wait_ms <= score <= after + wait_ms, (before, score, after, wait_ms)
         if wait_ms == SHORT_MS:
-            self.young_since = self.young_since or time.monotonic()
+            self.ripe_at = max(score, self.ripe_at or score)
         return reply, Entry(score, due=wait_ms == 0, never=wait_ms == LONG_MS)
 
     # -- rules --------------------------------------------------------------

@@ -15,6 +15,7 @@ import redis
 
 from echomq import Job, OutcomeUnknownError, Queue, StaleTokenError, mint, verbs
 from echomq_bench.faults.proxy import FaultProxy
+from tests.helpers import wait_past
 
 
 @pytest.fixture
@@ -60,7 +61,9 @@ def test_a_landed_complete_past_its_lease_is_outcome_unknown_never_stale(proxy: 
                                                                           name: str) -> None:
     q = _worker(proxy, name)
     job = _claimed(q, lease_ms=50)
-    time.sleep(0.1)  # the lease ran out, but nobody reaped it: the complete still lands
+    # The lease runs out, but nobody reaps it: the complete still lands. One ms past the score,
+    # a whole ms, so the client's own record of the lease (timed from before it sent the claim) ran out too.
+    wait_past(client, client.zscore(q.keys.active, job.id) + 1)
     proxy.drop_next_reply()
     with pytest.raises(OutcomeUnknownError, match="our lease may have expired"):
         q.complete(job.id, job.token)
@@ -86,7 +89,7 @@ def test_a_stale_complete_is_still_stale_when_its_reply_is_lost(proxy: FaultProx
                                                                  name: str) -> None:
     q, other = _worker(proxy, name), Queue(client, name, max_attempts=3)
     job = _claimed(q, lease_ms=50)
-    time.sleep(0.1)
+    wait_past(client, client.zscore(q.keys.active, job.id))
     assert other.reap() == 1
     again = other.claim(30_000)
     assert again is not None and (again.id, again.token) == (job.id, job.token + 1)

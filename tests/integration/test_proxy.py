@@ -109,7 +109,7 @@ def test_blackhole_holds_new_connections(proxy: FaultProxy) -> None:
     proxy.blackhole(0.8)
     with pytest.raises(redis.exceptions.TimeoutError):
         _client(proxy, timeout=0.3).ping()
-    time.sleep(0.6)
+    time.sleep(0.6)  # with the 0.3 s timeout, past the proxy's own 0.8 s timer; no lease is involved
     assert _client(proxy).ping() is True
 
 

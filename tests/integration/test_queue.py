@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import redis
 
 import echomq
 from echomq import Job, Queue, StaleTokenError, mint
-from tests.helpers import server_ms
+from tests.helpers import server_ms, wait_past
 
 
-def wait_until_due(client: redis.Redis, key: str) -> None:
-    """Sleep until the lowest score of key is at or before the server's clock."""
-    for _ in range(500):
-        lowest = client.zrange(key, 0, 0, withscores=True)
-        if lowest and lowest[0][1] <= server_ms(client):
-            return
-        time.sleep(0.002)
-    raise AssertionError(f"{key} never came due")
+def wait_until_all_due(client: redis.Redis, key: str) -> None:
+    """Wait on the server's clock until every score in `key` (leases' deadlines
+    or run-ats) is due: until it reads the highest."""
+    latest = client.zrange(key, -1, -1, withscores=True)
+    assert latest, f"{key} holds nothing to wait for"
+    wait_past(client, latest[0][1])
 
 
 def test_enqueue_writes_a_pending_row(queue: Queue, client: redis.Redis) -> None:
@@ -90,7 +86,7 @@ def test_retry_schedules_then_promote_returns_it(queue: Queue, client: redis.Red
     assert row[b"state"] == b"scheduled" and row[b"last_error"] == b"flaky"
     assert client.zscore(queue.keys.active, jid) is None
     assert queue.promote(limit=10) == 0
-    wait_until_due(client, queue.keys.schedule)
+    wait_until_all_due(client, queue.keys.schedule)
     assert queue.promote(limit=10) == 1
     assert client.hget(queue.keys.job(jid), "state") == b"pending"
     assert client.zscore(queue.keys.pending, jid) == 0
@@ -147,8 +143,7 @@ def test_reap_returns_expired_leases_and_kills_at_max(queue: Queue, client: redi
     a = queue.claim(lease_ms=10)  # first again, token 2 == max
     b = queue.claim(lease_ms=10)  # second, token 1
     assert (a.id, a.token, b.id, b.token) == (first, 2, second, 1)  # type: ignore[union-attr]
-    wait_until_due(client, queue.keys.active)
-    time.sleep(0.015)
+    wait_until_all_due(client, queue.keys.active)
     assert queue.reap() == 2
     assert client.hgetall(queue.keys.job(first))[b"state"] == b"dead"
     assert client.hget(queue.keys.job(first), "last_error") == b"lease expired"
@@ -166,8 +161,7 @@ def test_reap_never_exceeds_its_cap(queue: Queue, client: redis.Redis) -> None:
     pipe.execute()
     for _ in range(250):
         queue.claim(lease_ms=1)
-    wait_until_due(client, queue.keys.active)
-    time.sleep(0.01)
+    wait_until_all_due(client, queue.keys.active)
     assert [queue.reap(), queue.reap(limit=30), queue.reap(), queue.reap()] == [100, 30, 100, 20]
     assert queue.pending_size() == 250
 
@@ -185,8 +179,7 @@ def test_zombie_complete_after_reclaim_is_refused(queue: Queue, client: redis.Re
     jid = mint()
     queue.enqueue(jid, b"x")
     zombie = queue.claim(lease_ms=5)
-    wait_until_due(client, queue.keys.active)
-    time.sleep(0.01)
+    wait_until_all_due(client, queue.keys.active)
     assert queue.reap() == 1
     holder = queue.claim(lease_ms=5_000)
     with pytest.raises(StaleTokenError):

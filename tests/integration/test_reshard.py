@@ -11,7 +11,6 @@ ASKING, reads a row not yet there as missing, which is not damage."""
 from __future__ import annotations
 
 import secrets
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -26,6 +25,7 @@ from echomq_bench.servers import EmbeddedCluster, parse_server_spec, start
 from echomq_bench.servers.cluster import ClusterNode
 from echomq_bench.servers.slotmove import SlotMove
 from echomq_bench.servers.spec import CLUSTER_WORDS
+from tests.helpers import wait_past
 
 LEASE_MS = 60_000
 
@@ -58,7 +58,8 @@ def _stocked(queue: Queue, client: redis.RedisCluster) -> dict[str, list[str]]:
     assert expired and held and retried and dead
     queue.retry(retried.id, retried.token, "again", delay_ms=0)
     Queue(client, queue.name, max_attempts=1).retry(dead.id, dead.token, "gave up")
-    time.sleep(0.005)  # past the 1 ms lease and the run-at of now
+    # Past the 1 ms lease; the retry's run-at of now is due already.
+    wait_past(client, client.zscore(queue.keys.active, expired.id))
     return {kind: [m.decode() for m in client.zrange(getattr(queue.keys, kind), 0, -1)]
             for kind in ("pending", "active", "schedule", "dead")}
 

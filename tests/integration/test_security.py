@@ -8,7 +8,6 @@ import re
 import secrets
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator
@@ -24,7 +23,7 @@ from echomq_bench.cli import main
 from echomq.scripts import discover
 from echomq_bench.servers import DEFAULT_SPECS, EmbeddedServer, Server, UrlServer, free_port, start
 from echomq_bench.conformance.stories import STORIES
-from tests.helpers import ROOT, snapshot
+from tests.helpers import ROOT, server_ms, snapshot, wait_past
 from tests.integration.conftest import TlsServer
 
 LOOPBACK_V4 = "0100007F"        # 127.0.0.1 as /proc/net/tcp writes it
@@ -79,8 +78,9 @@ def test_restarted_and_tls_servers_stay_on_loopback(tls_server: TlsServer) -> No
 # AUTH and a least-privilege ACL user
 
 
-def every_verb(q: Queue, flush: Callable[[], None] | None = None) -> None:
-    """All eight verbs down every script path, with a script flush in the middle."""
+def every_verb(q: Queue, flush: Callable[[], None] | None = None, clock: redis.Redis | None = None) -> None:
+    """All eight verbs down every script path, with a script flush in the middle.
+    `clock` reads the server's TIME where q's user may not (default: q's client)."""
     a, b, c = mint(), mint(), mint()
     for jid in (a, b, c):
         assert q.enqueue(jid, b"p") == "enqueued"
@@ -94,7 +94,8 @@ def every_verb(q: Queue, flush: Callable[[], None] | None = None) -> None:
     assert q.retry(job.id, job.token, "boom", 0) == "scheduled"  # type: ignore[union-attr]
     assert q.promote(10) == 1
     q.claim(1)
-    time.sleep(0.01)
+    clock = clock or q.client
+    wait_past(clock, server_ms(clock) + 1)
     assert q.reap(10) == 1
     job = q.claim(60_000)
     # b comes back after its lease expired: claimed three times, it is at the
@@ -145,20 +146,20 @@ def test_acl_user_restricted_to_queue_keys_runs_every_verb(acl_user: Callable[..
                                                            client: redis.Redis) -> None:
     needed = CLIENT_COMMANDS | script_commands()
     emq = acl_user(needed)
-    every_verb(Queue(emq, "acl"), flush=client.script_flush)  # the reload after NOSCRIPT works too
+    every_verb(Queue(emq, "acl"), flush=client.script_flush, clock=client)  # the reload after NOSCRIPT works too
 
 
 # Called only for a row found missing: whether the slot is moving (rowInFlight).
 MISSING_ROW_ONLY = {"cluster"}
 
 
-def test_acl_command_set_is_minimal(acl_user: Callable[..., redis.Redis]) -> None:
+def test_acl_command_set_is_minimal(acl_user: Callable[..., redis.Redis], client: redis.Redis) -> None:
     needed = CLIENT_COMMANDS | script_commands()
     assert MISSING_ROW_ONLY <= needed
     for missing in sorted(needed - MISSING_ROW_ONLY):
         emq = acl_user(needed - {missing})
         with pytest.raises((redis.RedisError, EchoMQError)):
-            every_verb(Queue(emq, f"acl-no-{missing.replace('|', '-')}"))
+            every_verb(Queue(emq, f"acl-no-{missing.replace('|', '-')}"), clock=client)
 
 
 def test_without_cluster_a_missing_row_is_refused_not_buried(acl_user: Callable[..., redis.Redis],
@@ -212,16 +213,16 @@ def test_acl_user_cannot_touch_other_keys(acl_user: Callable[..., redis.Redis], 
     assert {k: client.dump(k) for k in client.keys("*") if not k.startswith(b"emq:")} == before
 
 
-def queue_with_due_work(q: Queue) -> tuple[str, str, str]:
+def queue_with_due_work(q: Queue, clock: redis.Redis) -> tuple[str, str, str]:
     """Three jobs, one where each of claim, promote and reap would take it now:
-    (scheduled and due, lease expired, pending)."""
+    (scheduled and due, lease expired, pending). `clock` may read TIME."""
     a, b, c = mint(), mint(), mint()
     for jid in (a, b, c):
         q.enqueue(jid, b"p")
     job = q.claim(60_000)
     assert job is not None and q.retry(job.id, job.token, "e", 0) == "scheduled"
     assert q.claim(1) is not None
-    time.sleep(0.01)
+    wait_past(clock, server_ms(clock) + 1)
     return a, b, c
 
 
@@ -235,7 +236,7 @@ def test_foreign_job_prefix_is_refused_before_any_pop_under_a_one_queue_acl(
     emq = acl_user(CLIENT_COMMANDS | script_commands(), keys="~emq:{mine}:*")
     q = Queue(emq, "mine", max_attempts=3)
     k, s = q.keys, q.scripts
-    a, b, c = queue_with_due_work(q)
+    a, b, c = queue_with_due_work(q, client)
     before = snapshot(client)
     foreign = QueueKeys("theirs").job_prefix
     for call, first_key in ((verbs.claim(k, 60_000), k.pending), (verbs.promote(k, 100), k.schedule),

@@ -253,3 +253,10 @@ def test_sigkill_of_parent_leaves_nothing_behind() -> None:
             parent.stdout.close()
         if int(forked) and alive(int(forked)):
             os.kill(int(forked), signal.SIGKILL)
+
+
+def test_unreachable_url_fails_without_password() -> None:
+    with pytest.raises(ServerStartError) as caught:
+        start("redis://user:secret@127.0.0.1:1/0")
+    assert "secret" not in str(caught.value)
+    assert "127.0.0.1" in str(caught.value)

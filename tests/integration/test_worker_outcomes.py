@@ -10,7 +10,6 @@ sent again, and the jobs they leased come back through reap."""
 from __future__ import annotations
 
 import secrets
-import time
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ import redis
 
 from echomq import Job, Queue, Worker, WorkerSettings, mint, verbs
 from echomq_bench.faults.proxy import FaultProxy
-from tests.helpers import evalsha_calls, server_ms, wait_until
+from tests.helpers import evalsha_calls, server_ms, wait_past, wait_until
 
 
 @pytest.fixture
@@ -104,7 +103,9 @@ def test_a_complete_landed_past_its_lease_whose_reply_was_lost_is_unknown(proxy:
     settled: list[tuple[str, str]] = []
 
     def handle(job: Job) -> None:
-        time.sleep(0.1)  # the lease ran out, but nobody reaped it: the complete still lands
+        # The lease runs out, but nobody reaps it: the complete still lands. One ms past the score,
+        # a whole ms, so the worker's own record of the lease (timed from before it sent the claim) ran out too.
+        wait_past(client, client.zscore(q.keys.active, job.id) + 1)
         proxy.drop_next_reply()
 
     worker = Worker(q, handle, _settings(lease_ms=50),
@@ -125,7 +126,8 @@ def test_a_zombie_whose_stale_complete_lost_its_reply_is_still_lost(proxy: Fault
     taken: list[Job] = []
 
     def stall(job: Job) -> None:
-        time.sleep(0.25)  # past the 200 ms lease: another worker reaps and claims the job
+        # Past the 200 ms lease: another worker reaps and claims the job.
+        wait_past(client, client.zscore(q.keys.active, job.id))
         assert other.reap() == 1
         again = other.claim(30_000)
         assert again is not None

@@ -4,7 +4,9 @@ its refusals, and the committed baselines it compares with."""
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +16,7 @@ from echomq_bench.commands.gate import (
     load_baseline,
     slowed_copy,
 )
-from echomq_bench.microbench.gate import Verdict
+from echomq_bench.microbench.gate import TimingVerdict
 from echomq_bench.microbench.runner import VERB_CASES
 from echomq.scripts import discover
 from tests.helpers import ROOT
@@ -74,10 +76,10 @@ def test_a_round_whose_reference_reads_zero_microseconds_has_no_ratio() -> None:
     assert math.isnan(pooled_ratio([[4.0]], [[0.0]], bootstrap=False)[0])   # nothing to divide by: no figure, no crash
 
 
-def _verdict(**kw: object) -> Verdict:
+def _verdict(**kw: object) -> TimingVerdict:
     base = dict(case="claim", reference="noop_script", server_us=20.0, client_us=60.0, base_ratio=10.0,
                 now_ratio=10.0, change=0.0, allowed=0.2)
-    return Verdict(**{**base, **kw})  # type: ignore[arg-type]
+    return TimingVerdict(**{**base, **kw})  # type: ignore[arg-type]
 
 
 def test_a_verb_missing_from_the_baseline_fails() -> None:
@@ -163,3 +165,77 @@ def test_a_saved_run_from_another_fingerprint_is_named_field_by_field() -> None:
     assert unknown is not None and unknown.startswith(
         "the saved run of yesterday carries no echomq machine fingerprint, so whether it was measured on this "
         "machine is unknown. pytest-benchmark compares raw round-trip seconds")
+
+
+# -- the verdicts on synthetic figures: what a gate run decides, with no timing in the test ----------------------
+
+
+def _measurement(claim_us: int, ab_claim_us: int | None = None) -> Any:
+    """Four rounds of claim and complete as the gate measures them, each call reading the same µs;
+    with `ab_claim_us`, claim measured A/B against the baseline's script too, reading that."""
+    from echomq_bench.microbench.figures import Batch, Measurement
+    from echomq_bench.microbench.settings import QUICK
+
+    def batch(case: str, us: int) -> Batch:
+        n = 15
+        return Batch(case, server_us=[us] * n, client_us=[us + 150.0] * n, noop_us=[2] * n,
+                     noop_client_us=[90.0] * n, ping_us=[0] * n, ping_client_us=[80.0] * n, ref_us=[180] * n,
+                     ref_client_us=[300.0] * n)
+
+    rounds = [{"claim": batch("claim", claim_us), "complete": batch("complete", 11)} for _ in range(4)]
+    ab_rounds = [{"claim": batch("claim", ab_claim_us)} for _ in range(4)] if ab_claim_us else []
+    return Measurement("redis", "redis 7.0.15", str(ROOT / "lua"), QUICK, rounds, ab_rounds, wall_s=10.0,
+                       server_main_cpu_s=4.0, client_cpu_s=9.0)
+
+
+def _last_line(found: list[TimingVerdict], base: dict[str, Any], folder: Path) -> str:
+    """The line the gate ends on for these verdicts, as its record prints it."""
+    from echomq_bench.commands.gate import gate_record
+    from echomq_bench.microbench.gate import GateResult
+    from echomq_bench.records.writer import write_record
+    from echomq_bench.report import record_text
+
+    result = GateResult("redis", "redis 7.0.15", folder / "gate-redis.json", base, _measurement(20), found,
+                        ["claim"] if any(v.ab_change is not None for v in found) else [])
+    write_record(folder, gate_record([result], {"machine": {"cpu_model": "test"}}))
+    return record_text(folder).splitlines()[-1]
+
+
+def test_figures_as_the_baseline_pass_and_a_claim_three_times_slower_fails_once_confirmed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from echomq_bench.microbench.baseline import write_baseline
+    from echomq_bench.microbench.gate import DEFAULT_AB_TOLERANCE, DEFAULT_TOLERANCE, verdicts
+    from echomq_bench.records.history import HISTORY_ENV
+
+    monkeypatch.setenv(HISTORY_ENV, "off")
+    base = write_baseline(tmp_path / "gate-redis.json", _measurement(20), None)
+    judged = partial(verdicts, base=base, tolerance=DEFAULT_TOLERANCE, ab_tolerance=DEFAULT_AB_TOLERANCE)
+
+    same = judged(_measurement(20))
+    assert [v.case for v in same] == ["claim", "complete"]
+    assert all(v.change == pytest.approx(0, abs=1e-3) and v.ab_change is None and v.status == "ok" for v in same)
+    assert _last_line(same, base, tmp_path / "same").startswith("PASS on redis")
+
+    first = judged(_measurement(60, ab_claim_us=20))
+    claim, complete = first
+    assert claim.change == pytest.approx(2.0, abs=1e-3) and claim.ab_change == pytest.approx(2.0)
+    assert claim.flagged and claim.confirmed is None and complete.status == "ok"
+    # A flag is a regression once the verb is measured again and flagged again.
+    confirmed = [v.confirm(again) for v, again in zip(first, judged(_measurement(60, ab_claim_us=20)))]
+    assert [(v.case, v.status) for v in confirmed] == [("claim", "SLOWER"), ("complete", "ok")]
+    assert _last_line(confirmed, base, tmp_path / "slow") == "REGRESSION on redis: claim"
+    # Measured again as the baseline reads, the flag does not stand.
+    passed = [v.confirm(again) for v, again in zip(first, judged(_measurement(20, ab_claim_us=20)))]
+    assert [(v.case, v.regressed, v.status) for v in passed] == [("claim", False, "ok (not confirmed)"),
+                                                                 ("complete", False, "ok")]
+    assert _last_line(passed, base, tmp_path / "unconfirmed").startswith("PASS on redis")
+
+
+def test_a_claim_five_percent_slower_is_within_both_allowances(tmp_path: Path) -> None:
+    from echomq_bench.microbench.baseline import write_baseline
+    from echomq_bench.microbench.gate import DEFAULT_AB_TOLERANCE, DEFAULT_TOLERANCE, verdicts
+
+    base = write_baseline(tmp_path / "gate-redis.json", _measurement(20), None)
+    claim = verdicts(_measurement(21, ab_claim_us=20), base, DEFAULT_TOLERANCE, DEFAULT_AB_TOLERANCE)[0]
+    assert claim.change == pytest.approx(0.05, abs=1e-3) and claim.ab_change == pytest.approx(0.05)
+    assert not claim.flagged and claim.status == "ok"

@@ -273,24 +273,6 @@ def test_cli_refuses_a_threshold_that_is_not_a_fraction(capsys: pytest.CaptureFi
         "error: argument --threshold: '2' must lie between 0 and 1 (0% and 100%), exclusive\n")
 
 
-def test_the_history_notebook_runs_top_to_bottom_on_the_sample(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    import nbformat
-    from nbclient import NotebookClient
-
-    db = tmp_path / "sample-history.sqlite"
-    assert reindex([ROOT / "results" / "sample"], db).rows > 0
-    nb = nbformat.read(ROOT / "notebooks" / "results_history.ipynb", as_version=4)
-    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit notebooks without outputs"
-    monkeypatch.setenv(HISTORY_ENV, str(db))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert not errors
-    printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
-    assert f"reading {db.resolve()}" in printed  # it read this history, not some other
-
-
 def test_cli_with_the_history_off_asks_for_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv(HISTORY_ENV, "off")

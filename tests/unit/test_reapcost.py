@@ -10,7 +10,7 @@ import pytest
 
 from echomq_bench.load.bulk import id_block
 from echomq_bench.cli import main
-from echomq_bench.reapcost import VERBS, Curve, CurveSettings, Drain, Point, run_summary
+from echomq_bench.reapcost import VERBS, Curve, CurveSettings, Drain, Point, run_record
 
 
 def test_id_block_is_distinct_ordered_and_well_formed() -> None:
@@ -68,7 +68,7 @@ def test_the_printed_record_shows_both_verbs_both_forms_the_fit_and_the_drain(tm
     from echomq_bench.report import record_text
 
     curves = [_curve("bare", 4), _curve("rows", 5)]
-    write_record(tmp_path, Record(kind="reapcost", summary=run_summary(curves), meta={"settings": {}},
+    write_record(tmp_path, Record(kind="reapcost", summary=run_record(curves).to_record(), meta={"settings": {}},
                                   tables={"reapcost": [r for c in curves for r in (*c.tidy_rows(), *c.ratio_rows())],
                                           "drain": [r for c in curves for r in c.drain_rows()]}))
     text = record_text(tmp_path)
@@ -98,19 +98,38 @@ def test_the_printed_record_shows_both_verbs_both_forms_the_fit_and_the_drain(tm
     assert "redis7.0 (with job rows) server main thread 50% busy, client 25%" in flat
 
 
+def test_the_record_reads_back_as_it_was_built_and_its_headlines_read_the_typed_entries() -> None:
+    from echomq_bench.records.kinds.reapcost import ReapcostRecord, headlines
+    from echomq_bench.records.record import Record
+
+    record = run_record([_curve("bare", 4), _curve("rows", 5)])
+    assert ReapcostRecord.from_record(record.to_record()) == record
+    assert [(b.form, b.form_label) for b in record.builds] == [("bare", "bare"), ("rows", "with job rows")]
+    # Both forms' full calls side by side: reap at cap 100 and the larger M, 411 µs bare and 511 with rows.
+    row = next(r for r in record.side_by_side if (r.verb, r.M, r.cap) == ("reap", 100_000, 100))
+    assert (row.bare_us, row.rows_us, row.rows_over_bare) == (411.0, 511.0, round(511 / 411, 3))
+    assert record.reap_ratio_target_met == {"bare": True, "rows": True}
+    figures = {h.metric: h.value for h in headlines(Record(kind="reapcost", summary=record.to_record()))
+               if h.build == "redis7.0"}
+    assert figures["reapcost.reap.rows.call_us_cap100"] == 511.0
+    assert figures["reapcost.reap.bare.us_per_job"] == 4.0
+    assert figures["reapcost.promote.rows.ratio_largest_to_smallest_M"] == 1.05
+
+
 def test_the_sample_from_before_the_forms_prints_as_the_bare_form_alone(tmp_path: Path) -> None:
     """The committed reapcost sample was measured before the with-job-rows form: its record names
     the bare form alone, and it prints as that form, promote beside reap. Printed from a copy:
     printing draws its charts beside the record, and the repository's sample must stay as committed."""
     import shutil
 
+    from echomq_bench.records.kinds.reapcost import ReapcostRecord
     from echomq_bench.records.record import read_record
     from echomq_bench.report import record_text
     from tests.helpers import ROOT
 
     sample = tmp_path / "reapcost"
     shutil.copytree(ROOT / "results" / "sample" / "reapcost", sample)
-    assert set(read_record(sample).summary["forms"]) == {"bare"}
+    assert set(ReapcostRecord.from_record(read_record(sample).summary).forms) == {"bare"}
     lines = record_text(sample).splitlines()
     assert max(map(len, lines)) <= 100
     assert "bare (sorted-set members only, with no job rows; this run was made before the with-job-rows " \

@@ -1,19 +1,17 @@
-"""The results API, the report built from the committed sample, the
-notebooks run top to bottom, and the page as a browser renders it."""
+"""The results API and the report built from the committed sample; the
+notebooks and the page in a browser are run in tests/integration."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from echomq_bench.report import build_report
+from echomq_bench.report import Report, build_report
 from echomq_bench.records.files import ResultsError, load, load_many
 from echomq_bench.records.record import SCHEMA, Record, read_record, write_tidy
 from echomq_bench.records.writer import write_record
@@ -58,8 +56,14 @@ QUESTIONS = ["Which build should I run?", "How long should my lease be?", "What 
              "How does throughput grow with consumers?"]
 
 
-def test_report_from_the_sample_answers_first(tmp_path: Path) -> None:
-    report = build_report([SAMPLE], tmp_path)
+@pytest.fixture(scope="module")
+def sample_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    """The sample's report, built once: the tests below only read it."""
+    return build_report([SAMPLE], tmp_path_factory.mktemp("report"))
+
+
+def test_report_from_the_sample_answers_first(sample_report: Report) -> None:
+    report = sample_report
     page, text = report.html.read_text(), report.md.read_text()
     assert [a.question for a in report.answers] == QUESTIONS
     # The four answers open both files, before any folded section.
@@ -79,93 +83,37 @@ def test_report_from_the_sample_answers_first(tmp_path: Path) -> None:
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert len(images) >= 6
     for name in re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", text):
-        assert (tmp_path / name).is_file() or (SAMPLE / name).is_file() or Path(name).is_file(), name
+        assert (report.md.parent / name).is_file() or (SAMPLE / name).is_file() or Path(name).is_file(), name
     assert page.count("Machine:") >= 5 and "Bottleneck:" in page and "Commit" in page
 
 
-def test_the_terminal_says_what_the_page_says_in_100_columns(tmp_path: Path) -> None:
-    report = build_report([SAMPLE], tmp_path)
-    lines = report.text.splitlines()
+def test_the_terminal_says_what_the_page_says_in_100_columns(sample_report: Report) -> None:
+    lines = sample_report.text.splitlines()
     assert max(len(line) for line in lines) <= 100
     assert [line for line in lines if line in QUESTIONS] == QUESTIONS
-    for answer in report.answers:   # every sentence of every answer, word for word, wrapped
+    for answer in sample_report.answers:   # every sentence of every answer, word for word, wrapped
         for sentence in answer.lines:
             assert sentence in " ".join(line.strip(" -") for line in lines), sentence
 
 
-def test_a_quick_run_says_plainly_its_verdicts_are_too_short(tmp_path: Path) -> None:
+def test_a_quick_run_says_plainly_its_verdicts_are_too_short(tmp_path: Path, sample_report: Report) -> None:
     from echomq_bench.report import QUICK_WARNING
 
-    quick = tmp_path / "quick"
-    shutil.copytree(SAMPLE, quick)
+    quick = tmp_path / "quick"   # one part of the sample is enough: any record of a quick run says it
+    shutil.copytree(SAMPLE / "check", quick)
     meta = json.loads((quick / "meta.json").read_text())
-    meta["settings"]["quick"] = True
+    meta.setdefault("settings", {})["quick"] = True
     (quick / "meta.json").write_text(json.dumps(meta))
     report = build_report([quick], tmp_path / "out")
     assert report.text.startswith("WARNING: Quick run: too few trials")
     assert f'<p class="warning">{QUICK_WARNING}</p>' in report.html.read_text().replace("&#x27;", "'")
-    assert QUICK_WARNING not in build_report([SAMPLE], tmp_path / "default").text
+    assert QUICK_WARNING not in sample_report.text
 
 
 def test_report_cli_names_a_bad_folder(tmp_path: Path) -> None:
     from echomq_bench.cli import main
 
     assert main(["report", str(tmp_path / "nope")]) == 2
-
-
-@pytest.mark.parametrize("name", ["redis_vs_valkey.ipynb", "lease_sizing.ipynb", "reap_cost.ipynb"])
-def test_notebooks_run_top_to_bottom_on_the_sample(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import nbformat
-    from nbclient import NotebookClient
-
-    path = ROOT / "notebooks" / name
-    nb = nbformat.read(path, as_version=4)
-    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit notebooks without outputs"
-    monkeypatch.setenv("ECHOMQ_RESULTS", str(SAMPLE))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert not errors
-    printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
-    assert str(SAMPLE) in printed  # it read the sample, not some other folder
-
-
-SCREEN = (1400, 900)
-
-
-def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Debian's Chromium, headless, at the first screen's size, with the flags a closed network needs."""
-    chromium = shutil.which("chromium")
-    assert chromium, "chromium is installed by setup.sh (Debian's chromium package)"
-    return subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-         f"--user-data-dir={tmp_path / 'profile'}", f"--window-size={SCREEN[0]},{SCREEN[1]}",
-         "--virtual-time-budget=5000", *args],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
-
-
-def test_the_first_screen_holds_the_four_answers_and_their_charts(tmp_path: Path) -> None:
-    report = build_report([SAMPLE], tmp_path)
-    out = _chromium(tmp_path, "--dump-dom", report.html.as_uri())
-    dom = out.stdout
-    loaded = re.search(r'data-images-loaded="(\d+)/(\d+)"', dom)
-    assert loaded, f"the page's load check did not run: {out.stderr[-500:]}"
-    assert loaded.group(1) == loaded.group(2) and int(loaded.group(2)) >= 6
-    placed = re.search(r'data-answers="([^"]*)"', dom)
-    assert placed
-    # answer id : bottom of the card : bottom of its chart : the chart's drawn height, in CSS px
-    cards = {card: (int(bottom), int(img), int(height)) for card, bottom, img, height in
-             (entry.split(":") for entry in placed.group(1).split())}
-    assert list(cards) == ["answer-build", "answer-lease", "answer-reap", "answer-consumers"]
-    for card, (bottom, img, height) in cards.items():
-        assert bottom <= SCREEN[1] and img <= SCREEN[1], (card, bottom, img)
-        assert height >= 180, (card, height)   # a chart, not a thumbnail
-    for question in QUESTIONS:
-        assert question.replace("'", "&#x27;") in dom or question in dom
-    shot = tmp_path / "first-screen.png"
-    _chromium(tmp_path, f"--screenshot={shot}", report.html.as_uri())
-    assert shot.stat().st_size > 50_000
 
 
 # -- records: one frozen shape, written once, rendered by its declared kind ----------------
