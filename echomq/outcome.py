@@ -56,7 +56,7 @@ from .scripts import Command, send_reloading
 from .verbs import ScriptCall
 from .wire import describe
 
-__all__ = ["send_once", "send_all_once", "refresh_slots", "Row", "Verdict", "Identity", "judge",
+__all__ = ["send_once", "send_all_once", "refresh_slots", "Row", "LostReplyOutcome", "Identity", "judge",
            "judge_complete", "judge_retry", "judge_enqueue", "Leases", "LEASE_SAFETY", "REAP_ERROR"]
 
 # A lease is trusted for this share of its length, less LEASE_SLACK_S: the
@@ -220,26 +220,29 @@ class Identity:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class LostReplyOutcome:
+    """What a call whose reply was lost did, as the server's row shows it."""
+
     kind: Literal["landed", "not_landed", "stale", "unknown"]
     reply: str = ""   # for landed: the reply the call would have had
     why: str = ""     # what the server showed, for messages
 
 
-def judge_complete(row: Row | None, token: int, lease_live: bool) -> Verdict:
+def judge_complete(row: Row | None, token: int, lease_live: bool) -> LostReplyOutcome:
     """A complete whose reply was lost. It deletes the row when it lands, and
     only the holder of the current token can delete it."""
     if row is None:
         if lease_live:
-            return Verdict("landed", "ok", "the row is gone while our lease was still running")
-        return Verdict("unknown", why="the row is gone, and our lease may have expired and passed to another worker")
+            return LostReplyOutcome("landed", "ok", "the row is gone while our lease was still running")
+        return LostReplyOutcome("unknown",
+                                why="the row is gone, and our lease may have expired and passed to another worker")
     if row.state == "active" and row.attempts == token:
-        return Verdict("not_landed", why="the job is still active under our token")
-    return Verdict("stale", why=f"the row stands, state {row.state}, attempts {row.attempts}: "
+        return LostReplyOutcome("not_landed", why="the job is still active under our token")
+    return LostReplyOutcome("stale", why=f"the row stands, state {row.state}, attempts {row.attempts}: "
                                 "a complete of ours would have deleted it")
 
 
-def judge_retry(row: Row | None, token: int, error: bytes, max_attempts: int, lease_live: bool) -> Verdict:
+def judge_retry(row: Row | None, token: int, error: bytes, max_attempts: int, lease_live: bool) -> LostReplyOutcome:
     """A retry whose reply was lost. When it lands the job goes to the schedule
     (token below max_attempts) or the dead set with our error; without it,
     the lease expires and reap returns the job to pending, or buries it
@@ -247,37 +250,37 @@ def judge_retry(row: Row | None, token: int, error: bytes, max_attempts: int, le
     landed = "scheduled" if token < max_attempts else "dead"
     if row is not None and row.attempts == token:
         if row.state == "active":
-            return Verdict("not_landed", why="the job is still active under our token")
+            return LostReplyOutcome("not_landed", why="the job is still active under our token")
         if row.state == "scheduled":
-            return Verdict("landed", "scheduled", "the job waits in the schedule under our token")
+            return LostReplyOutcome("landed", "scheduled", "the job waits in the schedule under our token")
         if row.state == "dead" and error != REAP_ERROR:
             ours = row.last_error == error
-            return Verdict("landed" if ours else "stale", "dead" if ours else "",
+            return LostReplyOutcome("landed" if ours else "stale", "dead" if ours else "",
                            f"the job is dead with last_error {row.last_error!r}")
     if row is not None and row.attempts < token:
-        return Verdict("unknown", why=f"the row shows attempts {row.attempts}, below our token {token}")
+        return LostReplyOutcome("unknown", why=f"the row shows attempts {row.attempts}, below our token {token}")
     if lease_live:
         # No reap can have touched the job: it moved on through our retry.
-        return Verdict("landed", landed, "the job moved on while our lease was still running")
+        return LostReplyOutcome("landed", landed, "the job moved on while our lease was still running")
     state = "gone" if row is None else f"{row.state}, attempts {row.attempts}"
-    return Verdict("unknown", why=f"the row is {state}, and our lease may have expired and been reaped")
+    return LostReplyOutcome("unknown", why=f"the row is {state}, and our lease may have expired and been reaped")
 
 
-def judge_enqueue(row: Row | None, payload: bytes) -> Verdict:
+def judge_enqueue(row: Row | None, payload: bytes) -> LostReplyOutcome:
     """An enqueue whose reply was lost. It writes the row when it lands, and
     completion deletes the row, so an absent row cannot tell "never ran"
     from "ran and completed already"."""
     if row is None:
-        return Verdict("unknown", why="the row is absent: the enqueue did not run, or it ran and the job was "
+        return LostReplyOutcome("unknown", why="the row is absent: the enqueue did not run, or it ran and the job was "
                                       "claimed and completed since, which deletes its row; sending it again "
                                       "could run the job twice")
     if row.payload == payload:
-        return Verdict("landed", "enqueued", f"the row holds this payload, state {row.state}")
-    return Verdict("landed", "duplicate", "the row holds another payload: the id was taken")
+        return LostReplyOutcome("landed", "enqueued", f"the row holds this payload, state {row.state}")
+    return LostReplyOutcome("landed", "duplicate", "the row holds another payload: the id was taken")
 
 
-def judge(call: ScriptCall, row: Row | None, lease_live: bool) -> Verdict:
-    """The verdict on a complete or retry call whose reply was lost, by its verb."""
+def judge(call: ScriptCall, row: Row | None, lease_live: bool) -> LostReplyOutcome:
+    """What a complete or retry call whose reply was lost did, by its verb."""
     fence = verbs.fence(call)
     if call.verb == "retry" and fence.error is not None and fence.max_attempts is not None:
         return judge_retry(row, fence.token, fence.error, fence.max_attempts, lease_live)

@@ -14,7 +14,7 @@ from .errors import (InvalidArgumentError, MalformedReplyError, OutcomeUnknownEr
                      ServerUnavailableError, StaleTokenError)
 from .ids import check_job_id
 from .keys import QueueKeys
-from .outcome import Identity, Leases, Row, Verdict, judge, judge_enqueue, send_once
+from .outcome import Identity, Leases, LostReplyOutcome, Row, judge, judge_enqueue, send_once
 from .scripts import Scripts
 from . import verbs
 from .verbs import ScriptCall
@@ -99,10 +99,10 @@ class Queue:
         try:
             return _text(_send_once(self, call))
         except RepliesLostError as lost:
-            verdict = judge_enqueue(_row(self, call, job_id, lost), data)
-            if verdict.kind != "landed":
-                raise _unknown(call, job_id, lost, verdict) from lost.__cause__
-        return verdict.reply
+            outcome = judge_enqueue(_row(self, call, job_id, lost), data)
+            if outcome.kind != "landed":
+                raise _unknown(call, job_id, lost, outcome) from lost.__cause__
+        return outcome.reply
 
     def browse(self, limit: int = 10, state: Literal["pending", "dead"] = "pending") -> list[str]:
         """The newest ids in pending or the dead set. A member no enqueue could
@@ -206,16 +206,16 @@ def settle(queue: Queue, call: ScriptCall, lost: Exception | None = None) -> str
                 raise OutcomeUnknownError(f"{call.verb} {job_id} token {token}: a reply was lost ({lost}) and "
                                           f"the server is out of reach: {exc}") from exc
         row = _row(queue, call, job_id, lost)
-        verdict = judge(call, row, queue.leases.live(job_id, token, _current_identity(queue)))
-        if verdict.kind == "not_landed":
+        outcome = judge(call, row, queue.leases.live(job_id, token, _current_identity(queue)))
+        if outcome.kind == "not_landed":
             continue
         queue.leases.drop(job_id, token)
-        if verdict.kind == "landed":
-            return verdict.reply
-        if verdict.kind == "stale":
+        if outcome.kind == "landed":
+            return outcome.reply
+        if outcome.kind == "stale":
             raise StaleTokenError(f"EMQSTALE token {token} does not hold the lease on {job_id} (a reply was "
-                                  f"lost; {verdict.why})", code="EMQSTALE")
-        raise _unknown(call, f"{job_id} token {token}", lost, verdict)
+                                  f"lost; {outcome.why})", code="EMQSTALE")
+        raise _unknown(call, f"{job_id} token {token}", lost, outcome)
     raise OutcomeUnknownError(f"{call.verb} {job_id} token {token}: sent {MAX_SENDS} times, no reply ({lost})")
 
 
@@ -298,9 +298,9 @@ def _row(queue: Queue, call: ScriptCall, job_id: str, lost: Exception | None) ->
                payload[0] if payload and isinstance(payload[0], bytes) else None)
 
 
-def _unknown(call: ScriptCall, subject: str, lost: Exception, verdict: Verdict) -> OutcomeUnknownError:
+def _unknown(call: ScriptCall, subject: str, lost: Exception, outcome: LostReplyOutcome) -> OutcomeUnknownError:
     return OutcomeUnknownError(f"{call.verb} {subject}: a reply was lost ({lost}) and the server cannot tell "
-                               f"whether it landed: {verdict.why}")
+                               f"whether it landed: {outcome.why}")
 
 
 def _whole(value: object) -> int:

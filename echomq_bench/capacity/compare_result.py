@@ -26,8 +26,8 @@ from echomq_bench.capacity.result import CapacityResult
 from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.measurement.latency import Latency
 from echomq_bench.measurement.stats import round_ratio, spread
-from echomq_bench.measurement.verdicts import INCONCLUSIVE, LEVEL, MARGIN, METHOD, MIN_TRIALS, RatioVerdict, judge
-from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spread, VerdictEntry
+from echomq_bench.measurement.verdicts import LEVEL, MARGIN, METHOD, MIN_TRIALS, RatioVerdict, judge
+from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spread, RatioVerdictEntry
 from echomq_bench.servers import ServerSpec
 
 __all__ = ["Build", "Judging", "Trial", "CompareResult", "METRICS", "INTERLEAVE_TEXT", "HEADLINE", "CLOSED_LOOP_P99",
@@ -84,11 +84,6 @@ class Trial:
     order: int        # position in the whole run, 1-based
     result: CapacityResult
     rounds: dict[int, float] = field(default_factory=dict)   # slot interleaving: round -> this build's cycles/s
-
-
-def _no_trials(metric: str, excluded: int, margin: float) -> RatioVerdict:
-    return RatioVerdict(INCONCLUSIVE, ratio=math.nan, ci=None, n=0, excluded=excluded, margin=margin, level=LEVEL,
-                        higher_is_better=METRICS[metric][1], p_difference=None, p_equivalence=None)
 
 
 @dataclass(frozen=True)
@@ -151,8 +146,6 @@ class CompareResult:
         kept = [(r, ok) for r, ok in zip(self.trial_ratios(build, metric), self.saturated(build))]
         ratios = [r for r, ok in kept if ok and r > 0 and math.isfinite(r)]
         excluded = len(kept) - len(ratios)
-        if not ratios:
-            return _no_trials(metric, excluded, self.margin)
         return judge(ratios, higher_is_better=METRICS[metric][1], margin=self.margin, excluded=excluded)
 
     def record(self) -> CompareRecord:
@@ -196,11 +189,11 @@ def _spread(values: Sequence[float]) -> Spread:
 def _ratios(result: CompareResult, build: str) -> dict[str, Any]:
     """Each metric's ratio to the baseline, its interval, verdict and label, and the verdicts whole."""
     out: dict[str, Any] = {}
-    verdicts: dict[str, VerdictEntry] = {}
+    verdicts: dict[str, RatioVerdictEntry] = {}
     for metric in METRICS:
         v = result.verdict(build, metric)
-        verdicts[metric] = (VerdictEntry.from_record(v.to_dict()) if v is not None
-                            else VerdictEntry(text=CLOSED_LOOP_P99))
+        verdicts[metric] = (RatioVerdictEntry.from_record(v.to_dict()) if v is not None
+                            else RatioVerdictEntry(text=CLOSED_LOOP_P99))
         if v is not None:
             out.update({f"{metric}_ratio": v.ratio, f"{metric}_ci95": tuple(v.ci) if v.ci else None,
                         f"{metric}_verdict": v.text, f"{metric}_label": v.label()})

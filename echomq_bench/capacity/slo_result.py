@@ -127,9 +127,6 @@ class SloResult:
 
     def verdict(self, build: str, baseline: str, margin: float = MARGIN) -> RatioVerdict:
         ratios, excluded = self.ratios(build, baseline)
-        if not ratios:
-            return RatioVerdict(INCONCLUSIVE, ratio=math.nan, ci=None, n=0, excluded=excluded, margin=margin,
-                                level=LEVEL, higher_is_better=True, p_difference=None, p_equivalence=None)
         return judge(ratios, higher_is_better=True, margin=margin, excluded=excluded)
 
     def entry(self, build: str) -> SloEntry:

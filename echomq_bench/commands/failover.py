@@ -53,11 +53,12 @@ import redis
 from echomq import QueueKeys
 from echomq_bench.faults.claimprobe import ClaimProbe, probe_jobs
 from echomq_bench.faults.clusterload import ClusterLoad, Progress, cluster_client
-from echomq_bench.faults.failover_result import FailoverResult, failover_record
+from echomq_bench.faults.failover_result import failover_record
 from echomq_bench.faults.historyrun import places
 from echomq_bench.load.audit import audit
 from echomq_bench.load.engine import now
 from echomq_bench.load.recorders import LedgerRecorder
+from echomq_bench.records.kinds.failover import FailoverRun
 from echomq_bench.measurement.history import History
 from echomq_bench.measurement.historycheck import check_files
 from echomq_bench.progress import ProgressFn, silent
@@ -120,7 +121,7 @@ def run_failover(
     after_s: float = 2.0,
     log: ProgressFn | None = None,
     history_dir: Path | None = None,
-) -> FailoverResult:
+) -> FailoverRun:
     """Start the cluster, load it, kill the master of queue 0, audit and
     check the history (kept in `history_dir`, else in a temporary folder).
     The cluster is stopped on the way out."""
@@ -137,7 +138,7 @@ def run_failover(
 
 
 def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float, float], log: ProgressFn,
-         history_dir: Path, stack: ExitStack) -> FailoverResult:
+         history_dir: Path, stack: ExitStack) -> FailoverRun:
     masters = cluster.masters()
     placements = spread_queues(cluster, queues, prefix="fo")
     log(format_placements(placements))
@@ -229,7 +230,7 @@ def _drain(cluster: EmbeddedCluster, names: list[str], seconds: float) -> None:
 
 
 def _result(cluster: EmbeddedCluster, names: list[str], nodes: tuple[str, str], times: _Times,
-            progress: Progress) -> FailoverResult:
+            progress: Progress) -> FailoverRun:
     client = cluster_client(cluster)
     recorder = progress.ledger
     on_server: set[str] = set()
@@ -240,14 +241,14 @@ def _result(cluster: EmbeddedCluster, names: list[str], nodes: tuple[str, str], 
                 on_server.add(member.decode())
     doubts = recorder.resolve(on_server)
     report = audit(client, names, recorder.ledger)
-    return FailoverResult(
-        name=cluster.name, version=cluster.version(), queues=names, victim=nodes[0], new_master=nodes[1],
+    return FailoverRun(
+        name=cluster.name, version=cluster.version(), queues=tuple(names), victim=nodes[0], new_master=nodes[1],
         kill_to_promoted_s=times.promoted_s, kill_to_ready_s=times.ready_s,
         kill_to_resumed_s=progress.resumed_at - times.kill if progress.resumed_at is not None else None,
         errors_window_s=recorder.errors_window_s,
         errors=dict(recorder.errors), ops=progress.ops, load_s=times.load_s, doubt_enqueue=doubts.enqueue,
         doubt_enqueue_found=doubts.enqueue_found, doubt_complete=doubts.complete,
-        doubt_complete_gone=doubts.complete_gone, report=report,
+        doubt_complete_gone=doubts.complete_gone, audit=report.to_dict(),
     )
 
 

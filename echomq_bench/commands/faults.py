@@ -48,16 +48,17 @@ from typing import TYPE_CHECKING, Any
 
 from echomq_bench.faults.historyrun import history_rows
 from echomq_bench.faults.load import LoadSettings
-from echomq_bench.faults.runner import Outcome, run_scenario
+from echomq_bench.faults.runner import run_scenario
 from echomq_bench.faults.scenarios import FULL, QUICK, SCENARIOS, Plan
 from echomq_bench.faults.nemesis import MAX_SOAK_S, MIN_SOAK_S
 from echomq_bench.options import DurationError, add_list, add_out, add_quick, choice, parse_duration_ms, work_dist
 from echomq_bench.progress import Progress
 
 if TYPE_CHECKING:
+    from echomq_bench.records.kinds.faults import ScenarioEntry
     from echomq_bench.records.record import Record
 
-__all__ = ["SCENARIOS", "Plan", "QUICK", "FULL", "Outcome", "run_scenario", "faults_record", "configure",
+__all__ = ["SCENARIOS", "Plan", "QUICK", "FULL", "run_scenario", "faults_record", "configure",
            "run"]
 
 
@@ -139,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     seed = 1 if args.seed is None else args.seed
     names = args.scenario or list(SCENARIOS)
     seen: dict[str, Any] = {}
-    outcomes: list[Outcome] = []
+    outcomes: list[ScenarioEntry] = []
     progress = Progress(label="faults")
     for spec in args.server:
         for name in names:
@@ -227,18 +228,18 @@ def _preflight(specs: list[Any]) -> None:
             start(spec)  # PINGs it: unreachable, or a wrong password, is a clear error now
 
 
-def faults_record(outcomes: list[Outcome], info: dict[str, Any], quick: bool) -> Record:
+def faults_record(outcomes: list[ScenarioEntry], info: dict[str, Any], quick: bool) -> Record:
     """The scenarios' run as it is written: every outcome (figures, audit, checks, or why it was skipped) in
     summary.json, and their figures as tidy rows."""
     from echomq_bench.records.kinds.faults import FaultsRecord
     from echomq_bench.records.record import Record
 
     record = FaultsRecord(passed=all(o.passed is not False for o in outcomes), quick=quick,
-                          scenarios=tuple(o.entry() for o in outcomes))
+                          scenarios=tuple(outcomes))
     return Record(kind="faults", meta=info, tables={"faults": _tidy(outcomes)}, summary=record.to_record())
 
 
-def _tidy(outcomes: list[Outcome]) -> list[dict[str, Any]]:
+def _tidy(outcomes: list[ScenarioEntry]) -> list[dict[str, Any]]:
     rows = []
     for o in outcomes:
         if o.skipped:

@@ -41,8 +41,7 @@ from echomq_bench.microbench.baseline import (BaselineError, baseline_path, load
                                               write_baseline)
 from echomq_bench.microbench.cases import CASES
 from echomq_bench.microbench.history_baseline import HISTORY, UPDATE_WITH_HISTORY, missing_from_history
-from echomq_bench.microbench.gate import (DEFAULT_AB_TOLERANCE, DEFAULT_TOLERANCE, GateOptions, GateResult,
-                                          TimingVerdict, gate_one)
+from echomq_bench.microbench.gate import DEFAULT_AB_TOLERANCE, DEFAULT_TOLERANCE, GateOptions, GateResult, gate_one
 from echomq_bench.records.kinds.gate import GateRecord
 from echomq_bench.records.record import Record
 
@@ -50,7 +49,7 @@ from echomq_bench.records.record import Record
 # numpy (microbench) and pandas (results) load when a gate runs, not when
 # the CLI builds its parser for another command.
 
-__all__ = ["configure", "run", "run_gate", "gate_record", "gate_one", "GateOptions", "TimingVerdict", "GateResult",
+__all__ = ["configure", "run", "run_gate", "gate_record", "gate_one", "GateOptions", "GateResult",
            "baseline_path", "load_baseline", "write_baseline", "slowed_copy", "DEFAULT_TOLERANCE",
            "DEFAULT_AB_TOLERANCE", "BaselineError"]
 

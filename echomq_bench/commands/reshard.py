@@ -33,13 +33,14 @@ import redis
 from echomq import QueueKeys
 from echomq_bench.faults.clusterload import PAUSE_AFTER_ERROR_S, ClusterLoad, LoadPolicies, Progress, cluster_client
 from echomq_bench.faults.historyrun import places
-from echomq_bench.faults.reshard_result import ReshardResult, reshard_record
+from echomq_bench.faults.reshard_result import judged, reshard_record
 from echomq_bench.load.audit import audit
 from echomq_bench.load.engine import now
 from echomq_bench.load.policy import ConsumerPolicy, ProducerPolicy, PumpPolicy
 from echomq_bench.load.recorders import LedgerRecorder
 from echomq_bench.measurement.historycheck import check_files
 from echomq_bench.progress import ProgressFn, silent
+from echomq_bench.records.kinds.reshard import ReshardRun
 from echomq_bench.servers import BUILTIN_BINARIES, EmbeddedCluster, ServerSpec, ServerSpecError
 from echomq_bench.servers import format_placements, queue_slot, spread_queues
 from echomq_bench.servers.slotmove import SlotMove
@@ -70,7 +71,7 @@ def reshard_spec(spec: ServerSpec) -> ServerSpec:
 
 
 def run_reshard(spec: ServerSpec, *, queues: int = 3, claim_rate: float = 300.0, moving_s: float = 3.0,
-                log: ProgressFn | None = None, history_dir: Path | None = None) -> ReshardResult:
+                log: ProgressFn | None = None, history_dir: Path | None = None) -> ReshardRun:
     """Start the cluster, load it, move queue 0's slot back and forth for
     `moving_s`, drain, audit and check the history (kept in `history_dir`,
     else in a temporary folder). The cluster is stopped on the way out."""
@@ -87,7 +88,7 @@ def run_reshard(spec: ServerSpec, *, queues: int = 3, claim_rate: float = 300.0,
 
 
 def _run(cluster: EmbeddedCluster, queues: int, claim_rate: float, moving_s: float, log: ProgressFn,
-         history_dir: Path) -> ReshardResult:
+         history_dir: Path) -> ReshardRun:
     placements = spread_queues(cluster, queues, prefix="rs")
     log(format_placements(placements))
     names = [p.queue for p in placements]
@@ -114,13 +115,13 @@ def _run(cluster: EmbeddedCluster, queues: int, claim_rate: float, moving_s: flo
             final.setdefault(place, set()).update(ids)
     in_no_set, without_row = _strays(cluster, names, set().union(*final.values()))
     doubts = progress.ledger.resolve(set().union(*final.values()))
-    return ReshardResult(
-        name=cluster.name, version=cluster.version(), queues=names, slot=slot, moves=moved.done,
+    return judged(ReshardRun(
+        name=cluster.name, version=cluster.version(), queues=tuple(names), slot=slot, moves=moved.done,
         keys_moved=moved.keys, moving_s=moved.seconds, move_refused=moved.refused, load_s=load_s,
         errors=dict(progress.ledger.errors), ops=progress.ops, in_no_set=in_no_set, without_row=without_row,
         doubt_enqueue=doubts.enqueue, doubt_enqueue_found=doubts.enqueue_found, doubt_complete=doubts.complete,
-        doubt_complete_gone=doubts.complete_gone, report=audit(client, names, progress.ledger.ledger),
-        history=check_files(history_dir.glob("*.jsonl"), final).to_dict())
+        doubt_complete_gone=doubts.complete_gone, audit=audit(client, names, progress.ledger.ledger).to_dict(),
+        history=check_files(history_dir.glob("*.jsonl"), final).to_dict()))
 
 
 def _policies(claim_rate: float) -> LoadPolicies:

@@ -18,7 +18,7 @@ from echomq_bench.counts.baseline import (PASSES, baseline_data, count_baseline_
                                           write_count_baseline)
 from echomq_bench.counts.identity import BinaryIdentity, binary_identity
 from echomq_bench.counts.measure import CountRun, count_spec
-from echomq_bench.counts.verdict import CountVerdict, judge
+from echomq_bench.counts.verdict import judge
 from echomq_bench.progress import ProgressFn, prefixed, silent
 from echomq_bench.records.kinds.counts import CountsBaselineFrom, CountsBuild, CountVerdictEntry, CountsRecord
 from echomq_bench.records.record import Record
@@ -42,7 +42,7 @@ class CountGateResult:
     binary: BinaryIdentity
     baseline: Path
     runs: tuple[CountRun, ...]           # the judged run first, then a confirming one if any
-    verdicts: tuple[CountVerdict, ...] = ()
+    verdicts: tuple[CountVerdictEntry, ...] = ()
     baseline_info: dict[str, Any] = field(default_factory=dict)
     updated: bool = False
 
@@ -67,7 +67,7 @@ class CountGateResult:
             baseline_from=CountsBaselineFrom(created_utc=info.get("created_utc", ""), passes=info.get("passes"),
                                              revision=git.get("label") or str(git.get("commit") or "")[:10],
                                              recorded_on=(info.get("recorded_on") or {}).get("cpu_model", "")),
-            verdicts=tuple(CountVerdictEntry.from_record(v.to_dict()) for v in self.verdicts),
+            verdicts=self.verdicts,
             figures=self.figures())
 
     def rows(self) -> list[dict[str, Any]]:
@@ -82,7 +82,7 @@ class CountGateResult:
         return out
 
 
-def _verdicts(run: CountRun, base: dict[str, Any], verbs: Sequence[str]) -> list[CountVerdict]:
+def _verdicts(run: CountRun, base: dict[str, Any], verbs: Sequence[str]) -> list[CountVerdictEntry]:
     from echomq_bench.microbench.cases import CASES
 
     figures = base.get("figures") or {}
@@ -95,8 +95,8 @@ def _verdicts(run: CountRun, base: dict[str, Any], verbs: Sequence[str]) -> list
     return out
 
 
-def _confirmed(found: list[CountVerdict], again: CountRun, base: dict[str, Any],
-               verbs: Sequence[str]) -> list[CountVerdict]:
+def _confirmed(found: list[CountVerdictEntry], again: CountRun, base: dict[str, Any],
+               verbs: Sequence[str]) -> list[CountVerdictEntry]:
     second = {v.verb: v for v in _verdicts(again, base, verbs)}
     return [v.confirm(second[v.verb]) for v in found]
 

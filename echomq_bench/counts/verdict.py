@@ -25,13 +25,13 @@ script now calls more often per call.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Mapping, Self
+from dataclasses import replace
+from typing import Any, Mapping
 
 from echomq_bench.measurement.intervals import prediction_bound
-from echomq_bench.measurement.regression import RegressionVerdict
+from echomq_bench.records.kinds.counts import CountVerdictEntry
 
-__all__ = ["FLOOR", "CONFIDENCE", "CountVerdict", "allowance", "judge", "largest_growth", "more_calls"]
+__all__ = ["FLOOR", "CONFIDENCE", "allowance", "judge", "largest_growth", "more_calls"]
 
 FLOOR = 0.005       # no allowance below 0.5%: a spread of a handful of runs can read near zero by chance
 CONFIDENCE = 0.999  # one-sided, per verb and per draw
@@ -68,42 +68,14 @@ def more_calls(base: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, flo
     return {k: round(n - before.get(k, 0.0), 3) for k, n in sorted(after.items()) if n - before.get(k, 0.0) >= 0.5}
 
 
-@dataclass(frozen=True, kw_only=True)
-class CountVerdict(RegressionVerdict):
-    """One verb's instructions per call against the baseline's, and what grew when it is flagged."""
-
-    verb: str
-    base: float | None           # mean instructions per call in the baseline
-    now: float
-    grew: str = ""               # the part that grew most, when the verb is flagged
-    grew_by: float = 0.0         # ... in instructions per call
-    more_calls: Mapping[str, float] | None = None  # commands now called more often, calls per call added
-    again: float | None = None   # the confirming run's change
-    script_changed: bool = False  # the script's text differs from the baseline's
-
-    WORSE: ClassVar[str] = "COSTLIER"
-    BETTER: ClassVar[str] = "cheaper"
-    DIGITS: ClassVar[int] = 5
-
-    def confirm(self, again: Self) -> Self:
-        return replace(super().confirm(again), again=again.change) if self.flagged else self
-
-    def named(self) -> str:
-        """What grew, as a failure line says it: `lua +7,092 per call; calls ZINTERCARD +1 per call`."""
-        text = f"{self.grew} +{self.grew_by:,.0f} per call" if self.grew else ""
-        if self.more_calls:
-            text += "; calls " + ", ".join(f"{k} +{n:g} per call" for k, n in self.more_calls.items())
-        return text
-
-
 def judge(verb: str, now: Mapping[str, Any], base: Mapping[str, Any] | None, passes: int,
-          script_changed: bool = False) -> CountVerdict:
+          script_changed: bool = False) -> CountVerdictEntry:
     """One verb's verdict: its figure now (instructions, commands) against the baseline's."""
     current = float(now["instructions"])
     if base is None:
-        return CountVerdict(verb=verb, base=None, now=current, missing=True, script_changed=script_changed)
+        return CountVerdictEntry(verb=verb, base=None, now=current, missing=True, script_changed=script_changed)
     mean = float(base["instructions"])
-    verdict = CountVerdict(verb=verb, base=mean, now=current, change=current / mean - 1,
+    verdict = CountVerdictEntry(verb=verb, base=mean, now=current, change=current / mean - 1,
                            allowed=allowance(mean, float(base["sd"]), passes), script_changed=script_changed)
     if verdict.flagged:
         part, by = largest_growth(base, now)

@@ -18,9 +18,10 @@ from echomq_bench.faults.load import Evidence, Fleet, Worker, last_event
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.load.audit import AuditReport, Ledger
 from echomq_bench.load.bulk import member_ids
+from echomq_bench.records.kinds.faults import CheckEntry
 from echomq_bench.servers import Server
 
-__all__ = ["Plan", "QUICK", "FULL", "Ctx", "Injection", "Lease", "Check", "Scenario", "members", "active_tokens",
+__all__ = ["Plan", "QUICK", "FULL", "Ctx", "Injection", "Lease", "Scenario", "members", "active_tokens",
            "hold_lease", "freeze", "errorstat", "since", "stopped", "held_attempts"]
 
 
@@ -77,18 +78,12 @@ class Lease:
 
 
 @dataclass(frozen=True)
-class Check:
-    ok: bool
-    text: str
-
-
-@dataclass(frozen=True)
 class Scenario:
     name: str
     fault: str
     recovery: str  # what the recovery time measures
     inject: Callable[[Ctx], Injection]
-    check: Callable[[Ctx, Injection, Evidence, Ledger, AuditReport], tuple[list[Check], float | None]]
+    check: Callable[[Ctx, Injection, Evidence, Ledger, AuditReport], tuple[list[CheckEntry], float | None]]
     server_args: tuple[str, ...] = ()
     load: dict[str, Any] = field(default_factory=dict)
     embedded_only: bool = False

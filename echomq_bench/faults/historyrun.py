@@ -8,15 +8,16 @@ evidence, ledger or audit the other checks use.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import redis
 
 from echomq import Client, QueueKeys
-from echomq_bench.faults.base import Check, Injection, Lease
+from echomq_bench.faults.base import Injection, Lease
 from echomq_bench.faults.load import Fleet
 from echomq_bench.load.bulk import member_ids
 from echomq_bench.measurement.historycheck import FAILING, HistoryCheck, check_files
+from echomq_bench.records.kinds.faults import CheckEntry
 
 __all__ = ["places", "mark_struck", "history_check", "history_rows"]
 
@@ -36,7 +37,7 @@ def mark_struck(fleet: Fleet, kind: str, injection: Injection | None) -> None:
 
 
 def history_check(fleet: Fleet, admin: redis.Redis, keys: QueueKeys, expects_loss: bool = False
-                  ) -> tuple[Check, dict[str, Any]]:
+                  ) -> tuple[CheckEntry, dict[str, Any]]:
     """The check and the record of it; once the fleet has stopped. Where a
     loss is expected (a restart with nothing on disk), the check holds when
     the history shows one and nothing else fails."""
@@ -47,10 +48,10 @@ def history_check(fleet: Fleet, admin: redis.Redis, keys: QueueKeys, expects_los
         text = f"{result.text()}; a loss is expected and must be found"
     else:
         ok, text = result.passed, result.text()
-    return Check(ok, text), {**result.to_dict(), "expects_loss": expects_loss, "ok": ok}
+    return CheckEntry(ok, text), {**result.to_dict(), "expects_loss": expects_loss, "ok": ok}
 
 
-def history_rows(history: dict[str, Any]) -> list[tuple[str, Any, str]]:
+def history_rows(history: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
     """The history check's figures as tidy (metric, value, unit) rows; none when it did not run."""
     counts = history.get("counts") or {}
     if not counts:

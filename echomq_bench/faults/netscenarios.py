@@ -18,10 +18,11 @@ from typing import Any
 
 import redis
 
-from echomq_bench.faults.base import Check, Ctx, Injection, Scenario, since
+from echomq_bench.faults.base import Ctx, Injection, Scenario, since
 from echomq_bench.faults.evidence import Evidence
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.load.audit import AuditReport, Ledger
+from echomq_bench.records.kinds.faults import CheckEntry
 from echomq_bench.servers import Server
 
 __all__ = ["Through", "NET_SCENARIOS", "proxy_of", "LATENCY_MS", "JITTER_MS", "BANDWIDTH", "DROPS_PER_RESET"]
@@ -68,15 +69,15 @@ def net_latency(ctx: Ctx) -> Injection:
 
 
 def check_latency(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
-                  report: AuditReport) -> tuple[list[Check], float | None]:
+                  report: AuditReport) -> tuple[list[CheckEntry], float | None]:
     t_on, t_off = inj.data["t_on"], inj.data["t_off"]
     under = sorted(a.t - a.sent for a in ev.accepted if a.sent >= t_on and a.t <= t_off)
     floor = 2 * LATENCY_MS / 1000
     fastest = f"{under[0] * 1000:.1f} ms" if under else "-"
     return [
-        Check(len(under) > 0, f"{len(under)} completes sent and accepted under the fault"),
-        Check(bool(under) and under[0] >= floor,
-              f"the fastest of them took {fastest}: at least the {floor * 1000:g} ms the proxy adds"),
+        CheckEntry(len(under) > 0, f"{len(under)} completes sent and accepted under the fault"),
+        CheckEntry(bool(under) and under[0] >= floor,
+                   f"the fastest of them took {fastest}: at least the {floor * 1000:g} ms the proxy adds"),
     ], since(t_off, ev.first_sent_after(t_off))
 
 
@@ -96,14 +97,14 @@ def net_reset(ctx: Ctx) -> Injection:
 
 
 def check_reset(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
-                report: AuditReport) -> tuple[list[Check], float | None]:
+                report: AuditReport) -> tuple[list[CheckEntry], float | None]:
     t_last = inj.data["t_last"]
     after = [a for a in ev.accepted if a.sent >= t_last]
     return [
-        Check(inj.data["dropped"] > 0, f"{inj.data['dropped']} replies of calls that ran were swallowed"),
-        Check(ev.unanswered >= inj.data["dropped"],
-              f"{ev.unanswered} calls heard no reply (at least the {inj.data['dropped']} swallowed)"),
-        Check(len(after) > 0, f"{len(after)} completes accepted after the last reset"),
+        CheckEntry(inj.data["dropped"] > 0, f"{inj.data['dropped']} replies of calls that ran were swallowed"),
+        CheckEntry(ev.unanswered >= inj.data["dropped"],
+                   f"{ev.unanswered} calls heard no reply (at least the {inj.data['dropped']} swallowed)"),
+        CheckEntry(len(after) > 0, f"{len(after)} completes accepted after the last reset"),
     ], since(t_last, ev.first_sent_after(t_last))
 
 
@@ -123,16 +124,16 @@ def net_partition(ctx: Ctx) -> Injection:
 
 
 def check_partition(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
-                    report: AuditReport) -> tuple[list[Check], float | None]:
+                    report: AuditReport) -> tuple[list[CheckEntry], float | None]:
     d = inj.data
     inside = [a for a in ev.accepted if d["t_cut"] + EDGE_S < a.t < d["t_heal"]]
     healed = [a for a in ev.accepted if d["t_heal"] <= a.sent < d["t_half"]]
     after_half = [a for a in ev.accepted if a.sent >= d["t_half"]]
     return [
-        Check(not inside, f"{len(inside)} completes answered inside the partition"),
-        Check(len(healed) > 0, f"{len(healed)} completes accepted once it healed"),
-        Check(d["half"] > 0 and len(after_half) > 0,
-              f"{d['half']} connections left half-open; {len(after_half)} completes accepted after"),
+        CheckEntry(not inside, f"{len(inside)} completes answered inside the partition"),
+        CheckEntry(len(healed) > 0, f"{len(healed)} completes accepted once it healed"),
+        CheckEntry(d["half"] > 0 and len(after_half) > 0,
+                   f"{d['half']} connections left half-open; {len(after_half)} completes accepted after"),
     ], since(d["t_heal"], ev.first_sent_after(d["t_heal"]))
 
 

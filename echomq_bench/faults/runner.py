@@ -1,6 +1,6 @@
 """Running one fault scenario: its own server, the load forked around it, the fault
 injected, the queue drained, every job audited and the history checked;
-`Outcome` is what it found.
+what it found is the record's `ScenarioEntry` (`echomq_bench.records.kinds.faults`).
 
 The scenarios themselves are `echomq_bench.faults.scenarios`; the load is
 `echomq_bench.faults.load`.
@@ -12,7 +12,7 @@ import random
 import resource
 import secrets
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,7 +21,7 @@ import redis
 from echomq import EchoMQError, QueueKeys
 from echomq_bench.errors import BenchError
 from echomq_bench.faults.ambiguous import Ambiguity, classify
-from echomq_bench.faults.base import Check, Ctx, Injection, Plan, Scenario, active_tokens, held_attempts, members
+from echomq_bench.faults.base import Ctx, Injection, Plan, Scenario, active_tokens, held_attempts, members
 from echomq_bench.faults.historyrun import history_check, mark_struck
 from echomq_bench.faults.netscenarios import Through
 from echomq_bench.faults.proxy import FaultProxy
@@ -31,46 +31,11 @@ from echomq_bench.load.bulk import drop_queue
 from echomq_bench.records.kinds.faults import AuditEntry, CheckEntry, ScenarioEntry
 from echomq_bench.servers import redacted_url
 
-__all__ = ["Outcome", "Audited", "run_scenario", "audit_held", "drain"]
+__all__ = ["Audited", "run_scenario", "audit_held", "drain"]
 
 
 # --------------------------------------------------------------------------
 # Running one scenario
-
-
-@dataclass(frozen=True)
-class Outcome:
-    server: str
-    build: str
-    scenario: str
-    fault: str
-    recovery_means: str = ""
-    jobs: int = 0
-    completed: int = 0
-    faults: int = 0
-    lost: int = 0
-    double_accepted: int = 0
-    refused_expected: int = 0
-    refused_unexpected: int = 0
-    unanswered: int = 0
-    ambiguous: int = 0
-    ambiguous_resolved: int = 0
-    recovery_s: float | None = None
-    passed: bool | None = None
-    checks: list[Check] = field(default_factory=list)
-    audit: dict[str, Any] = field(default_factory=dict)
-    server_cpu: float | None = None
-    client_cpu: float | None = None
-    wall_s: float = 0.0
-    skipped: str | None = None
-    server_settings: dict[str, str] = field(default_factory=dict)
-    history: dict[str, Any] = field(default_factory=dict)   # the history check (measurement.historycheck)
-
-    def entry(self) -> ScenarioEntry:
-        """The outcome as the record keeps it (`echomq_bench.records.kinds.faults`)."""
-        kept = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("checks", "audit")}
-        return ScenarioEntry(**kept, audit=AuditEntry.from_record(self.audit) if self.audit else None,
-                             checks=tuple(CheckEntry(c.ok, c.text) for c in self.checks))
 
 
 def drain(ctx: Ctx, timeout: float) -> None:
@@ -98,8 +63,8 @@ def _cpu(client: redis.Redis) -> tuple[float, str]:
 
 
 def run_scenario(spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, log_root: Path,
-                 seed: int, on_server: Callable[[Any], None] = lambda s: None) -> Outcome:
-    outcome = Outcome(spec.name, "", scenario.name, scenario.fault, recovery_means=scenario.recovery)
+                 seed: int, on_server: Callable[[Any], None] = lambda s: None) -> ScenarioEntry:
+    outcome = ScenarioEntry(spec.name, "", scenario.name, scenario.fault, recovery_means=scenario.recovery)
     if scenario.embedded_only and spec.kind != "embedded":
         return replace(outcome, skipped="needs an embedded server (it signals or restarts the server process)")
     if spec.kind == "embedded":
@@ -108,12 +73,12 @@ def run_scenario(spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, 
         return _run(outcome, spec, scenario, plan, base, log_root, seed, on_server)
     except (redis.RedisError, EchoMQError, BenchError, OSError) as exc:
         # One scenario that cannot run (a URL server's user may not CONFIG SET) is a failed line.
-        return replace(outcome, passed=False, checks=[
-            Check(False, f"the scenario could not run: {type(exc).__name__}: {redacted_url(str(exc))}")])
+        return replace(outcome, passed=False, checks=(
+            CheckEntry(False, f"the scenario could not run: {type(exc).__name__}: {redacted_url(str(exc))}"),))
 
 
-def _run(outcome: Outcome, spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, log_root: Path,
-         seed: int, on_server: Callable[[Any], None]) -> Outcome:
+def _run(outcome: ScenarioEntry, spec: Any, scenario: Scenario, plan: Plan, base: LoadSettings, log_root: Path,
+         seed: int, on_server: Callable[[Any], None]) -> ScenarioEntry:
     from echomq_bench.records.meta import server_settings
     from echomq_bench.servers import server_version, start
 
@@ -162,22 +127,23 @@ def _run(outcome: Outcome, spec: Any, scenario: Scenario, plan: Plan, base: Load
 
 
 def _judge(scenario: Scenario, ctx: Ctx, injection: Injection, ev: Evidence) -> dict[str, Any]:
-    """The outcome's verdict fields, from the audit and the workers' logs."""
+    """The scenario's figures and verdict, from the audit and the workers' logs."""
     places = members(ctx.admin, ctx.keys) | injection.data.get("held", set())
     zombies = {(z.jid, z.token) for z in injection.data.get("zombies", ())}
     held = audit_held(ctx, ev, places, zombies, scenario.expects_loss)
     own, recovery = scenario.check(ctx, injection, ev, held.ledger, held.report)
     # Elsewhere the classification is reported, not judged (see docs/guide/faults.md).
-    ambiguous = [Check(held.ambiguity.ok, held.ambiguity.text())] if scenario.proxied else []
+    ambiguous = [CheckEntry(held.ambiguity.ok, held.ambiguity.text())] if scenario.proxied else []
     history, judged = history_check(ctx.fleet, ctx.admin, ctx.keys, scenario.expects_loss)
     checks = own + ambiguous + held.checks + [history]
     report = held.report
-    return dict(faults=injection.count, recovery_s=recovery, checks=checks, fault=injection.text,
+    return dict(faults=injection.count, recovery_s=recovery, checks=tuple(checks), fault=injection.text,
                 jobs=report.enqueued, completed=report.completed, lost=report.lost,
                 double_accepted=report.double_accepted, refused_unexpected=held.refused_unexpected,
                 refused_expected=held.refused_expected, unanswered=ev.unanswered,
                 ambiguous=held.ambiguity.total, ambiguous_resolved=held.ambiguity.resolved,
-                audit={**report.to_dict(), "ambiguous": held.ambiguity.to_dict()}, passed=all(c.ok for c in checks),
+                audit=AuditEntry.from_record({**report.to_dict(), "ambiguous": held.ambiguity.to_dict()}),
+                passed=all(c.ok for c in checks),
                 history=judged)
 
 
@@ -188,7 +154,7 @@ class Audited:
     ledger: Ledger
     report: AuditReport
     ambiguity: Ambiguity
-    checks: list[Check]
+    checks: list[CheckEntry]
     refused_unexpected: int
     refused_expected: int
 
@@ -205,17 +171,19 @@ def audit_held(ctx: Ctx, ev: Evidence, places: set[str], zombies: set[tuple[str,
     ambiguity = classify(ev, places, held_attempts(ctx.admin, ctx.keys, places))
     lost_ok = report.lost > 0 if expects_loss else report.lost == 0
     checks = [
-        Check(report.enqueued > 0 and report.completed > 0,
-              f"load ran: {report.enqueued} jobs enqueued, {report.completed} completed"),
-        Check(lost_ok and report.in_two_places == 0 and report.unknown == 0,
-              f"audit: lost {report.lost}, in two places {report.in_two_places}, unknown ids {report.unknown}"
-              + (" (a loss is expected and must be reported)" if expects_loss else "")),
-        Check(report.double_accepted == 0 and report.zombie_accepted == 0,
-              f"completes accepted twice {report.double_accepted}, zombie completes accepted {report.zombie_accepted}"),
-        Check(report.refused_not_superseded == 0 and not retry_current,
-              f"{report.refused + len(ev.retry_refused)} completes and retries refused, "
-              f"{report.refused_not_superseded + len(retry_current)} of them from the current holder"),
-        Check(not ev.errors, f"{len(ev.errors)} unexpected client errors" + (f": {ev.errors[0]}" if ev.errors else "")),
+        CheckEntry(report.enqueued > 0 and report.completed > 0,
+                   f"load ran: {report.enqueued} jobs enqueued, {report.completed} completed"),
+        CheckEntry(lost_ok and report.in_two_places == 0 and report.unknown == 0,
+                   f"audit: lost {report.lost}, in two places {report.in_two_places}, unknown ids {report.unknown}"
+                   + (" (a loss is expected and must be reported)" if expects_loss else "")),
+        CheckEntry(report.double_accepted == 0 and report.zombie_accepted == 0,
+                   f"completes accepted twice {report.double_accepted}, "
+                   f"zombie completes accepted {report.zombie_accepted}"),
+        CheckEntry(report.refused_not_superseded == 0 and not retry_current,
+                   f"{report.refused + len(ev.retry_refused)} completes and retries refused, "
+                   f"{report.refused_not_superseded + len(retry_current)} of them from the current holder"),
+        CheckEntry(not ev.errors,
+                   f"{len(ev.errors)} unexpected client errors" + (f": {ev.errors[0]}" if ev.errors else "")),
     ]
     unexpected = report.refused_not_superseded + len(retry_current)
     return Audited(ledger, report, ambiguity, checks, unexpected,

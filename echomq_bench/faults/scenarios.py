@@ -18,14 +18,15 @@ from pathlib import Path
 
 import redis
 
-from echomq_bench.faults.base import (FULL, QUICK, Check, Ctx, Injection, Lease, Plan, Scenario, active_tokens,
+from echomq_bench.faults.base import (FULL, QUICK, Ctx, Injection, Lease, Plan, Scenario, active_tokens,
                                       errorstat, freeze, hold_lease, members, since)
 from echomq_bench.faults.load import Evidence, Worker, read_logs
 from echomq_bench.faults.netscenarios import NET_SCENARIOS
 from echomq_bench.load.audit import AuditReport, Ledger
+from echomq_bench.records.kinds.faults import CheckEntry
 from echomq_bench.servers import EmbeddedServer, ServerError
 
-__all__ = ["Plan", "QUICK", "FULL", "Ctx", "Injection", "Lease", "Check", "Scenario", "SCENARIOS",
+__all__ = ["Plan", "QUICK", "FULL", "Ctx", "Injection", "Lease", "Scenario", "SCENARIOS",
            "members", "active_tokens"]
 
 
@@ -48,16 +49,18 @@ def crash(ctx: Ctx) -> Injection:
 
 
 def check_crash(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
-                report: AuditReport) -> tuple[list[Check], float | None]:
+                report: AuditReport) -> tuple[list[CheckEntry], float | None]:
     killed: list[Lease] = inj.data["killed"]
     once = [k for k in killed if ledger.accepted[k.jid] == 1 and ledger.accepted_token[k.jid] > k.token]
     releases = [k for k in killed if ev.claimed.get(k.jid, 0) > k.token]
     done = [a.t for k in killed for a in ev.accepted if a.jid == k.jid and a.token > k.token]
     recovery = max(done) - min(k.t for k in killed) if killed and len(done) == len(killed) else None
     return [
-        Check(len(killed) == ctx.plan.kills, f"{len(killed)}/{ctx.plan.kills} consumers killed while holding a lease"),
-        Check(len(releases) == len(killed), f"{len(releases)}/{len(killed)} of their jobs reaped and leased again"),
-        Check(len(once) == len(killed), f"{len(once)}/{len(killed)} completed exactly once, by a later holder"),
+        CheckEntry(len(killed) == ctx.plan.kills,
+                   f"{len(killed)}/{ctx.plan.kills} consumers killed while holding a lease"),
+        CheckEntry(len(releases) == len(killed),
+                   f"{len(releases)}/{len(killed)} of their jobs reaped and leased again"),
+        CheckEntry(len(once) == len(killed), f"{len(once)}/{len(killed)} completed exactly once, by a later holder"),
     ], recovery
 
 
@@ -100,7 +103,7 @@ def _answered(path: Path, lease: Lease) -> bool:
 
 
 def check_zombie(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
-                 report: AuditReport) -> tuple[list[Check], float | None]:
+                 report: AuditReport) -> tuple[list[CheckEntry], float | None]:
     zombies: list[Lease] = inj.data["zombies"]
     refused = {(a.jid, a.token, a.worker) for a in ev.refused + ev.retry_refused}
     accepted = {(a.jid, a.token, a.worker) for a in ev.accepted + ev.retried}
@@ -111,14 +114,15 @@ def check_zombie(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
     taken = inj.data["superseded"]
     recovery = max(taken[z.jid] - z.t for z in zombies) if zombies and len(taken) == len(zombies) else None
     return [
-        Check(len(zombies) == ctx.plan.zombies and 0 < len(as_retry) < len(zombies),
-              f"{len(zombies)}/{ctx.plan.zombies} zombies made ({len(zombies) - len(as_retry)} to complete, "
-              f"{len(as_retry)} to retry)"),
-        Check(len(inj.data["superseded"]) == len(zombies), f"{len(inj.data['superseded'])}/{len(zombies)} of their "
-              "jobs taken over by a new holder while they slept"),
-        Check(len(refused_ok) == len(zombies) and not wrongly,
-              f"{len(refused_ok)}/{len(zombies)} zombie answers refused (EMQSTALE), {len(wrongly)} accepted"),
-        Check(len(stands) == len(zombies), f"{len(stands)}/{len(zombies)} new holders' results stand"),
+        CheckEntry(len(zombies) == ctx.plan.zombies and 0 < len(as_retry) < len(zombies),
+                   f"{len(zombies)}/{ctx.plan.zombies} zombies made ({len(zombies) - len(as_retry)} to complete, "
+                   f"{len(as_retry)} to retry)"),
+        CheckEntry(len(inj.data["superseded"]) == len(zombies),
+                   f"{len(inj.data['superseded'])}/{len(zombies)} of their "
+                   "jobs taken over by a new holder while they slept"),
+        CheckEntry(len(refused_ok) == len(zombies) and not wrongly,
+                   f"{len(refused_ok)}/{len(zombies)} zombie answers refused (EMQSTALE), {len(wrongly)} accepted"),
+        CheckEntry(len(stands) == len(zombies), f"{len(stands)}/{len(zombies)} new holders' results stand"),
     ], recovery
 
 
@@ -142,12 +146,12 @@ def pause(ctx: Ctx) -> Injection:
 
 
 def check_pause(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
-                report: AuditReport) -> tuple[list[Check], float | None]:
+                report: AuditReport) -> tuple[list[CheckEntry], float | None]:
     t = inj.data["t_resume"]
     after = [a for a in ev.accepted if a.t >= t]
     return [
-        Check(ev.unanswered > 0, f"{ev.unanswered} client calls timed out during the pause"),
-        Check(len(after) > 0, f"{len(after)} completes accepted after the server resumed"),
+        CheckEntry(ev.unanswered > 0, f"{ev.unanswered} client calls timed out during the pause"),
+        CheckEntry(len(after) > 0, f"{len(after)} completes accepted after the server resumed"),
     ], since(t, ev.first_after("A", t))
 
 
@@ -160,19 +164,19 @@ def restart_aof(ctx: Ctx) -> Injection:
 
 
 def check_restart(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
-                  report: AuditReport, persisted: bool = True) -> tuple[list[Check], float | None]:
+                  report: AuditReport, persisted: bool = True) -> tuple[list[CheckEntry], float | None]:
     t_up = inj.data["t_up"]
     after = [a for a in ev.accepted if a.sent >= t_up]
     noscript = errorstat(ctx.admin, "NOSCRIPT")
     if persisted and scripts_persist(ctx.admin):
         # Redis before 7.0 kept its script cache in the persisted state, so the
         # restarted server already knows every script: no reload is needed.
-        scripts = Check(noscript == 0 and not ev.errors, f"{noscript} NOSCRIPT replies after the restart: this "
-                        "build restores its scripts from its AOF (Redis before 7.0), and every call went through")
+        scripts = CheckEntry(noscript == 0 and not ev.errors, f"{noscript} NOSCRIPT replies after the restart: this "
+                             "build restores its scripts from its AOF (Redis before 7.0), and every call went through")
     else:
-        scripts = Check(noscript > 0 and not ev.errors, f"{noscript} NOSCRIPT replies after the restart, all "
-                        "reloaded by the client without an error")
-    return [scripts, Check(len(after) > 0, f"{len(after)} completes accepted by the restarted server")], \
+        scripts = CheckEntry(noscript > 0 and not ev.errors, f"{noscript} NOSCRIPT replies after the restart, all "
+                             "reloaded by the client without an error")
+    return [scripts, CheckEntry(len(after) > 0, f"{len(after)} completes accepted by the restarted server")], \
         since(inj.data["t_kill"], ev.first_sent_after(t_up))
 
 
@@ -221,16 +225,16 @@ def _settledmembers(ctx: Ctx) -> set[str]:
 
 
 def check_nopersist(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
-                    report: AuditReport) -> tuple[list[Check], float | None]:
+                    report: AuditReport) -> tuple[list[CheckEntry], float | None]:
     expected = inj.data["held"] & ledger.enqueued
     completed = {j for j, n in ledger.accepted.items() if n}
     lost = ledger.enqueued - completed - members(ctx.admin, ctx.keys)
     # Nothing persisted, so no build has its scripts back: NOSCRIPT on every one.
     checks, recovery = check_restart(ctx, inj, ev, ledger, report, persisted=False)
     return [
-        Check(len(expected) > 0, f"{len(expected)} jobs were on the server when it died"),
-        Check(report.lost == len(expected) and lost == expected,
-              f"the audit reports {report.lost} lost: exactly those jobs"),
+        CheckEntry(len(expected) > 0, f"{len(expected)} jobs were on the server when it died"),
+        CheckEntry(report.lost == len(expected) and lost == expected,
+                   f"the audit reports {report.lost} lost: exactly those jobs"),
         *checks,
     ], recovery
 
@@ -245,13 +249,13 @@ def script_flush(ctx: Ctx) -> Injection:
 
 
 def check_flush(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
-                report: AuditReport) -> tuple[list[Check], float | None]:
+                report: AuditReport) -> tuple[list[CheckEntry], float | None]:
     noscript = errorstat(ctx.admin, "NOSCRIPT")
     gaps = [since(t, ev.first_sent_after(t)) for t in inj.data["times"]]
     known = [g for g in gaps if g is not None]
     return [
-        Check(noscript >= len(inj.data["times"]) and not ev.errors,
-              f"{noscript} NOSCRIPT replies, all reloaded by the client without an error"),
+        CheckEntry(noscript >= len(inj.data["times"]) and not ev.errors,
+                   f"{noscript} NOSCRIPT replies, all reloaded by the client without an error"),
     ], max(known) if len(known) == len(gaps) else None
 
 
@@ -303,14 +307,15 @@ def _oom_ids(path: Path) -> list[str]:
 
 
 def check_oom(ctx: Ctx, inj: Injection, ev: Evidence, ledger: Ledger,
-              report: AuditReport) -> tuple[list[Check], float | None]:
+              report: AuditReport) -> tuple[list[CheckEntry], float | None]:
     t = inj.data["t_free"]
     refused = len(ev.oom_refused)
     return [
-        Check(inj.data["refused_seen"] >= ctx.plan.oom_refusals,
-              f"{refused} enqueues refused with OutOfMemoryError (OOM) while memory was full"),
-        Check(not inj.data["half"], f"{len(inj.data['half'])} half-written rows or pending entries of refused ids"),
-        Check(ev.first_after("E", t) is not None, "enqueue accepted again once consumers freed memory"),
+        CheckEntry(inj.data["refused_seen"] >= ctx.plan.oom_refusals,
+                   f"{refused} enqueues refused with OutOfMemoryError (OOM) while memory was full"),
+        CheckEntry(not inj.data["half"],
+                   f"{len(inj.data['half'])} half-written rows or pending entries of refused ids"),
+        CheckEntry(ev.first_after("E", t) is not None, "enqueue accepted again once consumers freed memory"),
     ], since(t, ev.first_after("E", t))
 
 

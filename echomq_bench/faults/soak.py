@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import secrets
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -31,7 +31,7 @@ import redis
 from echomq import EchoMQError, QueueKeys
 from echomq_bench.errors import BenchError, SettingsError
 from echomq_bench.progress import ProgressFn
-from echomq_bench.faults.base import QUICK, Check, Ctx, Injection, members
+from echomq_bench.faults.base import QUICK, Ctx, Injection, members
 from echomq_bench.faults.evidence import Evidence
 from echomq_bench.faults.historyrun import history_check, mark_struck
 from echomq_bench.faults.load import Fleet, LoadSettings, read_logs
@@ -41,10 +41,10 @@ from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.faults.runner import audit_held, drain
 from echomq_bench.faults.scenarios import SCENARIOS
 from echomq_bench.faults.soakstats import RECOVERY_MEANS, by_kind, per_second, recovery_s
-from echomq_bench.records.kinds.faults import AuditEntry, CheckEntry, KindEntry, SoakEntry, StruckEntry
+from echomq_bench.records.kinds.faults import AuditEntry, CheckEntry, SoakEntry, StruckEntry
 from echomq_bench.servers import redacted_url
 
-__all__ = ["SoakError", "SOAK_PLAN", "SOAK_SERVER_ARGS", "SOAK_BANDWIDTH", "ACTIONS", "Struck", "SoakResult",
+__all__ = ["SoakError", "SOAK_PLAN", "SOAK_SERVER_ARGS", "SOAK_BANDWIDTH", "ACTIONS", "tallied",
            "run_soak"]
 
 SOAK_SERVER_ARGS = ("--appendonly", "yes", "--appendfsync", "always")
@@ -81,76 +81,17 @@ ACTIONS: dict[str, Callable[[Ctx], Injection]] = {
 assert set(ACTIONS) == set(KINDS), "every kind the schedule draws has its action"
 
 
-@dataclass(frozen=True)
-class Struck:
-    """A fault as it ran: its kind, when it was planned, began and ended
-    (seconds after the load started), what it did, and the load's recovery."""
-
-    kind: str
-    family: str
-    planned_s: float
-    start_s: float
-    end_s: float
-    text: str
-    injected: bool
-    recovery_s: float | None = None
-
-
-@dataclass(frozen=True)
-class SoakResult:
-    server: str
-    build: str
-    seed: int
-    duration_s: float
-    planned: dict[str, int]
-    faults: list[Struck] = field(default_factory=list)
-    timeline: list[int] = field(default_factory=list)   # completes accepted in each second since the load began
-    jobs: int = 0
-    completed: int = 0
-    lost: int = 0
-    double_accepted: int = 0
-    ambiguous: int = 0
-    ambiguous_resolved: int = 0
-    unanswered: int = 0
-    refused_expected: int = 0
-    refused_unexpected: int = 0
-    checks: list[Check] = field(default_factory=list)
-    passed: bool = False
-    wall_s: float = 0.0
-    audit: dict[str, Any] = field(default_factory=dict)
-    server_settings: dict[str, str] = field(default_factory=dict)
-    history: dict[str, Any] = field(default_factory=dict)   # the history check, per fault kind within
-
-    @property
-    def ambiguous_unresolved(self) -> int:
-        return self.ambiguous - self.ambiguous_resolved
-
-    @property
-    def injected(self) -> dict[str, int]:
-        """Faults injected by kind, in the order of KINDS."""
-        done = [f for f in self.faults if f.injected]
-        return {k: n for k in KINDS if (n := sum(f.kind == k for f in done))}
-
-    def kinds(self) -> list[dict[str, Any]]:
-        return [k.__dict__ for k in by_kind([(f.kind, f.family, f.recovery_s) for f in self.faults])]
-
-    def entry(self, chart: str | None = None) -> SoakEntry:
-        """The build's soak as summary.json holds it; `chart` names its timeline's PNG."""
-        return SoakEntry(
-            server=self.server, build=self.build, seed=self.seed, duration_s=self.duration_s,
-            planned=dict(self.planned), timeline=tuple(self.timeline), jobs=self.jobs, completed=self.completed,
-            lost=self.lost, double_accepted=self.double_accepted, ambiguous=self.ambiguous,
-            ambiguous_resolved=self.ambiguous_resolved, unanswered=self.unanswered,
-            refused_expected=self.refused_expected, refused_unexpected=self.refused_unexpected, passed=self.passed,
-            wall_s=self.wall_s, audit=AuditEntry.from_record(self.audit), server_settings=dict(self.server_settings),
-            history=dict(self.history), faults=tuple(StruckEntry(**f.__dict__) for f in self.faults),
-            checks=tuple(CheckEntry(c.ok, c.text) for c in self.checks), injected=self.injected,
-            kinds=tuple(KindEntry(**k) for k in self.kinds()), ambiguous_unresolved=self.ambiguous_unresolved,
-            recovery_means=RECOVERY_MEANS, chart=chart)
+def tallied(soak: SoakEntry) -> SoakEntry:
+    """The soak with what its faults and figures add up to: faults injected by kind (in the order of
+    KINDS), recovery per kind, the lost replies left unresolved, and what recovery means."""
+    done = [f for f in soak.faults if f.injected]
+    return replace(soak, injected={k: n for k in KINDS if (n := sum(f.kind == k for f in done))},
+                   kinds=tuple(by_kind([(f.kind, f.family, f.recovery_s) for f in soak.faults])),
+                   ambiguous_unresolved=soak.ambiguous - soak.ambiguous_resolved, recovery_means=RECOVERY_MEANS)
 
 
 def run_soak(spec: Any, duration_s: float, seed: int, base: LoadSettings, log_root: Path,
-             on_server: Callable[[Any], None] = lambda s: None, log: ProgressFn = print) -> SoakResult:
+             on_server: Callable[[Any], None] = lambda s: None, log: ProgressFn = print) -> SoakEntry:
     """One soak on one embedded server; the schedule is `schedule(seed, duration_s)`."""
     from echomq_bench.records.meta import server_settings
     from echomq_bench.servers import server_version, start
@@ -160,8 +101,8 @@ def run_soak(spec: Any, duration_s: float, seed: int, base: LoadSettings, log_ro
     keys = QueueKeys(f"soak-{secrets.token_hex(3)}")
     try:
         admin = server.client(socket_timeout=10)
-        result = SoakResult(spec.name, server_version(admin), seed, duration_s, counts(plan),
-                            server_settings=server_settings(admin))
+        result = SoakEntry(spec.name, server_version(admin), seed, duration_s, counts(plan),
+                           server_settings=server_settings(admin))
         on_server(server)
         settings = replace(base, fail_rate=0.0)  # see the module docstring
         log_dir = log_root / f"{spec.name}-soak"
@@ -180,8 +121,8 @@ def run_soak(spec: Any, duration_s: float, seed: int, base: LoadSettings, log_ro
             fleet.stop()
             proxy.stop()
         t_end = time.monotonic()
-        return replace(result, wall_s=t_end - t0,
-                       **_judge(ctx, read_logs(fleet.paths()), struck, (t0, t_stop, t_end)))
+        return tallied(replace(result, wall_s=t_end - t0,
+                               **_judge(ctx, read_logs(fleet.paths()), struck, (t0, t_stop, t_end))))
     finally:
         server.stop()
 
@@ -231,17 +172,18 @@ def _judge(ctx: Ctx, ev: Evidence, struck: list[Strike], times: tuple[float, flo
     held = audit_held(ctx, ev, places, zombies)
     answered = sorted(a.t for a in ev.accepted)
     limits = [start for _, start, *_ in struck[1:]] + [t_stop]
-    faults = [Struck(f.kind, f.family, f.at_s, round(start - t0, 3), round(end - t0, 3),
-                     text, inj is not None and inj.count > 0, recovery_s(answered, start, end, limit))
+    faults = [StruckEntry(f.kind, f.family, f.at_s, round(start - t0, 3), round(end - t0, 3),
+                          text, inj is not None and inj.count > 0, recovery_s(answered, start, end, limit))
               for (f, start, end, inj, text), limit in zip(struck, limits)]
     done = sum(f.injected for f in faults)
     history, judged = history_check(ctx.fleet, ctx.admin, ctx.keys)
-    checks = [Check(done == len(struck), f"{done}/{len(struck)} scheduled faults injected"),
-              Check(held.ambiguity.ok, held.ambiguity.text()), *held.checks, history]
+    checks = [CheckEntry(done == len(struck), f"{done}/{len(struck)} scheduled faults injected"),
+              CheckEntry(held.ambiguity.ok, held.ambiguity.text()), *held.checks, history]
     report = held.report
-    return dict(faults=faults, timeline=per_second(answered, t0, t_end), jobs=report.enqueued,
+    return dict(faults=tuple(faults), timeline=tuple(per_second(answered, t0, t_end)), jobs=report.enqueued,
                 completed=report.completed, lost=report.lost, double_accepted=report.double_accepted,
                 ambiguous=held.ambiguity.total, ambiguous_resolved=held.ambiguity.resolved,
                 unanswered=ev.unanswered, refused_expected=held.refused_expected,
-                refused_unexpected=held.refused_unexpected, checks=checks, passed=all(c.ok for c in checks),
-                audit={**report.to_dict(), "ambiguous": held.ambiguity.to_dict()}, history=judged)
+                refused_unexpected=held.refused_unexpected, checks=tuple(checks), passed=all(c.ok for c in checks),
+                audit=AuditEntry.from_record({**report.to_dict(), "ambiguous": held.ambiguity.to_dict()}),
+                history=judged)

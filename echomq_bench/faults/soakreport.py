@@ -12,12 +12,12 @@ Tables (one row per server in each):
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from echomq_bench.faults.historyrun import history_rows
-from echomq_bench.faults.soak import SoakResult
-from echomq_bench.records.kinds.faults import FaultsRecord
+from echomq_bench.records.kinds.faults import FaultsRecord, SoakEntry
 from echomq_bench.records.record import Record
 
 __all__ = ["soak_record", "soak_tables", "chart_name", "draw_timelines"]
@@ -27,7 +27,7 @@ _TOTALS = (("jobs", "jobs"), ("completed", "jobs"), ("lost", "jobs"), ("double_a
            ("unanswered", "calls"), ("refused_expected", "calls"), ("refused_unexpected", "calls"))
 
 
-def soak_tables(results: Sequence[SoakResult]) -> dict[str, list[dict[str, Any]]]:
+def soak_tables(results: Sequence[SoakEntry]) -> dict[str, list[dict[str, Any]]]:
     tables: dict[str, list[dict[str, Any]]] = {"faults": [], "soak_faults": [], "soak_kinds": [], "soak_timeline": []}
     for r in results:
         who = {"server": r.server, "build": r.build}
@@ -35,17 +35,17 @@ def soak_tables(results: Sequence[SoakResult]) -> dict[str, list[dict[str, Any]]
         totals += [("faults", sum(r.injected.values()), "faults"), ("passed", int(r.passed), "bool"),
                    *history_rows(r.history)]
         tables["faults"] += [{**who, "scenario": "soak", "metric": m, "value": v, "unit": u} for m, v, u in totals]
-        tables["soak_faults"] += [{**who, "seed": r.seed, **f.__dict__} for f in r.faults]
-        tables["soak_kinds"] += [{**who, **k} for k in r.kinds()]
+        tables["soak_faults"] += [{**who, "seed": r.seed, **f.to_record()} for f in r.faults]
+        tables["soak_kinds"] += [{**who, **k.to_record()} for k in r.kinds]
         tables["soak_timeline"] += [{**who, "t_s": t, "completes": n} for t, n in enumerate(r.timeline)]
     return tables
 
 
-def soak_record(results: Sequence[SoakResult], info: Mapping[str, Any]) -> Record:
+def soak_record(results: Sequence[SoakEntry], info: Mapping[str, Any]) -> Record:
     """The soaks as they are written: each build's totals, faults, checks and chart name in summary.json,
     and the tables above."""
     record = FaultsRecord(passed=all(r.passed for r in results), quick=False,
-                          soak=tuple(r.entry(chart_name(r.server)) for r in results))
+                          soak=tuple(replace(r, chart=chart_name(r.server)) for r in results))
     return Record(kind="faults", meta=info, tables=soak_tables(results), summary=record.to_record())
 
 

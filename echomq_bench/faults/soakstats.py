@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from dataclasses import dataclass
 from typing import Sequence
 
 from echomq_bench.measurement.stats import nearest_rank
+from echomq_bench.records.kinds.faults import KindEntry
 
 __all__ = ["RECOVERED_SHARE", "RECOVERY_MEANS", "PRE_S", "WINDOW_S", "STEP_S", "recovery_s",
-           "per_second", "KindFigures", "by_kind"]
+           "per_second", "by_kind"]
 
 RECOVERED_SHARE = 0.8
 PRE_S = 2.0
@@ -65,22 +65,11 @@ def per_second(times: Sequence[float], t0: float, end: float) -> list[int]:
     return bins
 
 
-@dataclass(frozen=True)
-class KindFigures:
-    kind: str
-    family: str
-    injected: int
-    recovered: int
-    recovery_p50_s: float | None
-    recovery_p99_s: float | None
-
-
-def by_kind(rows: Sequence[tuple[str, str, float | None]]) -> list[KindFigures]:
+def by_kind(rows: Sequence[tuple[str, str, float | None]]) -> list[KindEntry]:
     """Per kind, from (kind, family, recovery) per fault, in first-seen order."""
     out = []
     for kind in dict.fromkeys(k for k, _, _ in rows):
         mine = [r for r in rows if r[0] == kind]
         done = [r[2] for r in mine if r[2] is not None]
-        out.append(KindFigures(kind, mine[0][1], len(mine), len(done), nearest_rank(done, 0.5),
-                               nearest_rank(done, 0.99)))
+        out.append(KindEntry(kind, mine[0][1], len(mine), len(done), nearest_rank(done, 0.5), nearest_rank(done, 0.99)))
     return out

@@ -8,16 +8,17 @@ verb flagged twice, or one the baseline has no figure for. The status
 words run from worst to best: missing, regressed, inconclusive, flagged
 once only, a qualified ok, better, ok.
 
-The timing gate (microbench.gate.TimingVerdict) judges server time over a
-reference script's, and adds a script A/B, an advisory cross-run figure and
-noise that can leave a verb inconclusive; the count gate
-(counts.verdict.CountVerdict) judges instructions per call and names what
-grew. Each subclass holds its own figures and evidence; the rule is here.
+The timing gate's verdict (records.kinds.gate.GateVerdictEntry) judges
+server time over a reference script's, and adds a script A/B, an advisory
+cross-run figure and noise that can leave a verb inconclusive; the count
+gate's (records.kinds.counts.CountVerdictEntry) judges instructions per call
+and names what grew. Each is its record's entry: it holds its own figures
+and evidence, and is written as the record keeps it; the rule is here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Mapping, Self, Sequence
 
 __all__ = ["RegressionVerdict", "AllowedChange", "MISSING", "NOT_CONFIRMED", "TOO_NOISY"]
@@ -41,7 +42,8 @@ def _under(check: AllowedChange) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class RegressionVerdict:
-    """One verb against its baseline; a gate's subclass adds its figures, its evidence and its words."""
+    """One verb against its baseline; a gate's subclass adds its figures, its evidence and its words. The
+    record keeps these fields first, then the subclass's, then the status as said."""
 
     change: float | None = None    # now / base - 1; None: no baseline figure to compare
     allowed: float | None = None   # the largest change the baseline's spread explains
@@ -51,6 +53,14 @@ class RegressionVerdict:
     WORSE: ClassVar[str] = "WORSE"    # the status word of a regression
     BETTER: ClassVar[str] = "better"  # ... of a change beyond the allowance the other way
     DIGITS: ClassVar[int] = 4         # a float's digits as the record holds it
+
+    def __post_init__(self) -> None:
+        # The figures held at the record's digits: the status said when the gate ran is the one
+        # a reader of the record works out again.
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float):
+                object.__setattr__(self, f.name, round(value, self.DIGITS))
 
     def checks(self) -> Sequence[AllowedChange]:
         """The changes that count, each with its allowance."""
@@ -99,9 +109,8 @@ class RegressionVerdict:
         """This verdict after the verb was measured once more: a flag stands only if raised again."""
         return replace(self, confirmed=again.flagged) if self.flagged else self
 
-    def to_dict(self) -> dict[str, Any]:
-        """Every field as the record holds it, floats rounded, and the status as said."""
-        out = {k: (round(v, self.DIGITS) if isinstance(v, float) else dict(v) if isinstance(v, Mapping) else v)
-               for k, v in vars(self).items()}
+    def to_record(self) -> dict[str, Any]:
+        """Every field as the record holds it, and the status as said."""
+        out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in vars(self).items()}
         out["status"] = self.status
         return out

@@ -116,7 +116,8 @@ def precision_reached(ratios: Sequence[float], precision: float, level: float = 
 
 def judge(ratios: Sequence[float], *, higher_is_better: bool, margin: float = MARGIN, level: float = LEVEL,
           min_trials: int = MIN_TRIALS, excluded: int = 0) -> RatioVerdict:
-    """The verdict on one ratio other/baseline per trial; see the module's rule."""
+    """The verdict on one ratio other/baseline per trial; see the module's rule. No trial to judge
+    is inconclusive, with no ratio."""
     if not 0 < level < 1:
         raise ValueError(f"level must be between 0 and 1, got {level}")
     if not 0 < margin < 1:
@@ -124,7 +125,8 @@ def judge(ratios: Sequence[float], *, higher_is_better: bool, margin: float = MA
     logs = _logs(ratios)
     n = len(logs)
     if n == 0:
-        raise ValueError("no trials to judge")
+        return RatioVerdict(INCONCLUSIVE, ratio=math.nan, ci=None, n=0, excluded=excluded, margin=margin, level=level,
+                            higher_is_better=higher_is_better, p_difference=None, p_equivalence=None)
     mean = float(np.mean(logs))
     ci: tuple[float, float] | None = None
     p_diff = p_equiv = None

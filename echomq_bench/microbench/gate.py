@@ -21,9 +21,8 @@ import math
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from echomq_bench.measurement.regression import AllowedChange, RegressionVerdict
 from echomq_bench.measurement.serverstats import bound
 from echomq_bench.progress import Progress
 from echomq_bench.microbench.benchmark_machine import differences
@@ -32,7 +31,7 @@ from echomq_bench.microbench.baseline import (UPDATE_PASSES, BaselineError, base
                                               write_baseline, write_scripts)
 from echomq_bench.microbench.history_baseline import HISTORY, UPDATE_WITH_HISTORY, history_baseline
 from echomq_bench.microbench.cases import CASES, VERB_CASES
-from echomq_bench.records.kinds.gate import BaselineFrom, GateEntry, GateVerdictEntry
+from echomq_bench.records.kinds.gate import MIN_JUDGED_US, BaselineFrom, GateEntry, GateVerdictEntry
 
 if TYPE_CHECKING:
     from echomq_bench.microbench.figures import Figure, Measurement
@@ -41,15 +40,12 @@ if TYPE_CHECKING:
 # numpy (microbench.runner) loads when a gate runs, not when the CLI builds
 # its parser for another command.
 
-__all__ = ["GateOptions", "GateResult", "TimingVerdict", "gate_one", "verdicts", "DEFAULT_TOLERANCE",
+__all__ = ["GateOptions", "GateResult", "gate_one", "verdicts", "DEFAULT_TOLERANCE",
            "DEFAULT_AB_TOLERANCE"]
 
 DEFAULT_TOLERANCE = 0.20
 DEFAULT_AB_TOLERANCE = 0.10
 Z = 3.0
-# commandstats reads each call in whole µs: a verb under 2 µs moves by a whole
-# tick when the machine's speed shifts, so its cross-run figure is shown, not judged.
-MIN_JUDGED_US = 2.0
 NOISY_PASSES = 2    # more passes a noisy verb may get: the sample grows, the allowance never does
 
 
@@ -67,52 +63,13 @@ class GateOptions:
     quiet: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
-class TimingVerdict(RegressionVerdict):
-    """One verb's server time over its reference's against the baseline's (the normalised check, a
-    cross-run figure), and the script A/B where the script changed."""
-
-    case: str
-    reference: str
-    server_us: float
-    client_us: float
-    base_ratio: float | None
-    now_ratio: float
-    ab_change: float | None = None   # current script / baseline script - 1, interleaved
-    ab_allowed: float | None = None
-    advisory: bool = False         # the baseline is of another machine: the normalised check is shown, not judged
-    noisy: bool = False            # a check that counts has 3 standard errors above its tolerance
-    below_resolution: bool = False  # under MIN_JUDGED_US: the normalised check is shown, not judged
-
-    WORSE: ClassVar[str] = "SLOWER"
-    BETTER: ClassVar[str] = "faster"
-
-    def checks(self) -> Sequence[AllowedChange]:
-        ab = (self.ab_change, self.ab_allowed)
-        return (ab,) if self.advisory or self.below_resolution else ((self.change, self.allowed), ab)
-
-    @property
-    def inconclusive(self) -> bool:
-        return self.noisy and not self.regressed
-
-    @property
-    def note(self) -> str:
-        if self.base_ratio is None:   # nothing compared across runs: nothing to qualify
-            return ""
-        if self.advisory:
-            return "cross-run figure advisory: another machine"
-        if self.below_resolution:
-            return f"cross-run figure advisory: under {MIN_JUDGED_US:g} µs"
-        return ""
-
-
 def _noise(*errors: float) -> float:
     """Z combined relative errors: the smallest change this measurement can tell from none."""
     return Z * math.sqrt(sum(x * x for x in errors if x == x))  # nan-safe
 
 
 def verdicts(m: Measurement, base: dict[str, Any] | None, tolerance: float, ab_tolerance: float,
-             same_machine: bool = True) -> list[TimingVerdict]:
+             same_machine: bool = True) -> list[GateVerdictEntry]:
     """One verdict per case. The tolerances are the allowances; a larger noise
     does not widen them (a noisier run would get a more lenient gate) but makes
     the verb inconclusive."""
@@ -133,7 +90,7 @@ def verdicts(m: Measurement, base: dict[str, Any] | None, tolerance: float, ab_t
             noisy = same_machine and not coarse and noise > tolerance
         ab = comparisons.get(case)
         noisy |= ab is not None and _noise(ab.se) > ab_tolerance
-        out.append(TimingVerdict(
+        out.append(GateVerdictEntry(
             case=case, reference=f.reference, server_us=f.server_us, client_us=f.client_us,
             base_ratio=float(b["server_ratio"]) if b else None, now_ratio=f.server_ratio, change=change,
             allowed=tolerance if b else None, ab_change=ab.ratio - 1 if ab else None,
@@ -149,7 +106,7 @@ class GateResult:
     baseline: Path
     baseline_info: dict[str, Any] | None
     measurement: Measurement
-    verdicts: list[TimingVerdict]
+    verdicts: list[GateVerdictEntry]
     changed_scripts: list[str] = field(default_factory=list)
     updated: bool = False
     run_dir: Path | None = None       # the results folder the run was written to
@@ -174,7 +131,7 @@ class GateResult:
             lua_shown=shown(m.lua_dir), server_main_thread_busy=round(m.server_utilization, 3),
             client_busy=round(m.client_utilization, 3), bound=bound(m.server_utilization, m.client_utilization),
             rounds=m.settings.rounds, calls=m.settings.calls, baseline_from=self.baseline_from(),
-            verdicts=tuple(GateVerdictEntry.from_record(v.to_dict()) for v in self.verdicts),
+            verdicts=tuple(self.verdicts),
             # What a later gate needs to judge against this run (`--baseline history`).
             figures={name: f.to_dict() for name, f in m.figures().items()})
 
@@ -281,8 +238,8 @@ def _until_clear(client: Any, mo: Any, m: Measurement, base: dict[str, Any] | No
     return m
 
 
-def _confirmed(client: Any, first: Any, found: list[TimingVerdict], base: dict[str, Any] | None,
-               o: GateOptions, same: bool) -> list[TimingVerdict]:
+def _confirmed(client: Any, first: Any, found: list[GateVerdictEntry], base: dict[str, Any] | None,
+               o: GateOptions, same: bool) -> list[GateVerdictEntry]:
     """With any verb flagged, the whole case set measured once more, so the
     second pass runs under the same mix as the first; a flagged verb not
     flagged again is marked unconfirmed."""

@@ -12,7 +12,7 @@ from echomq_bench.peers.intervals import FIGURES_WITH_CI, interval, ratio_verdic
 from echomq_bench.peers.result import PeerRun, Phase
 from echomq_bench.peers.rounds import HEADLINE, PeersSettings, pairs
 from echomq_bench.measurement.stats import median, span
-from echomq_bench.records.kinds.compare import VerdictEntry
+from echomq_bench.records.kinds.compare import RatioVerdictEntry
 from echomq_bench.records.kinds.peers import (FailureEntry, HeadlineEntry, IntervalEntry, MemoryEntry, PeersRecord,
                                               PhaseEntry, QueueEntry)
 
@@ -92,7 +92,8 @@ def _entry(server: str, queue: tuple[str, str], mine: list[PeerRun], base: list[
                            key_sample_after_drain=tuple(mine[-1].key_sample)),
         ci={k: IntervalEntry.from_record(interval([float(getattr(r, k)) for r in clean])) for k in FIGURES_WITH_CI},
         # A figure no trial pair judged (a zero or a failed trial on either side): an empty verdict, no ratio.
-        vs_baseline={k: VerdictEntry() if v is None else VerdictEntry.from_record(v) for k, v in verdicts.items()},
+        vs_baseline={k: RatioVerdictEntry() if v is None else RatioVerdictEntry.from_record(v)
+                     for k, v in verdicts.items()},
         spread={**spread, "drain_jobs_per_s": list(span(r.drain.jobs_per_s for r in mine))},
         drained_clean=all(r.clean for r in mine), ran=tuple(r.ran for r in mine), leftovers=mine[-1].leftovers,
         **{k: median(getattr(r, k) for r in mine) for k in FIGURES_WITH_CI})

@@ -224,7 +224,7 @@ def test_a_verdict_names_each_command_the_script_now_calls_more_often() -> None:
     verdict = judge("claim", now, base, 10)
     assert (verdict.grew, verdict.grew_by, dict(verdict.more_calls or {})) == ("lua", 7_500, {"ZINTERCARD": 1.0})
     assert verdict.named() == "lua +7,500 per call; calls ZINTERCARD +1 per call"
-    assert verdict.to_dict()["more_calls"] == {"ZINTERCARD": 1.0}
+    assert verdict.to_record()["more_calls"] == {"ZINTERCARD": 1.0}
 
 
 def test_the_count_gate_writes_its_typed_record_and_the_report_reads_it_back(tmp_path: Path) -> None:

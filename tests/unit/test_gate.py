@@ -16,8 +16,8 @@ from echomq_bench.commands.gate import (
     load_baseline,
     slowed_copy,
 )
-from echomq_bench.microbench.gate import TimingVerdict
 from echomq_bench.microbench.runner import VERB_CASES
+from echomq_bench.records.kinds.gate import GateVerdictEntry
 from echomq.scripts import discover
 from tests.helpers import ROOT
 
@@ -76,10 +76,10 @@ def test_a_round_whose_reference_reads_zero_microseconds_has_no_ratio() -> None:
     assert math.isnan(pooled_ratio([[4.0]], [[0.0]], bootstrap=False)[0])   # nothing to divide by: no figure, no crash
 
 
-def _verdict(**kw: object) -> TimingVerdict:
+def _verdict(**kw: object) -> GateVerdictEntry:
     base = dict(case="claim", reference="noop_script", server_us=20.0, client_us=60.0, base_ratio=10.0,
                 now_ratio=10.0, change=0.0, allowed=0.2)
-    return TimingVerdict(**{**base, **kw})  # type: ignore[arg-type]
+    return GateVerdictEntry(**{**base, **kw})  # type: ignore[arg-type]
 
 
 def test_a_verb_missing_from_the_baseline_fails() -> None:
@@ -188,7 +188,7 @@ def _measurement(claim_us: int, ab_claim_us: int | None = None) -> Any:
                        server_main_cpu_s=4.0, client_cpu_s=9.0)
 
 
-def _last_line(found: list[TimingVerdict], base: dict[str, Any], folder: Path) -> str:
+def _last_line(found: list[GateVerdictEntry], base: dict[str, Any], folder: Path) -> str:
     """The line the gate ends on for these verdicts, as its record prints it."""
     from echomq_bench.commands.gate import gate_record
     from echomq_bench.microbench.gate import GateResult

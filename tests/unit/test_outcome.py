@@ -9,7 +9,7 @@ import pytest
 
 from echomq import verbs
 from echomq.keys import QueueKeys
-from echomq.outcome import (LEASE_SAFETY, Identity, Leases, Row, Verdict, judge, judge_complete,
+from echomq.outcome import (LEASE_SAFETY, Identity, Leases, Row, LostReplyOutcome, judge, judge_complete,
                             judge_enqueue, judge_retry)
 
 ERR = b"boom"
@@ -48,7 +48,7 @@ def test_judge_retry(row: Row | None, token: int, live: bool, kind: str, reply: 
 
 
 def test_a_retry_whose_error_reads_like_reap_is_never_judged_by_it() -> None:
-    assert judge_retry(Row("dead", 3, b"lease expired"), 3, b"lease expired", 3, False) == Verdict(
+    assert judge_retry(Row("dead", 3, b"lease expired"), 3, b"lease expired", 3, False) == LostReplyOutcome(
         "unknown", why="the row is dead, attempts 3, and our lease may have expired and been reaped")
 
 
@@ -105,10 +105,10 @@ JID = "JOB00000000001"
 
 def test_a_call_is_judged_by_its_own_verb_token_error_and_max_attempts() -> None:
     complete = verbs.complete(KEYS, JID, 3)
-    assert judge(complete, None, True) == judge_complete(None, 3, True) == Verdict(
+    assert judge(complete, None, True) == judge_complete(None, 3, True) == LostReplyOutcome(
         "landed", "ok", "the row is gone while our lease was still running")
     retry = verbs.retry(KEYS, JID, 3, "boom", 500, 3)  # a str error is judged as its UTF-8 bytes
-    assert judge(retry, Row("dead", 3, ERR), False) == Verdict("landed", "dead",
+    assert judge(retry, Row("dead", 3, ERR), False) == LostReplyOutcome("landed", "dead",
                                                                "the job is dead with last_error b'boom'")
     assert judge(verbs.retry(KEYS, JID, 2, ERR, 0, 3), Row("scheduled", 2), False).reply == "scheduled"
 

@@ -166,7 +166,7 @@ def test_the_printed_record_carries_every_figure_and_ratio_within_100_columns(tm
 def test_the_record_reads_back_as_built_and_an_unpaired_figure_has_an_empty_verdict() -> None:
     from echomq_bench.peers.summary import build_record, ratio_rows
     from echomq_bench.peers.rounds import PeersSettings
-    from echomq_bench.records.kinds.compare import VerdictEntry
+    from echomq_bench.records.kinds.compare import RatioVerdictEntry
     from echomq_bench.records.kinds.peers import PeersRecord, headlines
     from echomq_bench.records.record import Record
 
@@ -183,7 +183,7 @@ def test_the_record_reads_back_as_built_and_an_unpaired_figure_has_an_empty_verd
     assert [r["metric"] for r in ratio_rows(record)] == ["server_us_per_job", "jobs_per_s", "commands_per_job",
                                                          "round_trips_per_job"]
     assert record.failures[0].error == "boom\nmore" and record.headline.queue == "echomq"
-    unjudged = PeersRecord(queues=(replace(echomq, vs_baseline={"jobs_per_s": VerdictEntry()}),))
+    unjudged = PeersRecord(queues=(replace(echomq, vs_baseline={"jobs_per_s": RatioVerdictEntry()}),))
     assert ratio_rows(unjudged) == []
     figures = {h.metric: h.value for h in headlines(Record(kind="peers", summary=record.to_record()))}
     assert figures["peers.echomq.server_us_per_job"] == pytest.approx(47.5)

@@ -37,23 +37,25 @@ def _row(text: str, *first: str) -> list[str]:
 
 
 def _outcomes() -> list[Any]:
-    from echomq_bench.faults.base import Check
-    from echomq_bench.faults.runner import Outcome
+    from echomq_bench.records.kinds.faults import AuditEntry, CheckEntry, ScenarioEntry
 
     audit = {"enqueued": 2433, "completed": 2433, "in_two_places": 0, "zombie_sent": 0, "zombie_accepted": 0}
-    crash = Outcome("redis", "redis 7.0.15", "crash", "2 consumers SIGKILLed mid-lease", recovery_means="kill to "
-                    "the last killed job completed by its next holder", jobs=2433, completed=2431, faults=4,
-                    refused_expected=3, unanswered=1, ambiguous=2, ambiguous_resolved=2, recovery_s=1.1, passed=True,
-                    checks=[Check(True, "2/2 consumers killed while holding a lease"),
-                            Check(True, "audit: lost 0, in two places 0, unknown ids 0")], audit=audit)
-    zombie = Outcome("redis", "redis 7.0.15", "zombie", "2 consumers SIGSTOPped past their lease", jobs=517,
-                     completed=502, faults=2, refused_expected=2, recovery_s=1.05, passed=False,
-                     checks=[Check(False, "completes accepted twice 1, zombie completes accepted 1")],
-                     double_accepted=1, audit={**audit, "in_two_places": 2, "zombie_sent": 2, "zombie_accepted": 1})
-    nopersist = Outcome("redis", "redis 7.0.15", "restart-nopersist", "the server SIGKILLed and restarted", jobs=2522,
-                        completed=2427, faults=1, lost=95, recovery_s=0.03, passed=True, audit=audit)
-    pause = Outcome("redis", "", "pause", "the server SIGSTOPped",
-                    skipped="needs an embedded server (it signals or restarts the server process)")
+    crash = ScenarioEntry("redis", "redis 7.0.15", "crash", "2 consumers SIGKILLed mid-lease", recovery_means="kill "
+                          "to the last killed job completed by its next holder", jobs=2433, completed=2431, faults=4,
+                          refused_expected=3, unanswered=1, ambiguous=2, ambiguous_resolved=2, recovery_s=1.1,
+                          passed=True, checks=(CheckEntry(True, "2/2 consumers killed while holding a lease"),
+                                               CheckEntry(True, "audit: lost 0, in two places 0, unknown ids 0")),
+                          audit=AuditEntry.from_record(audit))
+    zombie = ScenarioEntry("redis", "redis 7.0.15", "zombie", "2 consumers SIGSTOPped past their lease", jobs=517,
+                           completed=502, faults=2, refused_expected=2, recovery_s=1.05, passed=False,
+                           checks=(CheckEntry(False, "completes accepted twice 1, zombie completes accepted 1"),),
+                           double_accepted=1, audit=AuditEntry.from_record(
+                               {**audit, "in_two_places": 2, "zombie_sent": 2, "zombie_accepted": 1}))
+    nopersist = ScenarioEntry("redis", "redis 7.0.15", "restart-nopersist", "the server SIGKILLed and restarted",
+                              jobs=2522, completed=2427, faults=1, lost=95, recovery_s=0.03, passed=True,
+                              audit=AuditEntry.from_record(audit))
+    pause = ScenarioEntry("redis", "", "pause", "the server SIGSTOPped",
+                          skipped="needs an embedded server (it signals or restarts the server process)")
     return [crash, zombie, nopersist, pause]
 
 
@@ -80,17 +82,18 @@ def test_faults_prints_each_scenarios_audit_fault_and_checks(tmp_path: Path) -> 
 
 
 def _soak() -> Any:
-    from echomq_bench.faults.base import Check
-    from echomq_bench.faults.soak import SoakResult, Struck
+    from echomq_bench.faults.soak import tallied
+    from echomq_bench.records.kinds.faults import CheckEntry, SoakEntry, StruckEntry
 
-    faults = [Struck("zombie", "process", 2.0, 2.0, 4.1, "1 consumers SIGSTOPped", True, 0.0),
-              Struck("half-open", "network", 7.0, 7.4, 7.5, "7 connections half-open", True, 0.4),
-              Struck("oom", "process", 10.0, 10.6, 12.0, "maxmemory = in use + 128 KiB", True, None)]
-    return SoakResult("redis", "redis 7.0.15", 7, 20.0, {"zombie": 1, "half-open": 1, "oom": 1}, faults=faults,
-                      timeline=[250, 260, 100, 270] * 5, jobs=5691, completed=5691, ambiguous=6, ambiguous_resolved=6,
-                      checks=[Check(True, "3/3 scheduled faults injected"),
-                              Check(True, "6/6 calls whose reply was lost resolved: enqueue 0 landed / 2 not")],
-                      passed=True)
+    faults = (StruckEntry("zombie", "process", 2.0, 2.0, 4.1, "1 consumers SIGSTOPped", True, 0.0),
+              StruckEntry("half-open", "network", 7.0, 7.4, 7.5, "7 connections half-open", True, 0.4),
+              StruckEntry("oom", "process", 10.0, 10.6, 12.0, "maxmemory = in use + 128 KiB", True, None))
+    return tallied(SoakEntry("redis", "redis 7.0.15", 7, 20.0, {"zombie": 1, "half-open": 1, "oom": 1}, faults=faults,
+                             timeline=(250, 260, 100, 270) * 5, jobs=5691, completed=5691, ambiguous=6,
+                             ambiguous_resolved=6, passed=True,
+                             checks=(CheckEntry(True, "3/3 scheduled faults injected"),
+                                     CheckEntry(True, "6/6 calls whose reply was lost resolved: "
+                                                      "enqueue 0 landed / 2 not"))))
 
 
 def test_a_soak_prints_its_seed_faults_audit_recovery_and_chart(tmp_path: Path) -> None:
@@ -118,18 +121,18 @@ def test_a_soak_prints_its_seed_faults_audit_recovery_and_chart(tmp_path: Path) 
 
 
 def _failover_result() -> Any:
-    from echomq_bench.faults.failover_result import FailoverResult
     from echomq_bench.load.audit import AuditReport
+    from echomq_bench.records.kinds.failover import FailoverRun
 
     audit = AuditReport(enqueued=600, completed=590, pending=10, active=0, scheduled=0, dead=0, lost=0,
                         in_two_places=0, unknown=0, double_accepted=0, zombie_sent=0, zombie_accepted=0, refused=3,
                         refused_not_superseded=0, examples={"refused": ["j1", "j2"]})
-    result = FailoverResult(name="redis-cluster", version="redis 7.0.15", queues=["fo0", "fo2"],
-                            victim="127.0.0.1:7001", new_master="127.0.0.1:7004", kill_to_promoted_s=1.37,
-                            kill_to_ready_s=1.52, kill_to_resumed_s=1.61, errors_window_s=1.4,
-                            errors={"ConnectionError": 12, "ServerUnavailableError": 3}, ops=640, load_s=4.2,
-                            doubt_enqueue=2, doubt_enqueue_found=1, doubt_complete=1, doubt_complete_gone=1,
-                            report=audit, kill_to_claim_only_s=1.58, claim_only_failed=27)
+    result = FailoverRun(name="redis-cluster", version="redis 7.0.15", queues=("fo0", "fo2"),
+                         victim="127.0.0.1:7001", new_master="127.0.0.1:7004", kill_to_promoted_s=1.37,
+                         kill_to_ready_s=1.52, kill_to_resumed_s=1.61, errors_window_s=1.4,
+                         errors={"ConnectionError": 12, "ServerUnavailableError": 3}, ops=640, load_s=4.2,
+                         doubt_enqueue=2, doubt_enqueue_found=1, doubt_complete=1, doubt_complete_gone=1,
+                         audit=audit.to_dict(), kill_to_claim_only_s=1.58, claim_only_failed=27)
     return result
 
 

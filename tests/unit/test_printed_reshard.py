@@ -9,8 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from echomq_bench.faults.reshard_result import ReshardResult, reshard_record
+from echomq_bench.faults.reshard_result import judged, reshard_record
 from echomq_bench.load.audit import AuditReport
+from echomq_bench.records.kinds.reshard import ReshardRun
 from echomq_bench.records.writer import write_record
 from echomq_bench.report import record_text
 from echomq_bench.report.text import WIDTH
@@ -23,15 +24,15 @@ HISTORY = {"jobs": 1747, "counts": {"ok": 1733, "lost": 0, "recovered": 0, "unex
            "by_fault": {"reshard": {"ok": 179, "indeterminate": 14}, "none": {"ok": 1554}}, "passed": True}
 
 
-def _result() -> ReshardResult:
+def _result() -> ReshardRun:
     audit = AuditReport(enqueued=1733, completed=1704, pending=0, active=0, scheduled=0, dead=29, lost=0,
                         in_two_places=0, unknown=0, double_accepted=0, zombie_sent=0, zombie_accepted=0, refused=0,
                         refused_not_superseded=0, examples={})
-    return ReshardResult(name="redis-cluster", version="redis 7.0.15", queues=["rs1", "rs0"], slot=3344, moves=2,
-                         keys_moved=408, moving_s=3.17, move_refused=None, load_s=4.2,
-                         errors={"ServerUnavailableError": 35}, ops=5155,
-                         in_no_set=0, without_row=0, doubt_enqueue=14, doubt_enqueue_found=0, doubt_complete=0,
-                         doubt_complete_gone=0, report=audit, history=HISTORY)
+    return ReshardRun(name="redis-cluster", version="redis 7.0.15", queues=("rs1", "rs0"), slot=3344, moves=2,
+                      keys_moved=408, moving_s=3.17, move_refused=None, load_s=4.2,
+                      errors={"ServerUnavailableError": 35}, ops=5155,
+                      in_no_set=0, without_row=0, doubt_enqueue=14, doubt_enqueue_found=0, doubt_complete=0,
+                      doubt_complete_gone=0, audit=audit.to_dict(), history=HISTORY)
 
 
 def _row(text: str, figure: str) -> list[str]:
@@ -40,7 +41,7 @@ def _row(text: str, figure: str) -> list[str]:
 
 
 def test_reshard_prints_the_moves_the_strays_the_audit_and_the_history(tmp_path: Path) -> None:
-    write_record(tmp_path, reshard_record([_result()], META))
+    write_record(tmp_path, reshard_record([judged(_result())], META))
     text = record_text(tmp_path)
     assert not [line for line in text.splitlines() if len(line) > WIDTH]
     for figure, value in (("slot moved (queue 0's)", "3344"),
@@ -54,8 +55,8 @@ def test_reshard_prints_the_moves_the_strays_the_audit_and_the_history(tmp_path:
 
 
 def test_a_row_in_no_set_fails_the_run(tmp_path: Path) -> None:
-    stranded = replace(_result(), in_no_set=1)
-    assert not stranded.passed and _result().passed
-    assert not replace(_result(), move_refused="MIGRATE [b'k'] refused: BUSYKEY").passed
+    stranded = judged(replace(_result(), in_no_set=1))
+    assert not stranded.passed and judged(_result()).passed
+    assert not judged(replace(_result(), move_refused="MIGRATE [b'k'] refused: BUSYKEY")).passed
     write_record(tmp_path, reshard_record([stranded], META))
     assert _row(record_text(tmp_path), "run") == ["run", "FAIL"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -78,19 +79,17 @@ def test_an_entry_without_a_key_every_writer_writes_is_refused_by_name() -> None
 
 def test_a_faults_scenario_s_audit_is_written_typed_and_a_skipped_one_has_none() -> None:
     from echomq_bench.commands.faults import faults_record
-    from echomq_bench.faults.base import Check
-    from echomq_bench.faults.runner import Outcome
     from echomq_bench.load.audit import AuditReport
     from echomq_bench.records.entries import plain
-    from echomq_bench.records.kinds.faults import FaultsRecord
+    from echomq_bench.records.kinds.faults import AuditEntry, CheckEntry, FaultsRecord, ScenarioEntry
 
     report = AuditReport(enqueued=10, completed=9, pending=1, active=0, scheduled=0, dead=0, lost=0, in_two_places=0,
                          unknown=0, double_accepted=0, zombie_sent=2, zombie_accepted=0, refused=2,
                          refused_not_superseded=0, examples={})
-    ran = Outcome("redis", "redis 7.0.15", "zombie", "SIGSTOP", jobs=10, completed=9, passed=True,
-                  checks=[Check(True, "no zombie complete accepted")],
-                  audit={**report.to_dict(), "ambiguous": {"total": 1, "resolved": 1}})
-    skipped = Outcome("redis", "", "pause", "SIGSTOP the server", skipped="needs an embedded server")
+    ran = ScenarioEntry("redis", "redis 7.0.15", "zombie", "SIGSTOP", jobs=10, completed=9, passed=True,
+                        checks=(CheckEntry(True, "no zombie complete accepted"),),
+                        audit=AuditEntry.from_record({**report.to_dict(), "ambiguous": {"total": 1, "resolved": 1}}))
+    skipped = ScenarioEntry("redis", "", "pause", "SIGSTOP the server", skipped="needs an embedded server")
     summary = json.loads(json.dumps(plain(faults_record([ran, skipped], {}, quick=True).summary)))
     record = FaultsRecord.from_record(summary)
     audit = record.scenarios[0].audit
@@ -102,18 +101,19 @@ def test_a_faults_scenario_s_audit_is_written_typed_and_a_skipped_one_has_none()
 
 
 def test_a_reshard_result_lives_with_the_faults_and_writes_its_typed_run() -> None:
-    from echomq_bench.faults.reshard_result import ReshardResult, reshard_record
+    from echomq_bench.faults.reshard_result import judged, reshard_record
     from echomq_bench.load.audit import AuditReport
-    from echomq_bench.records.kinds.reshard import ReshardRecord
+    from echomq_bench.records.kinds.reshard import ReshardRecord, ReshardRun
 
     report = AuditReport(enqueued=5, completed=5, pending=0, active=0, scheduled=0, dead=0, lost=0, in_two_places=0,
                          unknown=0, double_accepted=0, zombie_sent=0, zombie_accepted=0, refused=0,
                          refused_not_superseded=0, examples={})
-    result = ReshardResult(name="redis-cluster", version="redis 7.0.15", queues=["q0"], slot=1, moves=2, keys_moved=9,
-                           moving_s=1.0, move_refused=None, load_s=2.0, errors={}, ops=50, in_no_set=1, without_row=0,
-                           doubt_enqueue=0, doubt_enqueue_found=0, doubt_complete=0, doubt_complete_gone=0,
-                           report=report)
+    result = judged(ReshardRun(name="redis-cluster", version="redis 7.0.15", queues=("q0",), slot=1, moves=2,
+                               keys_moved=9, moving_s=1.0, move_refused=None, load_s=2.0, errors={}, ops=50,
+                               in_no_set=1, without_row=0, doubt_enqueue=0, doubt_enqueue_found=0, doubt_complete=0,
+                               doubt_complete_gone=0, audit=report.to_dict()))
     written = reshard_record([result], {})
     run = ReshardRecord.from_record(written.summary).runs[0]
-    assert run == result.to_run() and run.passed is False   # a job row in no set fails the run
+    assert run == result and run.passed is False   # a job row in no set fails the run
+    assert judged(replace(run, in_no_set=0)).passed is True
     assert {r["metric"]: r["value"] for r in written.tables["reshard"]}["in_no_set"] == 1

@@ -9,25 +9,23 @@ from typing import Any, Callable
 
 import pytest
 
-from echomq_bench.counts.verdict import CountVerdict
 from echomq_bench.measurement.regression import RegressionVerdict
-from echomq_bench.microbench.gate import TimingVerdict
 from echomq_bench.records.kinds.counts import CountVerdictEntry
 from echomq_bench.records.kinds.gate import GateVerdictEntry
 
 Make = Callable[..., RegressionVerdict]
 
 
-def timing(change: float | None, allowed: float | None = 0.20, **kw: Any) -> TimingVerdict:
+def timing(change: float | None, allowed: float | None = 0.20, **kw: Any) -> GateVerdictEntry:
     base = None if change is None else 10.0
-    return TimingVerdict(case="claim", reference="noop_script", server_us=20.0, client_us=60.0, base_ratio=base,
-                         now_ratio=10.0 * (1 + (change or 0.0)), change=change, allowed=allowed, **kw)
+    return GateVerdictEntry(case="claim", reference="noop_script", server_us=20.0, client_us=60.0, base_ratio=base,
+                            now_ratio=10.0 * (1 + (change or 0.0)), change=change, allowed=allowed, **kw)
 
 
-def count(change: float | None, allowed: float | None = 0.01, **kw: Any) -> CountVerdict:
+def count(change: float | None, allowed: float | None = 0.01, **kw: Any) -> CountVerdictEntry:
     base = None if change is None else 100_000.0
-    return CountVerdict(verb="claim", base=base, now=100_000.0 * (1 + (change or 0.0)), change=change,
-                        allowed=allowed, **kw)
+    return CountVerdictEntry(verb="claim", base=base, now=100_000.0 * (1 + (change or 0.0)), change=change,
+                             allowed=allowed, **kw)
 
 
 # Each gate: how it is made, its allowance, and its words for worse and better.
@@ -100,8 +98,8 @@ def test_the_timing_gate_judges_its_script_ab_beside_the_cross_run_figure() -> N
                                              CountVerdictEntry)], ids=["timing", "count"])
 def test_a_verdict_is_written_under_its_records_keys_and_read_back_with_its_status(
         verdict: RegressionVerdict, entry: Any) -> None:
-    written = verdict.to_dict()
-    assert set(written) == {f.name for f in fields(entry)}
+    written = verdict.to_record()
+    assert set(written) == {f.name for f in fields(entry)} | {"status"} and written["status"] == verdict.status
     read = entry.from_record(written)
     assert (read.change, read.allowed, read.confirmed, read.missing, read.status) == (
         verdict.change, verdict.allowed, verdict.confirmed, verdict.missing, verdict.status)

@@ -124,17 +124,18 @@ def _check_rows() -> list[dict[str, object]]:
 
 
 def _failover_record() -> Record:
-    from echomq_bench.faults.failover_result import FailoverResult, failover_record
+    from echomq_bench.faults.failover_result import failover_record
     from echomq_bench.load.audit import AuditReport
+    from echomq_bench.records.kinds.failover import FailoverRun
 
     audit = AuditReport(enqueued=600, completed=590, pending=10, active=0, scheduled=0, dead=0, lost=0,
                         in_two_places=0, unknown=0, double_accepted=0, zombie_sent=0, zombie_accepted=0, refused=0,
                         refused_not_superseded=0, examples={})
-    result = FailoverResult(name="redis-cluster", version="redis 7.0.15", queues=["q0", "q1"], victim="127.0.0.1:7001",
-                            new_master="127.0.0.1:7004", kill_to_promoted_s=1.37, kill_to_ready_s=1.52,
-                            kill_to_resumed_s=1.61, errors_window_s=1.4, errors={"ConnectionError": 12}, ops=640,
-                            load_s=4.2, doubt_enqueue=1, doubt_enqueue_found=1, doubt_complete=0,
-                            doubt_complete_gone=0, report=audit)
+    result = FailoverRun(name="redis-cluster", version="redis 7.0.15", queues=("q0", "q1"), victim="127.0.0.1:7001",
+                         new_master="127.0.0.1:7004", kill_to_promoted_s=1.37, kill_to_ready_s=1.52,
+                         kill_to_resumed_s=1.61, errors_window_s=1.4, errors={"ConnectionError": 12}, ops=640,
+                         load_s=4.2, doubt_enqueue=1, doubt_enqueue_found=1, doubt_complete=0,
+                         doubt_complete_gone=0, audit=audit.to_dict())
     return failover_record([result], {"machine": {"cpu_model": "test", "cpu_count": 2}})
 
 

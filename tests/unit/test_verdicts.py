@@ -69,10 +69,17 @@ def test_the_margin_is_declared_not_fixed() -> None:
     assert judge(ratios, higher_is_better=True, margin=0.05).verdict == EQUIVALENT
 
 
-@pytest.mark.parametrize("bad", [[], [1.0, 0.0], [1.0, -1.0], [1.0, float("nan")], [1.0, float("inf")]])
+@pytest.mark.parametrize("bad", [[1.0, 0.0], [1.0, -1.0], [1.0, float("nan")], [1.0, float("inf")]])
 def test_bad_ratios_are_refused(bad: list[float]) -> None:
     with pytest.raises(ValueError):
         judge(bad, higher_is_better=True)
+
+
+def test_no_trial_to_judge_is_inconclusive_with_no_ratio_and_says_so() -> None:
+    v = judge([], higher_is_better=False, margin=0.1, excluded=3)
+    assert (v.verdict, v.n, v.ci, v.excluded, v.margin, v.higher_is_better) == (INCONCLUSIVE, 0, None, 3, 0.1, False)
+    assert math.isnan(v.ratio) and v.p_difference is None and v.p_equivalence is None
+    assert v.text == "inconclusive (0 trials)"
 
 
 def _rates(effect: float, n: int, sd: float, reps: int, seed: int) -> dict[str, float]:

@@ -31,7 +31,8 @@ from pathlib import Path
 from scipy.stats import binomtest
 
 from echomq_bench.commands.reshard import run_reshard
-from echomq_bench.faults.reshard_result import ReshardResult
+from echomq_bench.records.kinds.faults import AuditEntry
+from echomq_bench.records.kinds.reshard import ReshardRun
 from echomq_bench.servers import parse_server_spec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -39,12 +40,12 @@ PLANTED = "5fa7e13"
 BUILDS = ("redis-cluster", "valkey-cluster")
 
 
-def why(result: ReshardResult) -> str:
+def why(result: ReshardRun) -> str:
     if result.passed:
         return "pass"
     if result.move_refused:
         return "MIGRATE refused"
-    if result.report.lost or result.in_no_set or result.without_row:
+    if AuditEntry.from_record(result.audit).lost or result.in_no_set or result.without_row:
         return "lost or stranded"
     return "audit or history"
 

@@ -16,8 +16,8 @@ from echomq_bench.records.entries import Entry, by_name, many, one, optional
 from echomq_bench.records.headlines import HIGHER, LOWER, Headline, each
 from echomq_bench.records.record import Record
 
-__all__ = ["RECORD", "CapacityEntry", "ClusterEntry", "NodeEntry", "CapacityRecord", "SloTarget", "SloEntry",
-           "SloBlock", "entry_of", "slo_headlines", "headlines"]
+__all__ = ["RECORD", "CapacityFiguresEntry", "CapacityEntry", "ClusterEntry", "NodeEntry", "CapacityRecord",
+           "SloTarget", "SloEntry", "SloBlock", "entry_of", "slo_headlines", "headlines"]
 
 Latencies = Mapping[str, Mapping[str, float]]   # verb -> percentile name (p50, p99, max, ...) -> ms
 
@@ -45,15 +45,16 @@ class NodeEntry(Entry):
 
 
 @dataclass(frozen=True)
-class CapacityEntry(Entry):
-    """One server's figures over the window: the headline first, then its ceiling, then how the load ran."""
+class CapacityFiguresEntry(Entry):
+    """What every capacity run measured over its window, one server's or a cluster's over all its masters:
+    the headline first, then its ceiling, then how the load ran."""
 
     cycles_per_s: float | None = None
     server_us_per_cycle: float | None = None
     server_utilization: float | None = None
     client_utilization: float | None = None
     bound: str | None = None
-    ceiling_claims_per_s: float | None = None
+    ceiling_claims_per_s: float | None = None   # none for a cluster
     of_ceiling: float | None = None
     script_us_per_cycle: float | None = None
     median_bin_cycles_per_s: float | None = None
@@ -68,15 +69,13 @@ class CapacityEntry(Entry):
     cycles: int | None = None
     window_s: float | None = None
     client_cores: int | None = None
-    scripts_per_cycle: float | None = None
     latency_ms: Latencies = field(default_factory=dict)
-    ceiling: Mapping[str, Any] | None = None    # load.ceiling.Ceiling.to_dict()
     counts: Mapping[str, int] = field(default_factory=dict)
     backlog: int | None = None
     scripts: str | None = None
     warnings: tuple[str, ...] = ()
-    open_loop: Mapping[str, Any] | None = optional()   # capacity.open_loop's account of the schedule
-    audit: Mapping[str, Any] | None = optional()       # load.audit.AuditReport.to_dict()
+    # One server: load.audit.AuditReport.to_dict(); a cluster: {"passed", "nodes": {node: AuditReport.to_dict()}}.
+    audit: Mapping[str, Any] | None = optional()
 
     @property
     def claim_ms(self) -> Mapping[str, float]:
@@ -84,33 +83,22 @@ class CapacityEntry(Entry):
 
 
 @dataclass(frozen=True)
-class ClusterEntry(Entry):
+class CapacityEntry(CapacityFiguresEntry):
+    """One server's figures, its ceiling whole and, for an open loop, the schedule's account."""
+
+    scripts_per_cycle: float | None = None
+    ceiling: Mapping[str, Any] | None = None    # load.ceiling.Ceiling.to_dict()
+    open_loop: Mapping[str, Any] | None = optional()   # capacity.open_loop's account of the schedule
+
+
+@dataclass(frozen=True)
+class ClusterEntry(CapacityFiguresEntry):
     """A cluster's figures over all its masters (server busy and wait are the busiest master's), a row per
     master, and the per-queue accounting."""
 
-    cycles_per_s: float | None = None
-    server_us_per_cycle: float | None = None
-    server_utilization: float | None = None
-    client_utilization: float | None = None
-    bound: str | None = None
     bound_node: str | None = None
     busiest_node: str | None = None
-    ceiling_claims_per_s: None = None
     ceiling_note: str | None = None
-    of_ceiling: None = None
-    script_us_per_cycle: float | None = None
-    median_bin_cycles_per_s: float | None = None
-    mode: str | None = None
-    target_cycles_per_s: float | None = None
-    feed: str | None = None
-    server_wait: float | None = None
-    client_wait: float | None = None
-    steal: float | None = None
-    version: str | None = None
-    pinning: str | None = None
-    cycles: int | None = None
-    window_s: float | None = None
-    client_cores: int | None = None
     cores_note: str | None = None
     machine_busy: float | None = None           # cores busy with the nodes and the driver / cores
     cores_full: bool = False
@@ -121,16 +109,6 @@ class ClusterEntry(Entry):
     unloaded_masters: tuple[str, ...] = ()
     accounting_passed: bool | None = None
     accounting: tuple[Mapping[str, Any], ...] = ()   # per queue: driver and server completes, ok
-    latency_ms: Latencies = field(default_factory=dict)
-    counts: Mapping[str, int] = field(default_factory=dict)
-    backlog: int | None = None
-    scripts: str | None = None
-    warnings: tuple[str, ...] = ()
-    audit: Mapping[str, Any] | None = optional()   # {"passed", "nodes": {node: AuditReport.to_dict()}}
-
-    @property
-    def claim_ms(self) -> Mapping[str, float]:
-        return self.latency_ms.get("claim") or {}
 
 
 def entry_of(entry: Mapping[str, Any]) -> CapacityEntry | ClusterEntry:

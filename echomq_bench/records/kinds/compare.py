@@ -17,7 +17,7 @@ from echomq_bench.records.headlines import HIGHER, LOWER, Headline, each
 from echomq_bench.records.kinds.capacity import SloBlock, slo_headlines
 from echomq_bench.records.record import Record
 
-__all__ = ["RECORD", "Spread", "VerdictEntry", "CompareEntry", "CompareRecord", "headlines"]
+__all__ = ["RECORD", "Spread", "RatioVerdictEntry", "CompareEntry", "CompareRecord", "headlines"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Spread(Entry):
 
 
 @dataclass(frozen=True)
-class VerdictEntry(Entry):
+class RatioVerdictEntry(Entry):
     """measurement.verdicts.RatioVerdict.to_dict(): the ratio to the baseline and what it says; a metric not
     judged holds its `text` alone."""
 
@@ -89,7 +89,8 @@ class CompareEntry(Entry):
     p99_ci95: tuple[float, float] | None = optional()
     p99_verdict: str | None = optional()
     p99_label: str | None = optional()
-    verdicts: Mapping[str, VerdictEntry] = by_name(VerdictEntry, written_when_empty=False)   # none for a baseline
+    # A baseline's entry has none.
+    verdicts: Mapping[str, RatioVerdictEntry] = by_name(RatioVerdictEntry, written_when_empty=False)
     verdict: str | None = None              # the headline's verdict, or "baseline"
     throughput_trial_ratios: tuple[float, ...] | None = optional()
 
@@ -123,10 +124,10 @@ class CompareRecord(Entry):
         """Does the run set builds against more than one baseline?"""
         return len({self.base_of(n) for n in self.builds}) > 1
 
-    def headline_of(self, entry: CompareEntry) -> VerdictEntry:
-        return entry.verdicts.get(self.headline) or VerdictEntry()
+    def headline_of(self, entry: CompareEntry) -> RatioVerdictEntry:
+        return entry.verdicts.get(self.headline) or RatioVerdictEntry()
 
-    def has_interval(self, v: VerdictEntry) -> bool:
+    def has_interval(self, v: RatioVerdictEntry) -> bool:
         """A t-interval from fewer trials than the method needs is mostly its own width: not shown."""
         return bool(v.ci) and int(v.n or 0) >= self.min_trials
 

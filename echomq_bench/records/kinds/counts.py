@@ -7,9 +7,10 @@ summary.json is `{"passed": ..., "builds": [<CountsBuild>, ...]}`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Iterator, Mapping, Self
 
+from echomq_bench.measurement.regression import RegressionVerdict
 from echomq_bench.records.entries import Entry, many, one
 from echomq_bench.records.headlines import LOWER, Headline, each
 from echomq_bench.records.record import Record
@@ -17,23 +18,34 @@ from echomq_bench.records.record import Record
 __all__ = ["RECORD", "CountVerdictEntry", "CountsBaselineFrom", "CountsBuild", "CountsRecord", "headlines"]
 
 
-@dataclass(frozen=True)
-class CountVerdictEntry(Entry):
-    """One verb against the baseline (counts.verdict.CountVerdict, with its status as said)."""
+@dataclass(frozen=True, kw_only=True)
+class CountVerdictEntry(RegressionVerdict, Entry):
+    """One verb's instructions per call against the baseline's, and what grew when it is flagged: the count
+    gate's verdict (counts.verdict.judge), judged by measurement.regression's rule and written with its
+    status as said."""
 
     verb: str
     base: float | None = None                  # mean instructions per call in the baseline
     now: float | None = None
-    change: float | None = None                # now / base - 1
-    allowed: float | None = None
     grew: str = ""                             # the part that grew most, when the verb is flagged
-    grew_by: float = 0.0
+    grew_by: float = 0.0                       # ... in instructions per call
     more_calls: Mapping[str, float] | None = None   # commands now called more often, calls per call added
-    confirmed: bool | None = None
     again: float | None = None                 # the confirming run's change
-    missing: bool = False
-    script_changed: bool = False
-    status: str = "?"
+    script_changed: bool = False               # the script's text differs from the baseline's
+
+    WORSE: ClassVar[str] = "COSTLIER"
+    BETTER: ClassVar[str] = "cheaper"
+    DIGITS: ClassVar[int] = 5
+
+    def confirm(self, again: Self) -> Self:
+        return replace(super().confirm(again), again=again.change) if self.flagged else self
+
+    def named(self) -> str:
+        """What grew, as a failure line says it: `lua +7,092 per call; calls ZINTERCARD +1 per call`."""
+        text = f"{self.grew} +{self.grew_by:,.0f} per call" if self.grew else ""
+        if self.more_calls:
+            text += "; calls " + ", ".join(f"{k} +{n:g} per call" for k, n in self.more_calls.items())
+        return text
 
 
 @dataclass(frozen=True)

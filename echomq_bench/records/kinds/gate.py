@@ -10,18 +10,25 @@ in the results history can serve as a later gate's baseline: its entry's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
+from echomq_bench.measurement.regression import AllowedChange, RegressionVerdict
 from echomq_bench.records.entries import Entry, many, one
 from echomq_bench.records.headlines import LOWER, Headline, each
 from echomq_bench.records.record import Record
 
-__all__ = ["RECORD", "GateVerdictEntry", "BaselineFrom", "GateEntry", "GateRecord", "headlines"]
+__all__ = ["RECORD", "GateVerdictEntry", "BaselineFrom", "GateEntry", "GateRecord", "headlines", "MIN_JUDGED_US"]
+
+# commandstats reads each call in whole µs: a verb under 2 µs moves by a whole
+# tick when the machine's speed shifts, so its cross-run figure is shown, not judged.
+MIN_JUDGED_US = 2.0
 
 
-@dataclass(frozen=True)
-class GateVerdictEntry(Entry):
-    """One verb against its baseline (microbench.gate.TimingVerdict, with its status as said)."""
+@dataclass(frozen=True, kw_only=True)
+class GateVerdictEntry(RegressionVerdict, Entry):
+    """One verb's server time over its reference's against the baseline's (the normalised check, a
+    cross-run figure), and the script A/B where the script changed: the timing gate's verdict, judged by
+    measurement.regression's rule and written with its status as said."""
 
     case: str
     reference: str | None = None            # the reference script its time is over
@@ -29,16 +36,32 @@ class GateVerdictEntry(Entry):
     client_us: float | None = None
     base_ratio: float | None = None         # None: the baseline has no figure for it
     now_ratio: float | None = None
-    change: float | None = None             # now/base - 1
-    allowed: float | None = None
-    ab_change: float | None = None          # current script over the baseline's, interleaved
+    ab_change: float | None = None          # current script / baseline script - 1, interleaved
     ab_allowed: float | None = None
-    confirmed: bool | None = None
-    advisory: bool = False
-    missing: bool = False
-    noisy: bool = False
-    below_resolution: bool = False
-    status: str = "?"
+    advisory: bool = False          # the baseline is of another machine: the normalised check is shown, not judged
+    noisy: bool = False             # a check that counts has 3 standard errors above its tolerance
+    below_resolution: bool = False  # under MIN_JUDGED_US: the normalised check is shown, not judged
+
+    WORSE: ClassVar[str] = "SLOWER"
+    BETTER: ClassVar[str] = "faster"
+
+    def checks(self) -> Sequence[AllowedChange]:
+        ab = (self.ab_change, self.ab_allowed)
+        return (ab,) if self.advisory or self.below_resolution else ((self.change, self.allowed), ab)
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.noisy and not self.regressed
+
+    @property
+    def note(self) -> str:
+        if self.base_ratio is None:   # nothing compared across runs: nothing to qualify
+            return ""
+        if self.advisory:
+            return "cross-run figure advisory: another machine"
+        if self.below_resolution:
+            return f"cross-run figure advisory: under {MIN_JUDGED_US:g} µs"
+        return ""
 
 
 @dataclass(frozen=True)

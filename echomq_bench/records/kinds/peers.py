@@ -14,7 +14,7 @@ from typing import Any, Iterator, Mapping
 
 from echomq_bench.records.entries import Entry, by_name, many, one
 from echomq_bench.records.headlines import HIGHER, LOWER, Headline, each
-from echomq_bench.records.kinds.compare import VerdictEntry
+from echomq_bench.records.kinds.compare import RatioVerdictEntry
 from echomq_bench.records.record import Record
 
 __all__ = ["RECORD", "IntervalEntry", "PhaseEntry", "MemoryEntry", "QueueEntry", "HeadlineEntry", "FailureEntry",
@@ -77,7 +77,7 @@ class QueueEntry(Entry):
     drain: PhaseEntry = one(PhaseEntry, PhaseEntry())
     memory: MemoryEntry = one(MemoryEntry, MemoryEntry())
     ci: Mapping[str, IntervalEntry] = by_name(IntervalEntry)
-    vs_baseline: Mapping[str, VerdictEntry] = by_name(VerdictEntry)   # none for the baseline queue
+    vs_baseline: Mapping[str, RatioVerdictEntry] = by_name(RatioVerdictEntry)   # none for the baseline queue
     spread: Mapping[str, list[float]] = field(default_factory=dict)   # [min, max] over the trials
     drained_clean: bool = False
     ran: tuple[int, ...] = ()

@@ -11,7 +11,7 @@ import pandas as pd
 
 from echomq_bench.records.files import Run
 from echomq_bench.records.kinds.capacity import SloBlock, SloEntry
-from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spread, VerdictEntry
+from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spread, RatioVerdictEntry
 from echomq_bench.report import charts
 from echomq_bench.report.context import context_lines, machine
 from echomq_bench.report.doc import Answer, Block, Heading, Image, Notes, Para, Table
@@ -66,7 +66,7 @@ def slo_sentence(name: str, entry: SloEntry, slo: SloBlock) -> str:
     base = slo.builds.get(base_name)
     who, against = entry.version or name, (base.version if base else None) or base_name
     target = slo.target.text or "the target"
-    v = VerdictEntry.from_record(entry.verdict_detail or {})
+    v = RatioVerdictEntry.from_record(entry.verdict_detail or {})
     if not v.judged:
         return f"{who} at {target} against {against}: {entry.verdict or 'no verdict'}"
     ci = v.ci if v.ci and int(v.n or 0) >= _min_trials(slo) else None
@@ -83,7 +83,7 @@ def _slo_blocks(run: Run, slo: SloBlock) -> list[Block]:
     rows = [{"build": name, "version": str(e.version or "?"), "rate/s": format(e.rate_per_s or 0, ",.0f"),
              "95% interval": slo_interval(e),
              "vs baseline": "baseline" if e.verdict == "baseline" else
-             f"{_label(VerdictEntry.from_record(e.verdict_detail or {}), min_trials, n=False)} (vs {e.baseline})"}
+             f"{_label(RatioVerdictEntry.from_record(e.verdict_detail or {}), min_trials, n=False)} (vs {e.baseline})"}
             for name, e in slo.builds.items()]
     method = (f"Ratio: rate over the baseline's rate per repetition, {slo.ratio_method or '?'}; at least "
               f"{min_trials} repetitions for a verdict; equivalence margin "
@@ -153,7 +153,7 @@ def _table(r: CompareRecord) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _label(v: VerdictEntry, min_trials: int, n: bool = True) -> str:
+def _label(v: RatioVerdictEntry, min_trials: int, n: bool = True) -> str:
     """`0.919 [0.914, 0.924] n=14 faster`; no interval below the trials the method needs."""
     if not v.judged or v.ratio is None:
         return str(v.text or "no verdict")

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from echomq_bench.records.files import Run
-from echomq_bench.records.kinds.compare import VerdictEntry
+from echomq_bench.records.kinds.compare import RatioVerdictEntry
 from echomq_bench.records.kinds.peers import PeersRecord, QueueEntry
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table, Warning
@@ -70,7 +70,7 @@ def _client_side(entries: tuple[QueueEntry, ...]) -> Table:
                                      "was left on the server")
 
 
-def _ratio(v: VerdictEntry | None) -> tuple[str, str]:
+def _ratio(v: RatioVerdictEntry | None) -> tuple[str, str]:
     if v is None or v.ratio is None:
         return "-", "-"
     ci = v.ci
