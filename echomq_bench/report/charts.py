@@ -19,6 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from echomq_bench.measurement import latency  # noqa: E402
+from echomq_bench.measurement.stats import median
 
 __all__ = ["throughput_vs_consumers", "latency_quantiles", "read_hgrm", "rate_timeline", "forest", "lease_tradeoff",
            "reap_against_cap", "consumers_growth", "instruction_parts", "MAX_LINES"]
@@ -41,7 +42,7 @@ def throughput_vs_consumers(frame: pd.DataFrame, path: Path, footer: str = "") -
     _few(list(dict.fromkeys(frame["build"])), "builds")
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for build, rows in frame.groupby("build", sort=False):
-        pts = rows.groupby("consumers")["cycles_per_s"].median().sort_index()
+        pts = rows.groupby("consumers")["cycles_per_s"].agg(median).sort_index()
         ax.plot(pts.index, pts.values, marker="o", label=str(build))
     ax.set_xscale("log", base=2)
     ax.set_xlabel("consumers (connections, one claim in flight each)")
@@ -58,7 +59,7 @@ def rate_timeline(frame: pd.DataFrame, path: Path, footer: str = "") -> Path:
     _few(list(dict.fromkeys(frame["build"])), "builds")
     fig, ax = plt.subplots(figsize=(7, 3.6))
     for build, rows in frame.groupby("build", sort=False):
-        pts = rows.groupby("t_s")["value"].median().sort_index()
+        pts = rows.groupby("t_s")["value"].agg(median).sort_index()
         ax.plot(pts.index, pts.values, marker=".", label=str(build))
     ax.set_xlabel("seconds since the window opened")
     ax.set_ylabel("claim+complete cycles/s")

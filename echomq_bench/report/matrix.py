@@ -17,6 +17,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from echomq_bench.records.files import Run
+from echomq_bench.measurement.stats import median
 from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord
 from echomq_bench.records.kinds.verbs import VerbsRecord
 from echomq_bench.report.context import commit, machine
@@ -44,7 +45,7 @@ def _reap_at_largest_m(run: Run) -> tuple[dict[tuple[str, str], float], int | No
     if not len(t):
         return {}, None
     largest = int(t["M"].max())
-    medians = t[t["M"] == largest].groupby(["build", "form"])["value"].median()
+    medians = t[t["M"] == largest].groupby(["build", "form"])["value"].agg(median)
     return {(str(b), str(f)): float(v) for (b, f), v in medians.items()}, largest
 
 

@@ -3,11 +3,11 @@ its tidy table; summary.json names the numbers of consumers measured."""
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 from echomq_bench.records.entries import Entry
+from echomq_bench.measurement.stats import median
 from echomq_bench.records.headlines import HIGHER, Headline, each, number
 from echomq_bench.records.record import Record
 
@@ -29,5 +29,5 @@ def headlines(r: Record) -> Iterator[Headline]:
         if row.get("metric") == "cycles_per_s" and number(row.get("value")) is not None:
             points.setdefault((row.get("build"), row.get("version"), row.get("consumers")), []).append(row["value"])
     for (build, version, consumers), values in points.items():
-        yield from each(build, version, [(f"consumers.cycles_per_s_at_{consumers}", statistics.median(values),
+        yield from each(build, version, [(f"consumers.cycles_per_s_at_{consumers}", median(values),
                                           "1/s", HIGHER)])

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from echomq_bench.lease.recommend import fmt_ms
+from echomq_bench.measurement.stats import median
 from echomq_bench.records.files import Run
 from echomq_bench.records.kinds.reapcost import DEFAULT_CAP, ReapcostRecord
 from echomq_bench.report import charts
@@ -40,7 +41,7 @@ def _full_calls(run: Run, form: str) -> tuple[pd.DataFrame, int]:
     t = run.table("reapcost")
     t = t[(t["metric"] == "server_us") & (t["verb"] == "reap") & (t["form"] == form) & (t["k"] == t["cap"])]
     largest = int(t["M"].max())
-    full = t[t["M"] == largest].groupby(["build", "cap"], sort=False)["value"].median().reset_index()
+    full = t[t["M"] == largest].groupby(["build", "cap"], sort=False)["value"].agg(median).reset_index()
     return full.assign(ms=full["value"] / 1000.0)[["build", "cap", "ms"]], largest
 
 
@@ -50,7 +51,7 @@ def _drains(run: Run, form: str) -> tuple[pd.DataFrame, int, float]:
     d = d[(d["metric"] == "drain_at_cadence_ms") & (d["verb"] == "reap") & (d["form"] == form)]
     cadence = float(d["cadence_ms"].min())
     d = d[d["cadence_ms"] == cadence]
-    out = d.groupby(["build", "cap"], sort=False)["value"].median().reset_index()
+    out = d.groupby(["build", "cap"], sort=False)["value"].agg(median).reset_index()
     return out.assign(s=out["value"] / 1000.0)[["build", "cap", "s"]], int(d["K"].iloc[0]), cadence
 
 
@@ -130,7 +131,7 @@ def _grid(run: Run, record: ReapcostRecord, verb: str) -> Table | None:
         return None
     empty_cap = _ratio_cap(run.table("reapcost"))
     t = t[(t["k"] == t["cap"]) | ((t["k"] == 0) & (t["cap"] == empty_cap))]
-    med = t.groupby(["build", "form", "cap", "k", "M"], sort=False)["value"].median()
+    med = t.groupby(["build", "form", "cap", "k", "M"], sort=False)["value"].agg(median)
     sizes = sorted(set(int(m) for m in t["M"]))
     rows = []
     for (build, form, cap, k), by_m in med.groupby(level=[0, 1, 2, 3], sort=False):
@@ -178,8 +179,8 @@ def _drain(run: Run, record: ReapcostRecord) -> Table | None:
     d = run.table("drain")
     rows = []
     for (build, form, verb, cap), g in d.groupby(["build", "form", "verb", "cap"], sort=False):
-        one = g[g["metric"] != "drain_at_cadence_ms"].groupby("metric")["value"].median()
-        at = g[g["metric"] == "drain_at_cadence_ms"].groupby("cadence_ms")["value"].median()
+        one = g[g["metric"] != "drain_at_cadence_ms"].groupby("metric")["value"].agg(median)
+        at = g[g["metric"] == "drain_at_cadence_ms"].groupby("cadence_ms")["value"].agg(median)
         rows.append({"build": build, "form": record.label_of(str(form)), "verb": verb, "cap": f"{int(cap):,}",
                      "calls": f"{int(one.get('calls', 0)):,}", "max µs": _us(one.get("max_call_us")),
                      "back-to-back": fmt_ms(one.get("drain_back_to_back_ms")),
