@@ -41,8 +41,13 @@ def test_a_count_holds_each_command_a_script_calls_and_grows_with_the_script(tmp
     lua_grew = slow.verbs["claim"].lua - claim.lua
     assert grew > 0.05 * claim.instructions
     assert lua_grew == pytest.approx(grew, rel=0.05)
+    # The other verbs stay put next to what claim gained. Two fresh servers differ by up to about
+    # 1,800 instructions per enqueue at this window (hash seeds, skiplist levels): 3-4% of an
+    # enqueue, but under 2% of the ~96,000 the planted loop adds to claim. So the bound is a
+    # tenth of claim's growth, not a share of each verb's own count.
     for verb in ("enqueue", "complete", "reap_1"):
-        assert slow.verbs[verb].instructions == pytest.approx(plain.verbs[verb].instructions, rel=0.03), verb
+        moved = abs(slow.verbs[verb].instructions - plain.verbs[verb].instructions)
+        assert moved < 0.1 * grew, (verb, moved, grew)
     assert slow.scripts["claim"] != plain.scripts["claim"] and slow.scripts["complete"] == plain.scripts["complete"]
 
 
