@@ -19,8 +19,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help=f"examples the model-based test runs (default {MODEL_EXAMPLES}, each up to 40 steps)")
 
 
-@pytest.fixture(autouse=True, scope="session")
+@pytest.fixture(autouse=True)
 def history_outside_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    # One history per test: a compare reads its earlier runs' spread from the history, so a test
+    # must not find the runs another test made of the same builds.
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(HISTORY_ENV, str(tmp_path_factory.mktemp("history") / "history.sqlite"))
         yield

@@ -42,6 +42,7 @@ DIR, so a change to a script is judged the same way as a change of server.
 
 from __future__ import annotations
 
+import random
 from contextlib import ExitStack
 from dataclasses import replace
 from typing import Sequence
@@ -56,7 +57,8 @@ from echomq_bench.progress import ProgressFn, prefixed, silent
 from echomq_bench.servers import ServerSpec, parse_server_spec
 
 __all__ = ["Build", "Judging", "Trial", "CompareResult", "run_compare", "unique_builds", "as_build", "METRICS",
-           "INTERLEAVE", "PAIR_BY", "INTERLEAVE_TEXT", "DEFAULT_TRIALS", "PRECISION_CAP", "SHARED_CORE_PIPELINE"]
+           "INTERLEAVE", "PAIR_BY", "INTERLEAVE_TEXT", "DEFAULT_TRIALS", "PRECISION_CAP", "SHARED_CORE_PIPELINE",
+           "trial_order"]
 
 DEFAULT_TRIALS = 10
 PRECISION_CAP = 30   # the most trials an adaptive run takes when --trials is not given
@@ -93,7 +95,7 @@ def unique_builds(specs: Sequence[ServerSpec]) -> list[ServerSpec]:
 def run_compare(builds: Sequence[Build | ServerSpec | str],
                 settings: CapacitySettings = COMPARE_SETTINGS, trials: int = DEFAULT_TRIALS, *,
                 interleave: str = "together", slot_s: float = SLOT_S, progress: ProgressFn | None = None,
-                judging: Judging | None = None) -> CompareResult:
+                judging: Judging | None = None, seed: int | None = None) -> CompareResult:
     """Every build `trials` times, each trial on fresh servers; with
     `judging.precision`, fewer once the headline's interval is that tight.
 
@@ -103,8 +105,52 @@ def run_compare(builds: Sequence[Build | ServerSpec | str],
     `judging.pair_by` says which build each ratio is against (compare_result.PAIR_BY).
     A build may be a Build, a ServerSpec or SPEC text ("valkey"); a name
     given twice becomes NAME, NAME-2, ... (an A/A check).
+
+    Each trial starts and fills the builds in an order drawn from `seed`
+    (a fresh one when None), so no build is always first to take memory or
+    the core. With `judging.between_runs`, each headline interval adds the
+    spread of this machine's earlier runs of the same pair
+    (capacity.compare_history).
     """
     judging = judging or Judging()
+    runs = _checked(builds, trials, interleave, judging)
+    settings.check()
+    settings = replace(settings, queues=settings.queues or 1)
+    if interleave == "slot" and settings.rate is not None:
+        raise CapacityError("turns in slots need a closed loop: leave out --rate, or run the builds together")
+    progress = progress or silent
+    seed = random.SystemRandom().randrange(2 ** 31) if seed is None else seed
+    done: list[Trial] = []
+    for i in range(trials):
+        # The C client's ceiling once per build, when asked.
+        run_settings = settings if i == 0 else replace(settings, ceiling=False)
+        if interleave in ("together", "slot"):
+            done += _shared_trial(runs, (i, seed), trials, run_settings, slot_s if interleave == "slot" else None,
+                                  progress)
+        else:
+            for build in trial_order(runs, seed, i):
+                prefix = f"[{len(done) + 1}/{trials * len(runs)}] trial {i + 1}"
+                result = measure_server(build.spec, run_settings, lua_dir=build.lua_dir,
+                                        progress=prefixed(progress, prefix))
+                done.append(Trial(build.name, i + 1, len(done) + 1, result))
+                progress(f"{prefix} {_line(build.name, result)}")
+        out = CompareResult(tuple(runs), settings, tuple(done), margin=judging.margin, interleave=interleave,
+                            precision=judging.precision, pair_by=judging.pair_by, order_seed=seed)
+        precision = judging.precision
+        if precision is not None and _precise(out, precision):
+            progress(f"stopped after {i + 1} trials: every build's {METRICS[HEADLINE][2]} interval is within "
+                f"±{precision:.1%}")
+            break
+    if not judging.between_runs:
+        return out
+    from echomq_bench.capacity.compare_history import spreads_for
+
+    return replace(out, spreads=spreads_for(out))
+
+
+def _checked(builds: Sequence[Build | ServerSpec | str], trials: int, interleave: str,
+             judging: Judging) -> list[Build]:
+    """The builds as the run names them, once the arguments are known to be usable."""
     given = [as_build(b) for b in builds]
     refuse_clusters(b.spec for b in given)
     runs = [Build(spec, b.lua_dir) for spec, b in zip(unique_builds([b.spec for b in given]), given)]
@@ -116,33 +162,13 @@ def run_compare(builds: Sequence[Build | ServerSpec | str],
         raise CapacityError(f"interleave must be one of {', '.join(INTERLEAVE)}, got {interleave!r}")
     if judging.pair_by not in PAIR_BY:
         raise CapacityError(f"pair_by must be one of {', '.join(PAIR_BY)}, got {judging.pair_by!r}")
-    settings.check()
-    settings = replace(settings, queues=settings.queues or 1)
-    if interleave == "slot" and settings.rate is not None:
-        raise CapacityError("turns in slots need a closed loop: leave out --rate, or run the builds together")
-    progress = progress or silent
-    done: list[Trial] = []
-    for i in range(trials):
-        # The C client's ceiling once per build, when asked.
-        run_settings = settings if i == 0 else replace(settings, ceiling=False)
-        if interleave in ("together", "slot"):
-            done += _shared_trial(runs, i, trials, run_settings, slot_s if interleave == "slot" else None,
-                                  progress)
-        else:
-            for build in runs:
-                prefix = f"[{len(done) + 1}/{trials * len(runs)}] trial {i + 1}"
-                result = measure_server(build.spec, run_settings, lua_dir=build.lua_dir,
-                                        progress=prefixed(progress, prefix))
-                done.append(Trial(build.name, i + 1, len(done) + 1, result))
-                progress(f"{prefix} {_line(build.name, result)}")
-        out = CompareResult(tuple(runs), settings, tuple(done), margin=judging.margin, interleave=interleave,
-                            precision=judging.precision, pair_by=judging.pair_by)
-        precision = judging.precision
-        if precision is not None and _precise(out, precision):
-            progress(f"stopped after {i + 1} trials: every build's {METRICS[HEADLINE][2]} interval is within "
-                f"±{precision:.1%}")
-            break
-    return out
+    return runs
+
+
+def trial_order(builds: Sequence[Build], seed: int, trial: int) -> list[Build]:
+    """The order trial `trial` starts, fills and lists its builds in: drawn, not rotated, so that
+    no build keeps a place (first to take memory, last to start) across a run or from run to run."""
+    return random.Random(f"{seed}:{trial}").sample(list(builds), len(builds))
 
 
 def _precise(out: CompareResult, precision: float) -> bool:
@@ -156,13 +182,15 @@ def _precise(out: CompareResult, precision: float) -> bool:
     return True
 
 
-def _shared_trial(builds: list[Build], i: int, trials: int, settings: CapacitySettings, slot_s: float | None,
-                  progress: ProgressFn) -> list[Trial]:
-    """One trial of every build on fresh servers that share the server core (at once, or in slots)."""
+def _shared_trial(builds: list[Build], at: tuple[int, int], trials: int, settings: CapacitySettings,
+                  slot_s: float | None, progress: ProgressFn) -> list[Trial]:
+    """One trial (`at`: its index and the run's order seed) of every build on fresh servers that
+    share the server core (at once, or in slots)."""
     from echomq_bench.servers import start
 
+    i, seed = at
     n = len(builds)
-    order = builds[i % n:] + builds[:i % n]   # who goes first rotates
+    order = trial_order(builds, seed, i)
     prefix = f"[trial {i + 1}/{trials}]"
     with ExitStack() as stack:
         servers = []

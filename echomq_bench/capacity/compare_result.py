@@ -20,14 +20,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from echomq_bench.capacity.result import CapacityResult
 from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.measurement.latency import Latency
+from echomq_bench.measurement.runspread import RunSpread
 from echomq_bench.measurement.stats import round_ratio, spread
-from echomq_bench.measurement.verdicts import LEVEL, MARGIN, METHOD, MIN_TRIALS, RatioVerdict, judge
-from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spread, RatioVerdictEntry
+from echomq_bench.measurement.verdicts import (LEVEL, MARGIN, METHOD, MIN_TRIALS, TWO_LEVEL_METHOD, RatioVerdict,
+                                               judge)
+from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spread, RatioVerdictEntry, company_of
 from echomq_bench.servers import ServerSpec
 
 __all__ = ["Build", "Judging", "Trial", "CompareResult", "METRICS", "INTERLEAVE_TEXT", "HEADLINE", "CLOSED_LOOP_P99",
@@ -65,6 +67,7 @@ class Judging:
     margin: float = MARGIN
     precision: float | None = None
     pair_by: str = "first"
+    between_runs: bool = True     # add this machine's between-run spread from the results history
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,10 @@ class CompareResult:
     interleave: str = "together"
     precision: float | None = None
     pair_by: str = "first"
+    # (build, against) -> the between-run part of its headline interval, from this machine's
+    # earlier runs (capacity.compare_history); a pair without one is judged on this run's trials alone.
+    spreads: Mapping[tuple[str, str], RunSpread] = field(default_factory=dict)
+    order_seed: int | None = None   # each trial's start and fill order was drawn from it
 
     @property
     def baseline(self) -> str:
@@ -114,6 +121,23 @@ class CompareResult:
     def baselines(self) -> list[str]:
         return list(dict.fromkeys(self.baseline_of(b.name) for b in self.builds))
 
+    def allocator_baseline(self, build: str) -> str | None:
+        """The first build of `build`'s own allocator, when that is neither the build nor the one it is
+        ranked against: the second line, a version's effect apart from its allocator's."""
+        mine = self.allocator(build)
+        first = next(b.name for b in self.builds if self.allocator(b.name) == mine)
+        return None if first in (build, self.baseline_of(build)) or mine == "?" else first
+
+    def pairs_judged(self) -> list[tuple[str, str]]:
+        """Every (build, against) this run judges: each build against its baseline, then within its allocator."""
+        out = [(b.name, self.baseline_of(b.name)) for b in self.builds if self.baseline_of(b.name) != b.name]
+        out += [(b.name, a) for b in self.builds if (a := self.allocator_baseline(b.name)) is not None]
+        return out
+
+    @property
+    def company(self) -> tuple[str, ...]:
+        return company_of(b.name for b in self.builds)
+
     def of(self, build: str) -> list[CapacityResult]:
         return [t.result for t in self.trials if t.build == build]
 
@@ -121,12 +145,12 @@ class CompareResult:
         read = METRICS[metric][0]
         return [read(r) for r in self.of(build)]
 
-    def trial_ratios(self, build: str, metric: str) -> list[float]:
-        """One ratio to the baseline per trial. Throughput under slot
+    def trial_ratios(self, build: str, metric: str, against: str | None = None) -> list[float]:
+        """One ratio to the baseline (or `against`) per trial. Throughput under slot
         interleaving: the median over rounds (`stats.round_ratio`); else the
         ratio of the trial's totals."""
         mine = [t for t in self.trials if t.build == build]
-        theirs = [t for t in self.trials if t.build == self.baseline_of(build)]
+        theirs = [t for t in self.trials if t.build == (against or self.baseline_of(build))]
         read = METRICS[metric][0]
         out = []
         for a, b in zip(theirs, mine):
@@ -134,32 +158,38 @@ class CompareResult:
             out.append(fine if fine is not None else read(b.result) / read(a.result))
         return out
 
-    def saturated(self, build: str) -> list[bool]:
-        """Per trial: were this build and its baseline both server-bound?"""
+    def saturated(self, build: str, against: str | None = None) -> list[bool]:
+        """Per trial: were this build and its baseline (or `against`) both server-bound?"""
         return [a.bound == "server" and b.bound == "server"
-                for a, b in zip(self.of(self.baseline_of(build)), self.of(build))]
+                for a, b in zip(self.of(against or self.baseline_of(build)), self.of(build))]
 
-    def verdict(self, build: str, metric: str) -> RatioVerdict | None:
-        """The verdict on `metric` for `build` against the baseline; None for a latency in closed loop."""
+    def verdict(self, build: str, metric: str, against: str | None = None) -> RatioVerdict | None:
+        """The verdict on `metric` for `build` against the baseline (or `against`); None for a latency in
+        closed loop. The headline's interval takes the pair's between-run spread when the run has one."""
         if metric == "p99" and self.settings.rate is None:
             return None
-        kept = [(r, ok) for r, ok in zip(self.trial_ratios(build, metric), self.saturated(build))]
+        against = against or self.baseline_of(build)
+        kept = [(r, ok) for r, ok in zip(self.trial_ratios(build, metric, against), self.saturated(build, against))]
         ratios = [r for r, ok in kept if ok and r > 0 and math.isfinite(r)]
         excluded = len(kept) - len(ratios)
-        return judge(ratios, higher_is_better=METRICS[metric][1], margin=self.margin, excluded=excluded)
+        between = self.spreads.get((build, against)) if metric == HEADLINE else None
+        return judge(ratios, higher_is_better=METRICS[metric][1], margin=self.margin, excluded=excluded,
+                     spread=between)
 
     def record(self) -> CompareRecord:
         """The run as summary.json holds it (without an --slo block)."""
         together = self.interleave == "together"
         return CompareRecord(
             baseline=self.baseline, trials=len(self.of(self.baseline)), interleave=self.interleave,
-            order=INTERLEAVE_TEXT[self.interleave], headline=HEADLINE, method=METHOD, level=LEVEL,
+            order=INTERLEAVE_TEXT[self.interleave], headline=HEADLINE,
+            method=TWO_LEVEL_METHOD if self.spreads else METHOD, level=LEVEL,
             min_trials=MIN_TRIALS, margin=self.margin, precision=self.precision,
             mode="open loop" if self.settings.rate else "closed loop", pair_by=self.pair_by,
             pairing=PAIR_BY[self.pair_by], baselines={b.name: self.baseline_of(b.name) for b in self.builds},
             builds={build.name: _entry(self, build) for build in self.builds},
             rates_note=(f"the {len(self.builds)} builds shared one core: cycles/s and server busy are each build's "
-                        "share of it; server µs/cycle does not depend on the share") if together else None)
+                        "share of it; server µs/cycle does not depend on the share") if together else None,
+            company=self.company, order_seed=self.order_seed)
 
     def rows(self) -> list[dict[str, Any]]:
         rows = [row for t in self.trials for row in t.result.rows(trial=t.trial, order=t.order)]
@@ -220,6 +250,12 @@ def _entry(result: CompareResult, build: Build) -> CompareEntry:
         baseline=result.baseline_of(build.name))
     if entry.baseline == build.name:
         return replace(entry, verdict="baseline")
+    second = result.allocator_baseline(build.name)
+    if second is not None:
+        within = result.verdict(build.name, HEADLINE, against=second)
+        assert within is not None   # the headline is judged in either loop
+        entry = replace(entry, allocator_baseline=second,
+                        within_allocator=RatioVerdictEntry.from_record(within.to_dict()))
     return replace(entry, trials_counted=sum(saturated), trials_excluded=len(saturated) - sum(saturated),
                    excluded_trials=tuple(i + 1 for i, ok in enumerate(saturated) if not ok),
                    throughput_trial_ratios=tuple(result.trial_ratios(build.name, "throughput")),

@@ -32,8 +32,17 @@ all its trials; the floor keeps it from becoming a verdict.
 A gate's verdict on one verb against its stored baseline answers another
 question by another rule: measurement.regression.
 
+With a `RunSpread` (measurement.runspread), the interval is two-level: the
+trials' standard error and the between-run standard deviation of this
+machine's earlier runs of the same series, added in quadrature, with
+Welch-Satterthwaite degrees of freedom. An interval that stays inconclusive
+because the runs differ more than the trials do is `unstable`: more trials
+would not decide it, and the text says how far runs differ.
+
 `precision_reached` gives the stopping rule of an adaptive run: the
 interval's half-width on the log scale is at most the precision asked for.
+It looks at the trials alone, since more trials cannot shrink the part
+between runs.
 """
 
 from __future__ import annotations
@@ -46,14 +55,17 @@ import numpy as np
 from scipy import stats as st
 
 from echomq_bench.measurement.intervals import MIN_TRIALS, t_half_width
+from echomq_bench.measurement.runspread import ASSUMED, RunSpread, combined, t_quantile
 from echomq_bench.measurement.stats import LEVEL
 
 __all__ = ["RatioVerdict", "judge", "precision_reached", "log_half_width", "METHOD", "MIN_TRIALS", "MARGIN", "LEVEL",
-           "FASTER", "SLOWER", "EQUIVALENT", "INCONCLUSIVE"]
+           "FASTER", "SLOWER", "EQUIVALENT", "INCONCLUSIVE", "UNSTABLE", "TWO_LEVEL_METHOD"]
 
 METHOD = "t-interval on log ratios, TOST for equivalence"
+TWO_LEVEL_METHOD = "t-interval on log ratios, trials within the run plus runs on this machine, TOST for equivalence"
 MARGIN = 0.02
 FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE = "faster", "slower", "equivalent", "inconclusive"
+UNSTABLE = "unstable"
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,9 @@ class RatioVerdict:
     p_difference: float | None    # two-sided t-test of log ratio = 0
     p_equivalence: float | None   # TOST: the larger of the two one-sided p-values
     method: str = METHOD
+    spread: RunSpread | None = None   # the between-run part of the interval; None: this run's trials alone
+    df: float | None = None           # the interval's degrees of freedom
+    within_se: float | None = None    # the standard error of the mean log ratio from the trials alone
 
     @property
     def text(self) -> str:
@@ -79,6 +94,8 @@ class RatioVerdict:
             return f"equivalent within ±{self.margin:.0%}"
         if self.verdict == INCONCLUSIVE and self.n < MIN_TRIALS:
             return f"inconclusive ({self.n} trials)"
+        if self.verdict == UNSTABLE and self.spread is not None:
+            return f"unstable: runs on this machine differ by about {self.spread.sd:.1%}"
         return self.verdict
 
     def label(self, digits: int = 3) -> str:
@@ -86,11 +103,13 @@ class RatioVerdict:
         ci = "no interval" if self.ci is None else (
             f"{self.level:.0%} CI {self.ci[0]:.{digits}f}, {self.ci[1]:.{digits}f}")
         excluded = f", {self.excluded} excluded" if self.excluded else ""
-        return f"{self.ratio:.{digits}f} [{ci}; t on log ratios, n={self.n}{excluded}] {self.text}"
+        between = f", {self.spread.text}" if self.spread is not None else ""
+        return f"{self.ratio:.{digits}f} [{ci}; t on log ratios, n={self.n}{excluded}{between}] {self.text}"
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["ci"] = None if self.ci is None else list(self.ci)
+        out["spread"] = None if self.spread is None else self.spread.to_dict()
         out["text"] = self.text
         return out
 
@@ -115,43 +134,47 @@ def precision_reached(ratios: Sequence[float], precision: float, level: float = 
 
 
 def judge(ratios: Sequence[float], *, higher_is_better: bool, margin: float = MARGIN, level: float = LEVEL,
-          min_trials: int = MIN_TRIALS, excluded: int = 0) -> RatioVerdict:
-    """The verdict on one ratio other/baseline per trial; see the module's rule. No trial to judge
-    is inconclusive, with no ratio."""
+          min_trials: int = MIN_TRIALS, excluded: int = 0, spread: RunSpread | None = None) -> RatioVerdict:
+    """The verdict on one ratio other/baseline per trial; see the module's rule. With `spread`, the
+    interval adds the between-run part. No trial to judge is inconclusive, with no ratio."""
     if not 0 < level < 1:
         raise ValueError(f"level must be between 0 and 1, got {level}")
     if not 0 < margin < 1:
         raise ValueError(f"margin must be a fraction between 0 and 1, got {margin}")
     logs = _logs(ratios)
     n = len(logs)
-    if n == 0:
-        return RatioVerdict(INCONCLUSIVE, ratio=math.nan, ci=None, n=0, excluded=excluded, margin=margin, level=level,
-                            higher_is_better=higher_is_better, p_difference=None, p_equivalence=None)
+    method = METHOD if spread is None else TWO_LEVEL_METHOD
+    if n < 2:
+        return RatioVerdict(INCONCLUSIVE, ratio=math.exp(float(logs[0])) if n else math.nan, ci=None, n=n,
+                            excluded=excluded, margin=margin, level=level, higher_is_better=higher_is_better,
+                            p_difference=None, p_equivalence=None, method=method, spread=spread)
     mean = float(np.mean(logs))
-    ci: tuple[float, float] | None = None
-    p_diff = p_equiv = None
+    within = float(np.std(logs, ddof=1)) / math.sqrt(n)
+    se, df = combined(within, n - 1, spread)
+    half = t_quantile(level, df) * se
+    ci = (math.exp(mean - half), math.exp(mean + half))
+    p_diff, p_equiv = _p_values(mean, se, df, margin)
     kind = INCONCLUSIVE
-    if n >= 2:
-        se = float(np.std(logs, ddof=1)) / math.sqrt(n)
-        half = t_half_width(logs, level)
-        ci = (math.exp(mean - half), math.exp(mean + half))
-        p_diff, p_equiv = _p_values(mean, se, n, margin)
-        if n < min_trials:
-            kind = INCONCLUSIVE
-        elif p_equiv < 1 - level:
-            kind = EQUIVALENT
-        elif ci[0] > 1.0 + margin / 2 or ci[1] < 1.0 - margin / 2:
-            kind = FASTER if (ci[0] > 1.0) == higher_is_better else SLOWER
+    if n < min_trials:
+        kind = INCONCLUSIVE
+    elif p_equiv < 1 - level:
+        kind = EQUIVALENT
+    elif ci[0] > 1.0 + margin / 2 or ci[1] < 1.0 - margin / 2:
+        kind = FASTER if (ci[0] > 1.0) == higher_is_better else SLOWER
+    elif spread is not None and spread.source != ASSUMED and spread.sd > within:
+        # More trials would not decide it: the runs, not the trials, make the interval wide.
+        kind = UNSTABLE
     return RatioVerdict(kind, ratio=math.exp(mean), ci=ci, n=n, excluded=excluded, margin=margin, level=level,
-                   higher_is_better=higher_is_better, p_difference=p_diff, p_equivalence=p_equiv)
+                        higher_is_better=higher_is_better, p_difference=p_diff, p_equivalence=p_equiv,
+                        method=method, spread=spread, df=df, within_se=within)
 
 
-def _p_values(mean: float, se: float, n: int, margin: float) -> tuple[float, float]:
+def _p_values(mean: float, se: float, df: float, margin: float) -> tuple[float, float]:
     """Two-sided p of no difference, and TOST's p against the bounds log(1 - margin), log(1 + margin)."""
     lower, upper = math.log1p(-margin), math.log1p(margin)
     if se == 0.0:  # identical trials: the mean is known exactly
         return (1.0 if mean == 0.0 else 0.0), (0.0 if lower < mean < upper else 1.0)
-    df = n - 1
-    p_diff = float(2 * st.t.sf(abs(mean) / se, df))
-    p_equiv = max(float(st.t.sf((mean - lower) / se, df)), float(st.t.cdf((mean - upper) / se, df)))
+    dist = st.norm if math.isinf(df) else st.t(df)
+    p_diff = float(2 * dist.sf(abs(mean) / se))
+    p_equiv = max(float(dist.sf((mean - lower) / se)), float(dist.cdf((mean - upper) / se)))
     return p_diff, p_equiv

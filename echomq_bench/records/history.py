@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import sys
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["HISTORY_ENV", "COLUMNS", "HistoryError", "history_path", "rows_of", "record_run", "record_written",
-           "reindex", "Reindexed", "read_history", "gate_builds", "gate_runs"]
+           "reindex", "Reindexed", "read_history", "gate_builds", "gate_runs", "ratio_runs", "server_fingerprint_id"]
 
 HISTORY_ENV = "ECHOMQ_HISTORY"
 HISTORY_FILE = "history.sqlite"
@@ -96,6 +97,13 @@ def _fingerprint(meta: Mapping[str, Any], h: Headline) -> dict[str, Any]:
     machine = meta.get("machine") or {}
     return {"cpu_model": machine.get("cpu_model"), "cpu_flags_sha256": None, "cores": machine.get("cpu_count"),
             "server_version": h.version, "allocator": None}
+
+
+def server_fingerprint_id(server: Mapping[str, Any]) -> str | None:
+    """The fingerprint id a run's rows of this server will carry (meta.describe_server's entry);
+    None when the entry holds no fingerprint."""
+    fp = server.get("fingerprint")
+    return fingerprint_id({f: fp.get(f) for f in FIELDS}) if isinstance(fp, Mapping) else None
 
 
 def _revision(git: Mapping[str, Any]) -> str:
@@ -256,3 +264,15 @@ def gate_runs(build: str, fingerprint: str, path: Path | None = None) -> list[di
         if updated or regressions == 0:
             out.append({"run_dir": Path(run_dir), "created_utc": created, "revision": revision, "updated": updated})
     return out
+
+
+def ratio_runs(ratio_metric: str, se_metric: str, build: str, fingerprint: str, *, path: Path | None = None,
+               limit: int = 10) -> list[tuple[float, float]]:
+    """(log ratio, its standard error from the run's trials) of the latest `limit` runs of a ratio
+    series on one fingerprint, newest first; none without a history."""
+    rows = _query(path or history_path(),
+                  f"SELECT r.value, s.value FROM {TABLE} r JOIN {TABLE} s ON s.run_key = r.run_key "
+                  f"AND s.build = r.build AND s.metric = ? WHERE r.metric = ? AND r.build = ? "
+                  f"AND r.fingerprint_id = ? AND r.value > 0 ORDER BY r.created_utc DESC LIMIT ?",
+                  (se_metric, ratio_metric, build, fingerprint, limit))
+    return [(math.log(float(ratio)), float(se)) for ratio, se in rows if se is not None and float(se) > 0]

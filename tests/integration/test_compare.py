@@ -29,7 +29,8 @@ def slowed_lua(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def test_compare_by_whole_trials_runs_a_b_a_b_and_writes_its_summary(tmp_path: Path, slowed_lua: Path) -> None:
+def test_compare_by_whole_trials_runs_each_build_once_a_trial_and_writes_its_summary(tmp_path: Path,
+                                                                                      slowed_lua: Path) -> None:
     out = tmp_path / "cmp"
     code = main(["compare", "--server", "redis", "--server", "valkey", "--scripts", f"valkey={slowed_lua}",
                  "--interleave", "trial", "--trials", "2", "--duration", "0.4s", "--warmup", "100ms", "--no-pin",
@@ -55,8 +56,10 @@ def test_compare_by_whole_trials_runs_a_b_a_b_and_writes_its_summary(tmp_path: P
 
     rows = pd.read_csv(out / "compare.csv")
     orders = rows[rows["metric"] == "cycles_per_s"].sort_values("order")
-    assert list(orders["build"]) == ["redis", "valkey", "redis", "valkey"]
-    assert list(orders["trial"]) == [1, 1, 2, 2]
+    # Each trial runs every build once, in the order drawn for it, recorded with its seed.
+    assert list(orders["order"]) == [1, 2, 3, 4] and list(orders["trial"]) == [1, 1, 2, 2]
+    assert [sorted(orders[orders["trial"] == t]["build"]) for t in (1, 2)] == [["redis", "valkey"]] * 2
+    assert isinstance(summary["order_seed"], int)
     assert set(rows["metric"]) >= {"cycles_per_s", "server_us_per_cycle", "claim_p99_ms"}
     assert (out / "meta.json").is_file() and (out / "redis-claim.hgrm").is_file()
 
@@ -79,12 +82,16 @@ def test_six_counted_trials_call_the_planted_slow_claim_slower(tmp_path: Path, s
     assert f"n={valkey['trials_counted']}" in valkey["server_us_label"]
 
 
-def test_compare_in_slots_rotates_who_goes_first(tmp_path: Path, slowed_lua: Path) -> None:
+def test_compare_in_slots_draws_who_goes_first_from_the_seed(tmp_path: Path, slowed_lua: Path) -> None:
+    from echomq_bench.capacity.compare import trial_order
+
     builds = [Build(parse_server_spec("redis")), Build(parse_server_spec("valkey"), slowed_lua)]
     settings = CapacitySettings(duration_s=0.6, warmup_s=0.1, ceiling=False, ledger=True)
-    result = run_compare(builds, settings, 2, interleave="slot", slot_s=0.1)
+    result = run_compare(builds, settings, 2, interleave="slot", slot_s=0.1, seed=5)
+    drawn = [[b.name for b in trial_order(builds, 5, i)] for i in range(2)]
     assert [(t.build, t.trial, t.order) for t in result.trials] == [
-        ("redis", 1, 1), ("valkey", 1, 2), ("redis", 2, 4), ("valkey", 2, 3)]
+        (b.name, i + 1, 2 * i + drawn[i].index(b.name) + 1) for i in range(2) for b in builds]
+    assert result.order_seed == 5 and result.record().order_seed == 5
     for t in result.trials:
         r = t.result
         assert r.audit is not None and r.audit["passed"], r.audit

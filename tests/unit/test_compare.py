@@ -259,3 +259,16 @@ def test_an_unknown_pairing_is_refused_before_anything_runs() -> None:
 
     with pytest.raises(CapacityError, match="pair_by must be one of first, allocator, got 'version'"):
         run_compare(["redis", "valkey"], CapacitySettings(), 3, judging=Judging(pair_by="version"))
+
+
+def test_each_trial_draws_its_order_from_the_run_seed() -> None:
+    from echomq_bench.capacity.compare import trial_order
+
+    builds = [Build(parse_server_spec(n)) for n in ("redis", "valkey", "redis6.2")]
+    orders = [[b.name for b in trial_order(builds, 42, i)] for i in range(30)]
+    # The same seed gives the same orders: a run can be replayed from its record.
+    assert orders == [[b.name for b in trial_order(builds, 42, i)] for i in range(30)]
+    assert all(sorted(o) == ["redis", "redis6.2", "valkey"] for o in orders)
+    # Drawn, not rotated: every build goes first, and more than the three rotations appear.
+    assert {o[0] for o in orders} == {"redis", "valkey", "redis6.2"} and len({tuple(o) for o in orders}) > 3
+    assert orders != [[b.name for b in trial_order(builds, 43, i)] for i in range(30)]

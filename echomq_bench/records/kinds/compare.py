@@ -10,14 +10,15 @@ when the run searched a rate at a target.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from echomq_bench.records.entries import Entry, by_name, one, optional
-from echomq_bench.records.headlines import HIGHER, LOWER, Headline, each
+from echomq_bench.records.headlines import HIGHER, LOWER, NEITHER, Headline, each
 from echomq_bench.records.kinds.capacity import SloBlock, slo_headlines
 from echomq_bench.records.record import Record
 
-__all__ = ["RECORD", "Spread", "RatioVerdictEntry", "CompareEntry", "CompareRecord", "headlines"]
+__all__ = ["RECORD", "Spread", "RunSpreadEntry", "RatioVerdictEntry", "CompareEntry", "CompareRecord", "headlines",
+           "series", "company_of"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,18 @@ class Spread(Entry):
     median: float | None = None
     min: float | None = None
     max: float | None = None
+
+
+@dataclass(frozen=True)
+class RunSpreadEntry(Entry):
+    """measurement.runspread.RunSpread.to_dict(): the between-run part of a verdict's interval."""
+
+    sd: float | None = None
+    runs: int | None = None
+    df: float | None = None
+    source: str | None = None
+    q: float | None = None
+    text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,9 @@ class RatioVerdictEntry(Entry):
     p_equivalence: float | None = optional()
     method: str | None = optional()
     text: str | None = optional()
+    spread: RunSpreadEntry | None = one(RunSpreadEntry, written_when_none=False)
+    df: float | None = optional()
+    within_se: float | None = optional()
 
     @property
     def judged(self) -> bool:
@@ -93,6 +109,10 @@ class CompareEntry(Entry):
     verdicts: Mapping[str, RatioVerdictEntry] = by_name(RatioVerdictEntry, written_when_empty=False)
     verdict: str | None = None              # the headline's verdict, or "baseline"
     throughput_trial_ratios: tuple[float, ...] | None = optional()
+    # The version's effect apart from the allocator's: against the first build of its own
+    # allocator, when that is not the build it is ranked against.
+    allocator_baseline: str | None = optional()
+    within_allocator: RatioVerdictEntry | None = one(RatioVerdictEntry, written_when_none=False)
 
 
 @dataclass(frozen=True)
@@ -114,6 +134,8 @@ class CompareRecord(Entry):
     builds: Mapping[str, CompareEntry] = by_name(CompareEntry)
     rates_note: str | None = optional()
     slo: SloBlock | None = one(SloBlock, written_when_none=False)
+    company: tuple[str, ...] = ()           # the builds that shared every trial, sorted
+    order_seed: int | None = optional()     # each trial's start and fill order was drawn from it
 
     def base_of(self, name: str) -> str:
         """The build this one's ratios are against: its own when the run paired builds by allocator."""
@@ -135,19 +157,39 @@ class CompareRecord(Entry):
 RECORD = CompareRecord   # what summary.json holds, typed
 
 
+def company_of(names: Iterable[str]) -> tuple[str, ...]:
+    """The builds that shared a run, as its series names them: sorted, so the order given does not matter."""
+    return tuple(sorted(names))
+
+
+def series(figure: str, base: str, company: Iterable[str], at: str = "") -> str:
+    """A ratio's series in the results history: its own baseline and the builds that shared the run,
+    since a ratio against another build, or among other company, is another quantity."""
+    return f"compare.{figure}{at}_vs_{base}_among_{'+'.join(company_of(company))}"
+
+
 def headlines(r: Record) -> Iterator[Headline]:
     record = CompareRecord.from_record(r.summary)
     # Rates mean another thing in each interleave mode (a share of one core
     # when the builds run together); the mode is part of their name unless it is the default.
     at = "" if record.interleave == "together" else f"[{record.interleave}]"
-    base = record.baseline
+    company = record.company or tuple(record.builds)
     for build, b in record.builds.items():
         yield from each(build, b.version, [
             (f"compare.cycles_per_s{at}", b.cycles_per_s.median, "1/s", HIGHER),
             (f"compare.server_us_per_cycle{at}", b.server_us_per_cycle.median, "us", LOWER),
             (f"compare.claim_p99_ms{at}", b.claim_p99_ms.median, "ms", LOWER)])
-        if build != base:
+        judged = [(record.base_of(build), record.headline_of(b), b.throughput_ratio)]
+        if b.within_allocator is not None and b.allocator_baseline:
+            judged.append((b.allocator_baseline, b.within_allocator, None))
+        for base, v, throughput in judged:
+            if base == build:
+                continue
             yield from each(build, b.version, [
-                (f"compare.server_us_ratio_vs_{base}", b.server_us_ratio, "ratio", LOWER),
-                (f"compare.throughput_ratio_vs_{base}", b.throughput_ratio, "ratio", HIGHER)])
+                (series("server_us_ratio", base, company, at), v.ratio, "ratio", LOWER),
+                # What the next run's between-run estimate weighs this run by.
+                # A run with too few trials for a verdict leaves none: it would count as a run with no weight.
+                (series("server_us_log_se", base, company, at),
+                 v.within_se if int(v.n or 0) >= record.min_trials else None, "log", NEITHER),
+                (series("throughput_ratio", base, company, at), throughput, "ratio", HIGHER)])
     yield from slo_headlines(r.kind, record.slo)
