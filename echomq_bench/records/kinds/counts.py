@@ -2,7 +2,10 @@
 under callgrind on a fresh server, against the baseline of the same server
 binary, and the verbs that came out costlier.
 
-summary.json is `{"passed": ..., "builds": [<CountsBuild>, ...]}`.
+summary.json is `{"passed": ..., "builds": [<CountsBuild>, ...]}`. The main
+job writes one too, judged against no baseline: with `cycle`, the verbs of
+one job's cycle whose instructions per call add up to the build's
+instructions per cycle, and `skipped` when some or all builds went uncounted.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Iterator, Mapping, Self
 
 from echomq_bench.measurement.regression import RegressionVerdict
-from echomq_bench.records.entries import Entry, many, one
+from echomq_bench.records.entries import Entry, many, one, optional
 from echomq_bench.records.headlines import LOWER, Headline, each
 from echomq_bench.records.record import Record
 
@@ -78,13 +81,30 @@ class CountsBuild(Entry):
 class CountsRecord(Entry):
     passed: bool = True
     builds: tuple[CountsBuild, ...] = many(CountsBuild)
+    cycle: tuple[str, ...] | None = optional()    # the verbs of one cycle, when the record counts cycles
+    skipped: str | None = optional()              # why a build, or every build, went uncounted
+
+    def per_cycle(self) -> dict[str, float]:
+        """Each build's instructions per cycle: the sum of its cycle's verbs, per call (builds missing one: none)."""
+        verbs = self.cycle or ()
+        return {b.build: sum(float(b.figures[v]["instructions"]) for v in verbs) for b in self.builds
+                if verbs and all(v in b.figures for v in verbs)}
 
 
 RECORD = CountsRecord   # what summary.json holds, typed
 
 
 def headlines(r: Record) -> Iterator[Headline]:
-    for b in CountsRecord.from_record(r.summary).builds:
+    record = CountsRecord.from_record(r.summary)
+    if record.cycle:
+        # A cycle's counts are judged against nothing and drawn on other populations than the gate's: their
+        # own name, so the history never sets them beside the gate's per-verb figures.
+        cycles = record.per_cycle()
+        for b in record.builds:
+            yield from each(b.build, b.version, [("counts.cycle.instructions", cycles.get(b.build), "instructions",
+                                                  LOWER)])
+        return
+    for b in record.builds:
         figures: list[tuple[str, Any, str, str]] = [("counts.regressions", len(b.regressions), "verbs", LOWER)]
         figures += [(f"counts.{verb}.instructions", f.get("instructions"), "instructions", LOWER)
                     for verb, f in b.figures.items()]

@@ -1,7 +1,9 @@
 """A `counts` record: each verb's instructions per call under callgrind
 against the baseline of the same server binary, the part that grew where a
 verb got costlier, a chart of where each verb's instructions go, and the
-verdict per build as the section's last lines.
+verdict per build as the section's last lines. The main job's record counts
+cycles and judges nothing: its section is each build's instructions per
+cycle, which the build matrix sets beside the time ratios.
 """
 
 from __future__ import annotations
@@ -77,8 +79,44 @@ def _origin(b: CountsBuild) -> str:
                    f"{source.recorded_on or '?'} (a count baseline holds on any machine with this binary).")
 
 
+def _cycle_section(record: CountsRecord, run: Run) -> list[Block]:
+    verbs = record.cycle or ()
+    cycles = record.per_cycle()
+    rows = []
+    for b in record.builds:
+        lua = sum(float(b.figures[v]["instructions"]) - sum(float(c["instructions"]) for c in
+                                                             (b.figures[v].get("commands") or {}).values())
+                  for v in verbs if v in b.figures)
+        rows.append({"build": b.build, "version": b.version or "?",
+                     **{v: f"{float(b.figures[v]['instructions']):,.0f}" if v in b.figures else "-" for v in verbs},
+                     "per cycle": f"{cycles[b.build]:,.0f}" if b.build in cycles else "-",
+                     "Lua and glue": f"{lua / cycles[b.build]:.0%}" if cycles.get(b.build) else "-"})
+    blocks: list[Block] = [
+        Heading("Instructions per cycle", anchor="counts"),
+        Para(f"Each build's {' and '.join(verbs)} per call, counted under callgrind inside EVALSHA on a fresh server "
+             "with the count gate's machinery, judged against no baseline. A count is the work: the script and every "
+             "command it calls, the same on any machine; it does not see reading and parsing the requests, writing "
+             "the replies, the event loop, or how long memory and the allocator make each instruction take. The "
+             "build matrix sets each build's count beside its time ratio.")]
+    if rows:
+        blocks.append(Table(pd.DataFrame(rows), "Instructions per call and per cycle", id="cycle-counts"))
+    settings = record.builds[0].settings if record.builds else {}
+    notes = [f"Per verb: {settings.get('calls', '?')} calls counted after {settings.get('warmup', '?')} uncounted, "
+             f"on populations {settings.get('sizes', '?')}."] if record.builds else []
+    given = (run.meta.get("settings") or {}).get("builds_given")
+    if isinstance(given, int) and 0 < len(record.builds) < given and not record.skipped:
+        notes.append(f"{len(record.builds)} of the {given} builds counted, the reference first (the quick form counts "
+                     "the first two).")
+    if record.skipped:
+        notes.append(f"Not counted: {record.skipped}.")
+    return blocks + [Notes(notes + context_lines(run))]
+
+
 def section(run: Run, out: Path) -> list[Block]:
-    builds = CountsRecord.from_record(run.summary).builds
+    record = CountsRecord.from_record(run.summary)
+    if record.cycle:
+        return _cycle_section(record, run)
+    builds = record.builds
     blocks: list[Block] = [
         Heading("Instruction-count gate", anchor="counts"),
         Para("Each verb's instructions per call, counted under callgrind inside EVALSHA on a fresh server, "

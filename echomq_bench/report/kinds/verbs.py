@@ -31,6 +31,10 @@ def section(run: Run, out: Path) -> list[Block]:
             Para("Each verb from its prepared state, one call per round trip; server µs on the server's own clock "
                  "(commandstats), the faster half's mean. The ratio is to the reference script of the verb's "
                  "weight measured in the same batches (± its bootstrap standard error), which moves less than the "
-                 "µs when the machine is busier."),
+                 "µs when the machine is busier. This is the elapsed time inside the script alone, one call at a "
+                 "time on a build alone; the build matrix's server µs/cycle is the main thread's whole CPU per "
+                 "cycle, I/O, parsing and the allocator included, every build sharing one core. The two can rank "
+                 "builds in opposite orders (the matrix says so when they do); for which build to run, read the "
+                 "matrix's: it is what the server spends."),
             Table(pd.DataFrame(rows), "Server µs per verb", id="verbs-table"),
             Notes(context_lines(run, bottleneck=f"neither: one call in flight at a time (busy: {busy})"))]
