@@ -47,11 +47,12 @@ __all__ = ["CurveSettings", "FULL", "QUICK", "Point", "Drain", "Curve", "measure
 
 
 def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path | str | None = None,
-                   settings: CurveSettings | None = None, verbose: bool = True) -> Path:
+                   settings: CurveSettings | None = None, verbose: bool = True, note: str | None = None) -> Path:
     """Measure the curves on each server, in each form, and write the record
     (results/<run-id>/: meta.json, reapcost.csv, drain.csv, summary.json).
-    Returns the run's folder; the charts are the report's, drawn from the
-    record."""
+    `note`, kept in meta.json, is why the sizes are what they are, for the
+    report to say beside them. Returns the run's folder; the charts are the
+    report's, drawn from the record."""
     from echomq_bench.records import meta, files as results
 
     settings = settings or (QUICK if quick else FULL)
@@ -68,7 +69,8 @@ def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path
     info = meta.collect(servers, reapcost={
         "sizes": list(settings.sizes), "caps": list(settings.caps), "repeats": settings.repeats,
         "orphans": settings.orphans, "cadences_ms": list(settings.cadences_ms), "drain_size": settings.drain_size,
-        "verbs": list(settings.verbs), "forms": list(settings.forms), "quick": quick})
+        "verbs": list(settings.verbs), "forms": list(settings.forms), "quick": quick,
+        **({"note": note} if note else {})})
     results.write_record(run_dir, results.Record(
         kind="reapcost", summary=run_record(curves).to_record(), meta=info,
         tables={"reapcost": [r for c in curves for r in (*c.tidy_rows(), *c.ratio_rows())],

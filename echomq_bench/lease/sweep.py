@@ -32,6 +32,7 @@ crash of K jobs against the cap.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import secrets
 import time
@@ -45,7 +46,7 @@ from echomq_bench.measurement.latency import Latency
 from echomq_bench.servers import redacted_url
 from echomq_bench.measurement.serverstats import sample, usage
 from echomq_bench.lease.calibrate import mass_crash, reap_cost
-from echomq_bench.load.bulk import drop_queue
+from echomq_bench.load.bulk import delete_keys, drop_queue
 from echomq_bench.load.harness import Harness
 from echomq_bench.lease.records import LeaseData, MassCrash, ReapCost, SweepData
 from echomq_bench.lease.settings import DEFAULT_WORK, SettingsError, SweepSettings, auto_leases
@@ -104,22 +105,31 @@ def _collect(server: Any, settings: SweepSettings, progress: ProgressFn | None,
     progress = progress or silent
     wall0 = time.perf_counter()
     progress(f"starting {len(leases)} lease processes x {settings.consumers} consumers")
-    with Harness(error=SweepError, grace_s=JOIN_S) as harness:
-        counters = harness.ctx.Array("d", PROGRESS_FIELDS * len(leases), lock=False)
-        for i, lease in enumerate(leases):
-            harness.fork(f"lease process {lease:g} ms", lease_worker, spec, i, settings, lease, counters, tag)
-        harness.ready(READY_TIMEOUT_S)
-        window = _window(settings, leases)
-        harness.go(window)
-        time.sleep(max(0.0, window[0] - time.perf_counter()))
-        lease_data, use = _gather(harness, client, leases, counters, window, progress)
-    cost = mass = None
-    if settings.mass_crash > 0 and settings.mass_crash_reps > 0:
-        progress(f"measuring reap cost, then {settings.mass_crash_reps} mass crash(es) of {settings.mass_crash} jobs")
-        cost = reap_cost(client, settings, tag)
-        # The drain after the deadline does not depend on the lease; a short
-        # one (half a reap interval) keeps the wait before it short.
-        mass = mass_crash(client, settings, settings.reap_every_ms / 2, tag, random.Random(settings.seed))
+    try:
+        with Harness(error=SweepError, grace_s=JOIN_S) as harness:
+            counters = harness.ctx.Array("d", PROGRESS_FIELDS * len(leases), lock=False)
+            for i, lease in enumerate(leases):
+                harness.fork(f"lease process {lease:g} ms", lease_worker, spec, i, settings, lease, counters, tag)
+            harness.ready(READY_TIMEOUT_S)
+            window = _window(settings, leases)
+            harness.go(window)
+            time.sleep(max(0.0, window[0] - time.perf_counter()))
+            lease_data, use = _gather(harness, client, leases, counters, window, progress)
+        cost = mass = None
+        if settings.mass_crash > 0 and settings.mass_crash_reps > 0:
+            progress(f"measuring reap cost, then {settings.mass_crash_reps} mass crash(es) of {settings.mass_crash} "
+                     "jobs")
+            cost = reap_cost(client, settings, tag)
+            # The drain after the deadline does not depend on the lease; a short
+            # one (half a reap interval) keeps the wait before it short.
+            mass = mass_crash(client, settings, settings.reap_every_ms / 2, tag, random.Random(settings.seed))
+    except BaseException:
+        # A sweep that fails leaves no queue either: on a server reached by URL
+        # it would stay among someone's own keys. A server that cannot be
+        # reached to clean up keeps the error that says why.
+        with contextlib.suppress(redis.RedisError, OSError):
+            delete_keys(client, list(client.scan_iter(match=f"emq:{{lease-{tag}-*", count=1000)))
+        raise
     for i in range(len(leases)):
         drop_queue(client, f"lease-{tag}-{i}", sweep=True)
     return SweepData(

@@ -67,6 +67,20 @@ def _quick(runs: list[Run]) -> bool:
     return any((r.meta.get("settings") or {}).get("quick") is True for r in runs)
 
 
+def _one_server(runs: list[Run], parts: list[Run]) -> list[Answer]:
+    """The build question's answer of a main job given one server, which compares nothing: the
+    main job's own meta.json names the servers it was asked for, its parts' the version."""
+    from echomq_bench.report.kinds.compare import one_server_answer
+
+    shown = {r.path for r in parts}
+    asked = [r for r in runs if r.path not in shown and (r.meta.get("settings") or {}).get("part") == CONTAINER]
+    if len(asked) != 1 or len((asked[0].meta.get("settings") or {}).get("servers_requested") or ()) != 1:
+        return []
+    versions = [s["version"] for r in parts for s in r.meta.get("servers") or () if s.get("version")]
+    return [one_server_answer(versions[0] if versions else
+                              str(asked[0].meta["settings"]["servers_requested"][0]))]
+
+
 def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> Report:
     """Write report.md and report.html (and the charts) into `out`, by
     default the first folder."""
@@ -85,6 +99,8 @@ def build_report(paths: Iterable[Path | str], out: Path | str | None = None) -> 
                                              f"{', '.join(sorted({r.run_id for r in parts}))}.")
     head: list[Block] = [Warning(QUICK_WARNING)] if _quick(runs) else []
     answers = tuple(a for run in by_kind.values() if (a := kinds.answer(run, out_dir)) is not None)
+    if "compare" not in by_kind:
+        answers = (*_one_server(runs, parts), *answers)
     doc.add(*head, *answers)
     matrix = matrix_section(by_kind, out_dir)
     if matrix:

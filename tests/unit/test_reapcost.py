@@ -157,3 +157,22 @@ def test_a_record_from_before_the_forms_is_refused_with_what_to_do(tmp_path: Pat
         with pytest.raises(ResultsError, match="a reapcost record of schema 1 is older than this version reads "
                                                r"\(schema 2 on\); run `echomq-bench reapcost` again"):
             read(old)
+
+
+def test_the_main_job_fills_a_server_reached_by_url_with_at_most_its_cap_of_live_leases() -> None:
+    from echomq_bench.commands.run import PLANS, USERS_SERVER_MOST_LIVE, reap_settings
+    from echomq_bench.servers import parse_server_spec
+
+    plan = PLANS["default"]
+    assert max(plan.reap.sizes) > USERS_SERVER_MOST_LIVE, "the default fills its own servers beyond the cap"
+    own = [parse_server_spec("redis7.0"), parse_server_spec("valkey8.0")]
+    assert reap_settings(own, plan) == (plan.reap, None)
+    capped, note = reap_settings([parse_server_spec("redis://:pw@127.0.0.1:6379/2")], plan)
+    assert max(capped.sizes) == USERS_SERVER_MOST_LIVE and min(capped.sizes) == min(plan.reap.sizes)
+    assert capped.caps == plan.reap.caps and capped.forms == plan.reap.forms and capped.orphans == plan.reap.orphans
+    assert note is not None and f"at most {USERS_SERVER_MOST_LIVE:,} live leases" in note and "pw" not in note
+    # Beside a server of its own, the builds are filled alike, so they stay comparable.
+    mixed, _ = reap_settings([*own, parse_server_spec("redis://127.0.0.1:6379")], plan)
+    assert mixed == capped
+    # The quick form stays under the cap already: nothing to say.
+    assert reap_settings([parse_server_spec("redis://127.0.0.1:6379")], PLANS["quick"]) == (PLANS["quick"].reap, None)

@@ -92,10 +92,12 @@ def answer(run: Run, out: Path) -> Answer | None:
     table = run.table("reapcost")
     reap = table[(table["metric"] == "server_us") & (table["verb"] == "reap")]
     repeats = reap.groupby(["build", "form", "M", "cap", "k"]).size().min()
+    sizes = " and ".join(f"{int(size):,}" for size in sorted(set(reap["M"])))
+    note = ((run.meta.get("settings") or {}).get("reapcost") or {}).get("note")
     foot = (f"Server time of one call from commandstats, median of {repeats} calls per point, at M = {m:,} live "
-            f"leases ({label}); drain: ceil(K/cap) calls, one per {fmt_ms(cadence)} tick (the lease sweep's "
-            f"interval), plus each call's own time. Bound: the server, one call at a time. Builds: "
-            f"{', '.join(builds)}.")
+            f"leases ({label}), the largest M measured (M = {sizes}{f': {note}' if note else ''}); drain: "
+            f"ceil(K/cap) calls, one per {fmt_ms(cadence)} tick (the lease sweep's interval), plus each call's own "
+            f"time. Bound: the server, one call at a time. Builds: {', '.join(builds)}.")
     return Answer(QUESTION, [_sentence(build, record.version_of(build), blocking, drains, m, k, cadence, label)], png,
                   foot, "answer-reap")
 
