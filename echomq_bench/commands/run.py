@@ -1,10 +1,12 @@
 """`echomq-bench run`: the main job. On every build installed here (or each
 --server), it answers four questions and opens its report with them:
 
-1. Which build should I run? Every build loaded at once on one core, each
-   judged against the first build of its own allocator (redis7.0 for the
-   jemalloc builds, redis6.2 for the libc ones), until each interval is
-   within ±1% (or 16 trials).
+1. Which build should I run? Every build loaded at once on one core, on
+   fresh servers each trial in a drawn order, each ranked against one
+   reference (redis7.0, the build Debian ships), allocator and all, until
+   each trial interval is within ±1% (or 16 trials); each interval adds how
+   far earlier runs on this machine differed (docs/design/compare.md). A
+   version's effect within its allocator is a second line.
 2. How long should my lease be? A sweep at a time scale of 10, which
    confirms a lease in seconds and can only overstate its false expiry
    (docs/design/lease-model.md).
@@ -13,8 +15,14 @@
    drain at the sweep's reap interval.
 4. How does throughput grow with consumers, and which side is the bound?
 
-Before them, the conformance check and each verb's server time; after, the
-report and `results/latest` pointing at it.
+Given one server, the last three are answered and the first says that a
+choice needs two. A server reached by URL is someone's: each part removes
+the keys it wrote, and the reaper's cap fills fewer live leases there.
+
+Before them, the conformance check, each verb's server time and each
+build's instructions per claim/complete cycle under callgrind (the work
+alone, set beside each time ratio); after, the report and `results/latest`
+pointing at it.
 
 Each part writes its own folder inside the run folder, exactly as its own
 command would, so `echomq-bench report` and the notebooks read them alike.
@@ -37,9 +45,11 @@ from echomq_bench.lease.settings import SweepSettings
 from echomq_bench.servers import ServerSpec
 
 if TYPE_CHECKING:
+    from echomq_bench.capacity.compare import Build, CompareResult
     from echomq_bench.conformance.stories import Line
 
-__all__ = ["configure", "run", "Plan", "PLANS", "BASELINE_BUILD", "baseline_first", "REAP_EVERY_MS"]
+__all__ = ["configure", "run", "Plan", "PLANS", "BASELINE_BUILD", "baseline_first", "build_comparison", "REAP_EVERY_MS",
+           "reap_settings", "USERS_SERVER_MOST_LIVE"]
 
 BASELINE_BUILD = "redis7.0"
 
@@ -57,6 +67,8 @@ class Plan:
     lease_s: float
     lease_time_scale: float      # confirms a lease in seconds: docs/design/lease-model.md
     ceiling_requests: int
+    count_calls: int = 100           # claims and completes counted per build under callgrind (counts.cycle)
+    count_builds: int | None = None  # count only the first n builds, the reference first; None: every build
 
 
 # The reaper's interval the lease sweep assumes; the reap part drains at it too.
@@ -73,7 +85,8 @@ PLANS = {
                   reap=CurveSettings(sizes=(1_000, 100_000), caps=(10, 100, 1_000), repeats=3, orphans=2_000,
                                      drain_size=10_000, verbs=("reap",), forms=("bare",),
                                      cadences_ms=(int(REAP_EVERY_MS),)),
-                  lease_s=3.0, lease_time_scale=10.0, ceiling_requests=20_000),
+                  lease_s=3.0, lease_time_scale=10.0, ceiling_requests=20_000,
+                  count_calls=50, count_builds=2),
 }
 
 
@@ -145,6 +158,23 @@ def _verbs(specs: list[ServerSpec], plan: Plan, out: Path, progress: ProgressFn)
     results.write_record(out, results.Record(kind="verbs", summary=summary, meta=info, tables={"microbench": rows}))
 
 
+def _counts(specs: list[ServerSpec], plan: Plan, out: Path, progress: ProgressFn) -> None:
+    """Each build's instructions per claim/complete cycle under callgrind, the reference build first: the
+    report sets them beside the time ratios. Without valgrind, a record that says why none was counted."""
+    from echomq_bench.counts.cycle import CycleCounts, count_cycles, cycle_record
+
+    ordered = baseline_first(specs)[:plan.count_builds]
+    # Only a single server started here from its binary can run under callgrind.
+    found = count_cycles([s for s in ordered if s.kind == "embedded"], calls=plan.count_calls, progress=progress)
+    elsewhere = [s.name for s in ordered if s.kind != "embedded"]
+    if elsewhere:
+        why = f"{', '.join(elsewhere)}: not a single server started here, so not run under callgrind"
+        found = CycleCounts(found.runs, "; ".join(filter(None, (found.skipped, why))))
+    info = meta.collect([], part="counts", calls=plan.count_calls, builds=[s.name for s in ordered],
+                        builds_given=len(specs))
+    results.write_record(out, cycle_record(found, info))
+
+
 def baseline_first(specs: list[ServerSpec]) -> list[ServerSpec]:
     """The builds with the one every ratio is against first: redis7.0 when
     it is among them (or plain `redis`, the same binary), else the first."""
@@ -155,15 +185,23 @@ def baseline_first(specs: list[ServerSpec]) -> list[ServerSpec]:
     return list(specs)
 
 
-def _compare(specs: list[ServerSpec], plan: Plan, out: Path, progress: ProgressFn) -> None:
-    from echomq_bench.capacity.compare import SHARED_CORE_PIPELINE, Judging
+def build_comparison(builds: list[Build], plan: Plan, progress: ProgressFn) -> CompareResult:
+    """The main job's build comparison, as its measurement scripts repeat it: every build against
+    the first (the reference), on the plan's trials."""
+    from echomq_bench.capacity.compare import SHARED_CORE_PIPELINE, Judging, run_compare
     from echomq_bench.commands.capacity import CapacitySettings
-    from echomq_bench.commands.compare import run_compare, write_compare
 
     settings = CapacitySettings(duration_s=plan.compare_s, ceiling_requests=plan.ceiling_requests,
                                 pipeline=SHARED_CORE_PIPELINE)
-    result = run_compare(baseline_first(specs), settings, trials=plan.trials, progress=progress,
-                         judging=Judging(precision=plan.precision, pair_by="allocator"))
+    return run_compare(builds, settings, trials=plan.trials, progress=progress,
+                       judging=Judging(precision=plan.precision, pair_by="first"))
+
+
+def _compare(specs: list[ServerSpec], plan: Plan, out: Path, progress: ProgressFn) -> None:
+    from echomq_bench.capacity.compare import Build
+    from echomq_bench.commands.compare import write_compare
+
+    result = build_comparison([Build(s) for s in baseline_first(specs)], plan, progress)
     write_compare(out, result, argv=sys.argv)
 
 
@@ -172,8 +210,17 @@ def _consumers(specs: list[ServerSpec], plan: Plan, out: Path, progress: Progres
     from echomq_bench.records.kinds.consumers import ConsumersRecord
     from echomq_bench.servers import running
 
+    # The load generator speaks plain TCP only: a server that wants TLS is
+    # left out of this part with a line saying so, not the whole run with it.
+    plain = [s for s in specs if not (s.url or "").startswith("rediss")]
+    for spec in specs:
+        if spec not in plain:
+            print(f"  {spec.name}: no consumers measured: the load generator speaks plain TCP, and this server wants "
+                  "TLS (rediss://)", file=sys.stderr)
+    if not plain:
+        return
     rows: list[dict[str, Any]] = []
-    with running(*specs) as servers:
+    with running(*plain) as servers:
         for server in servers:
             for c in plan.consumers:
                 # One claim or complete in flight per connection: a pool of c
@@ -189,12 +236,31 @@ def _consumers(specs: list[ServerSpec], plan: Plan, out: Path, progress: Progres
                                              meta=info, tables={"consumers": rows}))
 
 
+# A server reached by URL is someone's own, their data in the memory this part
+# fills: a million live leases with their job rows take hundreds of MB, more
+# than a benchmark should ask of a server it did not start, and a reap's cost
+# grows like log M, so a smaller M still answers the question. There the fill
+# stops at the verbs part's own population, and the report says so.
+USERS_SERVER_MOST_LIVE = 100_000
+
+
+def reap_settings(specs: list[ServerSpec], plan: Plan) -> tuple[CurveSettings, str | None]:
+    """The reap part's settings for these servers, and the note the report shows when they were capped."""
+    sizes = tuple(sorted({min(m, USERS_SERVER_MOST_LIVE) for m in plan.reap.sizes}))
+    if not any(s.url for s in specs) or sizes == tuple(plan.reap.sizes):
+        return plan.reap, None
+    return replace(plan.reap, sizes=sizes), (
+        f"a server reached by URL is someone's own, so the main job fills it with at most "
+        f"{USERS_SERVER_MOST_LIVE:,} live leases (its own servers get {max(plan.reap.sizes):,})")
+
+
 def _reapcost(specs: list[ServerSpec], plan: Plan, out: Path) -> None:
     from echomq_bench.commands.reapcost import run_reap_curve
     from echomq_bench.servers import running
 
+    settings, note = reap_settings(specs, plan)
     with running(*specs) as servers:
-        run_reap_curve(servers, settings=plan.reap, out_dir=out, verbose=True)
+        run_reap_curve(servers, settings=settings, out_dir=out, verbose=True, note=note)
 
 
 def _lease(specs: list[ServerSpec], plan: Plan, out: Path, progress: ProgressFn) -> None:
@@ -228,24 +294,24 @@ def run(args: argparse.Namespace) -> int:
 
     plan = PLANS["quick" if args.quick else "default"]
     specs: list[ServerSpec] = list(args.server)
-    # Every server must answer before anything is written: a refused run
-    # leaves no half-made results folder behind. A server that does not
-    # start is named first; one that does but stands alone is refused next.
+    # Every server must answer before anything is written: a run refused
+    # leaves no half-made results folder behind.
     with running(*specs) as servers:
         for server in servers:
             server.version()
-    if len(specs) < 2:
-        print(f"echomq-bench run: error: the main job compares builds and got one ({specs[0].name}): give two or "
-              f"more --server, or the same one twice for an A/A run", file=sys.stderr)
-        return 2
     run_dir = results.new_run_dir("run", args.out)
     base = baseline_first(specs)[0].name
     phases = Phases(["conformance check", "server µs per verb, build by build",
-                     f"which build: all together on one core, each against its allocator's first ({base} ...)",
+                     "instructions per claim/complete cycle under callgrind, build by build",
+                     *([f"which build: all together on one core, each against {base}"]
+                       if len(specs) > 1 else []),
                      "how long a lease: the sweep", "what the reaper's cap costs",
                      "throughput against consumers", "report"])
     print(f"echomq-bench run -> {run_dir}  ({'quick' if args.quick else 'default'}: "
           f"{', '.join(s.name for s in specs)})", file=sys.stderr)
+    if len(specs) == 1:
+        print(f"  one server given ({specs[0].name}): the lease, the reaper's cap and consumers; no build comparison, "
+              "which needs two or more --server", file=sys.stderr)
     results.write_json(run_dir / "meta.json", meta.collect(argv=sys.argv, part="run", plan=plan.__dict__,
                                                            quick=bool(args.quick),
                                                            servers_requested=[s.describe() for s in specs]))
@@ -275,8 +341,12 @@ def _parts(specs: list[ServerSpec], plan: Plan, run_dir: Path, phases: Phases) -
     _verbs(specs, plan, results.new_run_dir("verbs", run_dir / "verbs"), phases.progress)
     phases.end_line()
     phases.next()
-    _compare(specs, plan, results.new_run_dir("compare", run_dir / "compare"), phases.progress)
+    _counts(specs, plan, results.new_run_dir("counts", run_dir / "counts"), phases.progress)
     phases.end_line()
+    if len(specs) > 1:  # with one, the report says a choice needs two (echomq_bench.report)
+        phases.next()
+        _compare(specs, plan, results.new_run_dir("compare", run_dir / "compare"), phases.progress)
+        phases.end_line()
     phases.next()
     _lease(baseline_first(specs), plan, results.new_run_dir("lease", run_dir / "lease"), phases.progress)
     phases.end_line()

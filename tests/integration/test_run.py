@@ -17,7 +17,7 @@ from echomq_bench.microbench.verbs import MATRIX_CASES, VERB_LABELS
 from echomq_bench.records import files as results
 from echomq_bench.records.history import HISTORY_ENV, read_history
 from echomq_bench.report import QUICK_WARNING
-from echomq_bench.servers import installed_builds, parse_server_spec
+from echomq_bench.servers import free_port, installed_builds, parse_server_spec
 
 SIX = ["redis6.2", "redis7.0", "redis8.2", "valkey8.0", "valkey8.1", "valkey9.1"]
 JEMALLOC, LIBC = ["redis7.0", "redis8.2", "valkey8.0"], ["redis6.2", "valkey8.1", "valkey9.1"]
@@ -40,9 +40,13 @@ def test_quick_run_on_every_build_answers_first(tmp_path: Path, monkeypatch: pyt
         assert all(f["server_us"] > 0 and f["calls"] > 0 for f in b["verbs"].values()), b
     compare = results.load(out / "compare").summary
     assert compare["baseline"] == "redis7.0" and list(compare["builds"])[0] == "redis7.0"
-    # Each build against the first of its allocator: a ratio is a version's alone.
-    assert compare["baselines"] == {**dict.fromkeys(JEMALLOC, "redis7.0"), **dict.fromkeys(LIBC, "redis6.2")}
-    assert [compare["builds"][b]["verdict"] for b in ("redis7.0", "redis6.2")] == ["baseline", "baseline"]
+    # Every build ranked against one reference, allocator and all; a version's effect within its
+    # allocator is the second line, against the first build of its own.
+    assert compare["baselines"] == dict.fromkeys(SIX, "redis7.0")
+    assert [b for b in SIX if compare["builds"][b]["verdict"] == "baseline"] == ["redis7.0"]
+    assert {b: compare["builds"][b].get("allocator_baseline") for b in SIX} == {
+        **dict.fromkeys(SIX), "valkey8.1": "redis6.2", "valkey9.1": "redis6.2"}
+    assert compare["company"] == sorted(SIX) and isinstance(compare["order_seed"], int)
 
     report = (out / "report.md").read_text()
     questions = ["Which build should I run?", "How long should my lease be?", "What does the reaper's cap cost?",
@@ -55,26 +59,25 @@ def test_quick_run_on_every_build_answers_first(tmp_path: Path, monkeypatch: pyt
     # Two trials decide nothing, and the answer shows no interval it would not stand behind.
     joined = " ".join(line.strip() for line in lines)
     said = re.findall(r"(redis 8\.2\.3|valkey 8\.0\.1|valkey 8\.1\.8|valkey 9\.1\.2) costs [0-9.]+× "
-                      r"(redis 7\.0\.15|redis 6\.2\.14)'s server time per "
+                      r"(redis 7\.0\.15)'s server time per "
                       r"cycle \(too few trials for an interval, n = [0-2]\): inconclusive \([0-2] trials\)", joined)
     assert sorted(said) == [("redis 8.2.3", "redis 7.0.15"), ("valkey 8.0.1", "redis 7.0.15"),
-                            ("valkey 8.1.8", "redis 6.2.14"), ("valkey 9.1.2", "redis 6.2.14")]
+                            ("valkey 8.1.8", "redis 7.0.15"), ("valkey 9.1.2", "redis 7.0.15")]
+    assert "redis 6.2.14 costs " in joined and "Within an allocator (the version's effect alone): " in joined
     summary = json.loads((out / "summary.json").read_text())
     assert [a["question"] for a in summary["answers"]] == questions
     matrix = report[report.index("## Build matrix"):report.index("## Conformance")]
     header = next(line for line in matrix.splitlines() if line.startswith("| build |"))
-    for column in ["malloc", "server µs/cycle", "ratio to its allocator's baseline",
+    for column in ["malloc", "server µs/cycle", "ratio to redis7.0",
                    *(f"{v} µs" for v in VERB_LABELS.values()),
                    "reap(100) at M=100,000, bare, µs"]:
         assert f"| {column} |" in header
     rows = {line.split(" | ")[0].lstrip("| "): line for line in matrix.splitlines()
             if line.startswith("| ") and not line.startswith(("| build", "|---"))}
     assert list(rows) == ["redis7.0", "redis6.2", "redis8.2", "valkey8.0", "valkey8.1", "valkey9.1"]  # baseline first
-    for build in ("redis7.0", "redis6.2"):
-        assert "| 1 (the baseline) |" in rows[build]
-    for build, base in [("redis8.2", "redis7.0"), ("valkey8.0", "redis7.0"), ("valkey8.1", "redis6.2"),
-                        ("valkey9.1", "redis6.2")]:
-        assert "t on log ratios" in rows[build] and f"(vs {base})" in rows[build], rows[build]
+    assert "| 1 (the baseline) |" in rows["redis7.0"]
+    for build in SIX[:1] + SIX[2:]:
+        assert "t on log ratios" in rows[build] and "(vs " not in rows[build], rows[build]
     for build in LIBC:
         assert "| libc |" in rows[build]
     for build in JEMALLOC:
@@ -89,11 +92,12 @@ def test_quick_run_on_every_build_answers_first(tmp_path: Path, monkeypatch: pyt
     assert {f"verbs.{case}.server_us" for case in MATRIX_CASES} <= set(history["metric"])
 
 
-def test_one_server_is_refused_before_anything_is_written(tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--quick", "--server", "redis", "--out", str(tmp_path / "run")]) == 2
-    assert capsys.readouterr().err == ("echomq-bench run: error: the main job compares builds and got one (redis): "
-                                       "give two or more --server, or the same one twice for an A/A run\n")
+def test_a_server_that_does_not_answer_is_named_before_anything_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    assert main(["run", "--quick", "--server", "redis", "--server", url, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("echomq-bench run: error: server '127.0.0.1:") and f"at {url} does not answer" in err, err
     assert not (tmp_path / "run").exists()
 
 

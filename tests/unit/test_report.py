@@ -72,8 +72,14 @@ def test_report_from_the_sample_answers_first(sample_report: Report) -> None:
     assert page.index('id="answers"') < page.index("<details")
     # Each answer: its sentence, one chart of its own, and its footnote.
     build, lease, reap, consumers = report.answers
-    assert all(line.endswith((": faster", ": slower")) or ": equivalent within ±2%" in line for line in build.lines)
-    assert all(" costs " in line and "× redis 7.0.15's server time per cycle (95% CI " in line for line in build.lines)
+    # Every build ranked against one reference, cheapest first, the reference in its place at 1.
+    judged = [line for line in build.lines if line != "redis 7.0.15: the reference (1.00×)"]
+    assert len(judged) == len(build.lines) - 1
+    assert all(line.endswith((": faster", ": slower")) or ": equivalent within ±2%" in line for line in judged)
+    assert all(" costs " in line and "× redis 7.0.15's server time per cycle (95% CI " in line for line in judged)
+    ratios = [1.0 if "the reference" in line else float(line.split(" costs ")[1].split("×")[0])
+              for line in build.lines]
+    assert ratios == sorted(ratios) and ratios[0] < 1.0 < ratios[-1]
     assert lease.lines[0].startswith("Set the lease to ") and "reap every 250 ms" in lease.lines[0]
     assert reap.lines[0].startswith("At cap 100, one reap call blocks ") and "cap 10 would block" in reap.lines[0]
     assert consumers.lines[0].startswith("From 1 to 16 consumers throughput grows ")

@@ -36,7 +36,7 @@ from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.measurement.verdicts import FASTER, SLOWER
 from echomq_bench.progress import Progress
 
-MARK = "local popped = rcall('ZPOPMIN', pendingKey)"
+MARK = "local popped = redis.pcall('ZPOPMIN', pendingKey)"
 BUSY_TARGET = 0.85
 SLOWDOWN = 0.20
 

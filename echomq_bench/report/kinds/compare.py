@@ -17,26 +17,59 @@ from echomq_bench.report.context import context_lines, machine
 from echomq_bench.report.doc import Answer, Block, Heading, Image, Notes, Para, Table
 from echomq_bench.report.kinds.capacity import slo_build_lines, slo_interval, slo_method, slo_probe_table
 
-__all__ = ["section", "answer", "verdict_sentence", "slo_sentence"]
+__all__ = ["section", "answer", "one_server_answer", "verdict_sentence", "slo_sentence"]
 
 QUESTION = "Which build should I run?"
 
 
 def _version(r: CompareRecord, name: str) -> str:
+    """The build's version, with its name when another build of the run has the same version
+    (an A/A pair, a build with its own scripts)."""
     entry = r.builds.get(name)
-    return (entry.version if entry else None) or name
+    version = (entry.version if entry else None) or name
+    shared = sum(1 for e in r.builds.values() if e.version == version) > 1
+    return f"{version} ({name})" if shared else version
+
+
+def _interval(r: CompareRecord, v: RatioVerdictEntry) -> str:
+    """`95% CI 0.91–0.97, n = 16, between runs ±1.5% (assumed: 1 of 3 runs here)`."""
+    ci = v.ci if r.has_interval(v) else None
+    interval = f"95% CI {ci[0]:.2f}–{ci[1]:.2f}, " if ci else "too few trials for an interval, "
+    between = f", {v.spread.text}" if v.spread is not None and v.spread.text and ci else ""
+    return f"{interval}n = {v.n}{between}"
 
 
 def verdict_sentence(name: str, entry: CompareEntry, r: CompareRecord) -> str:
-    """`valkey 8.0.1 costs 0.92x redis 7.0.15's server time per cycle (95% CI 0.91-0.93, n = 14): faster`,
-    as people read pyperf or hyperfine."""
+    """`valkey 8.0.1 costs 0.92x redis 7.0.15's server time per cycle (95% CI 0.89-0.95, n = 14, between
+    runs ±1.2% (6 runs here)): faster`, as people read pyperf or hyperfine."""
     v = r.headline_of(entry)
-    who, against = entry.version or name, _version(r, r.base_of(name))
+    who, against = _version(r, name), _version(r, r.base_of(name))
     if v.ratio is None:
         return f"{who} against {against}: {v.text or entry.verdict or 'no verdict'}"
-    ci = v.ci if r.has_interval(v) else None
-    interval = f"95% CI {ci[0]:.2f}–{ci[1]:.2f}, " if ci else "too few trials for an interval, "
-    return f"{who} costs {v.ratio:.2f}× {against}'s server time per cycle ({interval}n = {v.n}): {v.text or v.verdict}"
+    return f"{who} costs {v.ratio:.2f}× {against}'s server time per cycle ({_interval(r, v)}): {v.text or v.verdict}"
+
+
+def _within_allocator_line(r: CompareRecord) -> str | None:
+    """The second line: each version against the first build of its own allocator, so a version's
+    effect reads apart from its allocator's."""
+    parts = []
+    for name, e in r.builds.items():
+        v = e.within_allocator
+        if v is None or v.ratio is None or not e.allocator_baseline:
+            continue
+        parts.append(f"{_version(r, name)} costs {v.ratio:.2f}× {_version(r, e.allocator_baseline)}'s "
+                     f"({_interval(r, v)}): {v.text or v.verdict}")
+    return "Within an allocator (the version's effect alone): " + "; ".join(parts) if parts else None
+
+
+def _ranked(r: CompareRecord) -> list[str]:
+    """Every judged build, cheapest first, with the reference in its place at 1."""
+    def ratio(name: str) -> float:
+        if name == r.base_of(name):
+            return 1.0
+        v = r.headline_of(r.builds[name])
+        return float(v.ratio) if v.ratio is not None and v.ratio == v.ratio else float("inf")
+    return sorted(r.builds, key=ratio)
 
 
 def _footnote(run: Run, r: CompareRecord) -> str:
@@ -48,12 +81,17 @@ def _footnote(run: Run, r: CompareRecord) -> str:
     stop = f"stopped at ±{r.precision:.0%} or {trials} trials" if r.precision else f"{trials} trials"
     allocators = {str(x.get("allocator")) for x in run.meta.get("servers") or () if x.get("allocator")}
     malloc = (" Each build is judged against the first build of its own allocator." if r.pairs() else
-              " Allocators differ between builds: see the build matrix." if len(allocators) > 1 else "")
-    return (f"Method: geometric mean of per-trial ratios, {int(r.level * 100)}% t-interval "
-            f"on their logs; 'equivalent' by TOST within ±{r.margin:.0%}, faster or slower only "
-            f"beyond ±{r.margin / 2:.0%}; {stop}, {excluded} build-trials excluded as not "
-            f"server-bound. Bound: server in {bound['server']} of {runs} build-trials, all builds on one shared "
-            f"core ({machine(run)}).{malloc}")
+              " Every build is ranked against one reference, allocator and all." if len(allocators) > 1 else "")
+    two_level = any(r.headline_of(e).spread is not None for e in others)
+    between = (" plus the spread between this machine's earlier runs of the same builds (DerSimonian–Laird, "
+               "Welch–Satterthwaite df; assumed until 3 runs)" if two_level else " (this run's trials alone)")
+    order = " started and filled in a drawn order," if r.order_seed is not None else ""
+    return (f"Method: each trial on fresh servers,{order} all {len(r.builds)} builds on one shared core; geometric "
+            f"mean of per-trial ratios, {int(r.level * 100)}% t-interval on their logs{between}; 'equivalent' by "
+            f"TOST within ±{r.margin:.0%}, faster or slower only beyond ±{r.margin / 2:.0%}; {stop}, {excluded} "
+            f"build-trials excluded as not server-bound. Bound: server in {bound['server']} of {runs} build-trials "
+            f"({machine(run)}). A ratio holds among these builds: other company on the core is another "
+            f"comparison.{malloc}")
 
 
 # --------------------------------------------------------------------------
@@ -102,24 +140,40 @@ def _slo_blocks(run: Run, slo: SloBlock) -> list[Block]:
 
 def answer(run: Run, out: Path) -> Answer | None:
     r = CompareRecord.from_record(run.summary)
-    rows, lines = [], []
-    for name, e in r.builds.items():
-        base = r.base_of(name)
+    rows, lines, judged = [], [], 0
+    for name in _ranked(r):
+        e, base = r.builds[name], r.base_of(name)
         if name == base:
+            if not r.pairs():
+                lines.append(f"{_version(r, name)}: the reference (1.00×)")
             continue
+        judged += 1
         lines.append(verdict_sentence(name, e, r))
         v = r.headline_of(e)
         against = f" vs {_version(r, base)}" if r.pairs() else ""
         if r.has_interval(v) and v.ci is not None:
             rows.append({"label": f"{e.version or name}\n({name}){against}", "ratio": v.ratio,
                          "lo": v.ci[0], "hi": v.ci[1], "verdict": v.verdict or ""})
+    within = _within_allocator_line(r)
+    if within:
+        lines.append(within)
     if r.slo is not None:
-        lines += [slo_sentence(n, e, r.slo) for n, e in r.slo.builds.items() if e.verdict != "baseline"]
-    if not lines:
+        slo = [slo_sentence(n, e, r.slo) for n, e in r.slo.builds.items() if e.verdict != "baseline"]
+        judged, lines = judged + len(slo), lines + slo
+    if not judged:
         return None
     base_label = "its allocator's baseline" if r.pairs() else _version(r, str(r.baseline))
     png = charts.forest(pd.DataFrame(rows), base_label, r.margin, out / "answer_build.png") if rows else None
     return Answer(QUESTION, lines, png, _footnote(run, r), "answer-build")
+
+
+def one_server_answer(version: str) -> Answer:
+    """The build question asked of a run given one server: it keeps its slot on the first screen and says
+    what it would take to answer it."""
+    return Answer(QUESTION, [f"one server given ({version}): a choice between builds needs two; give two or more "
+                             "--server"], None,
+                  "The other three answers need one server; the build comparison loads two or more together "
+                  "(or the same one twice, for an A/A run).", "answer-build")
 
 
 def _spread_text(s: Spread, fmt: str = ",.0f") -> str:
@@ -177,6 +231,12 @@ def _notes(r: CompareRecord) -> list[str]:
             trials = ", ".join(map(str, e.excluded_trials))
             out.append(f"Excluded for {name}: trial {trials} of {r.trials}, where a build was not "
                        "server-bound (busy + wait below 97% of the window).")
+        head = r.headline_of(e)
+        if head.spread is not None and head.spread.text:
+            out.append(f"{name} against {r.base_of(name)}: the interval adds the {head.spread.text}")
+        if e.within_allocator is not None and e.allocator_baseline:
+            out.append(f"{name} against {e.allocator_baseline}, the first build of its allocator: "
+                       f"{_label(e.within_allocator, r.min_trials)}")
         for metric, v in e.verdicts.items():
             if metric != r.headline:
                 out.append(f"{name} {metric} against {r.base_of(name)}: {_label(v, r.min_trials)}")
