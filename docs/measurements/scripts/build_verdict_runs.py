@@ -10,6 +10,8 @@ compare record into DIR/<config>/<utc time>/, so the results history
 job's does. Run it in groups at least 30 minutes apart, into the same DIR:
 
 - `default`: every build setup installed, each against redis7.0;
+- `pair`: redis7.0 and valkey8.1 alone, for what the company on the core
+  does to a ratio (not one of the checks);
 - `planted`: redis7.0, the same binary again under a second name (redis7.0-2,
   an A/A pair) and `slow`, the same binary with a claim script that burns
   about 5% of a cycle's server time more (kept in DIR/planted-lua so that
@@ -50,14 +52,16 @@ from echomq_bench.servers import installed_builds, parse_server_spec
 from echomq import lua_dir
 
 REFERENCE = "redis7.0"
-BURN_LOOPS = 130
+BURN_LOOPS = 170
+PAIRED = "valkey8.1"   # the `pair` config: one build alone with the reference, to see what company does
+CONFIGS = ("default", "planted", "pair")
 DECIDED = ("faster", "slower", "equivalent")
 
 
 def planted_lua(top: Path) -> Path:
     """A copy of lua/ whose claim runs a Lua loop of BURN_LOOPS additions first, kept in DIR for
     every later group. The size it plants is read from the runs themselves (`summary` prints slow's
-    pooled ratio); 200 loops read +7.5% of a cycle on a 2-core AMD EPYC VM, so 130 aim at about 5%."""
+    pooled ratio); on a 2-core AMD EPYC VM 130 loops read +3.9% of a cycle, so 170 aim at about 5%."""
     keep = top / "planted-lua"
     if not (keep / "claim-3.lua").is_file():
         original = (lua_dir() / "claim-3.lua").read_text()
@@ -71,6 +75,8 @@ def planted_lua(top: Path) -> Path:
 def builds_of(config: str, top: Path) -> list[Build]:
     if config == "default":
         return [Build(s) for s in baseline_first([parse_server_spec(b.name) for b in installed_builds()])]
+    if config == "pair":
+        return [Build(parse_server_spec(REFERENCE)), Build(parse_server_spec(PAIRED))]
     spec = parse_server_spec(REFERENCE)
     slow = parse_server_spec(f"slow={spec.binary} {' '.join(spec.args)}".strip())
     return [Build(spec), Build(spec), Build(slow, planted_lua(top))]
@@ -106,7 +112,7 @@ def _check(name: str, hits: int, n: int, need: str, ok: bool) -> bool:
 def summary(top: Path) -> int:
     ok = True
     decided = total = 0
-    for config in ("default", "planted"):
+    for config in CONFIGS:
         rows = _records(top, config)
         if not rows:
             continue
@@ -145,20 +151,52 @@ def summary(top: Path) -> int:
     return 0 if ok else 1
 
 
+def positions(top: Path) -> None:
+    """Does going first cost a build? Per trial, each build's log ratio to the reference against how
+    many places later than the reference it started and filled (least squares over every trial)."""
+    import numpy as np
+    import pandas as pd
+
+    for config in CONFIGS:
+        frames = [pd.read_csv(p) for p in sorted((top / config).glob("*/compare.csv"))]
+        if not frames:
+            continue
+        print(f"\n## {config}: start position against the reference, over {len(frames)} runs\n")
+        for b in sorted({str(x) for f in frames for x in f["build"]} - {REFERENCE}):
+            steps, logs = [], []
+            for f in frames:
+                us = f[f["metric"] == "server_us_per_cycle"]
+                n = us["build"].nunique()
+                for _, trial in us.groupby("trial"):
+                    mine, ref = trial[trial["build"] == b], trial[trial["build"] == REFERENCE]
+                    if len(mine) == 1 and len(ref) == 1:
+                        steps.append((int(mine["order"].iloc[0]) - int(ref["order"].iloc[0])) / max(1, n - 1))
+                        logs.append(math.log(float(mine["value"].iloc[0]) / float(ref["value"].iloc[0])))
+            x, y = np.asarray(steps), np.asarray(logs)
+            slope, _ = np.polyfit(x, y, 1)
+            resid = y - np.polyval(np.polyfit(x, y, 1), x)
+            se = math.sqrt(float(resid @ resid) / (len(x) - 2) / float(((x - x.mean()) ** 2).sum()))
+            print(f"- {b}: {len(x)} trials; starting last rather than first changes its ratio by "
+                  f"{math.expm1(slope):+.2%} (±{1.96 * se:.2%})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
     go = sub.add_parser("run", help="repeat the comparison into DIR")
     go.add_argument("dir", type=Path)
     go.add_argument("--runs", type=int, default=3, help="runs of each config in this group (default 3)")
-    go.add_argument("--config", choices=("default", "planted", "both"), default="both")
+    go.add_argument("--config", choices=(*CONFIGS, "both"), default="both",
+                    help="both: default and planted, in turn; pair: the reference and valkey8.1 alone")
     read = sub.add_parser("summary", help="the runs in DIR and the five checks")
     read.add_argument("dir", type=Path)
     args = parser.parse_args()
     if args.what == "run":
         run(args.dir, args.runs, ["default", "planted"] if args.config == "both" else [args.config])
         return 0
-    return summary(args.dir)
+    code = summary(args.dir)
+    positions(args.dir)
+    return code
 
 
 if __name__ == "__main__":
