@@ -83,16 +83,3 @@ def test_one_server_by_url_is_answered_and_left_as_it_was_found(
     with fresh_server.client() as c:
         assert c.config_get("*") == settings
         assert c.get("app:greeting") == b"hello" and c.zrange("emq:{orders}:pending", 0, -1) == [b"JOB0Nt6z93U3dY"]
-
-
-def test_one_named_build_is_answered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv(HISTORY_ENV, str(tmp_path / "history.sqlite"))
-    out = tmp_path / "run"
-    assert main(["run", "--quick", "--server", "redis7.0", "--out", str(out)]) == 0
-    _first_screen(out, "redis 7.0.15")
-    assert json.loads((out / "meta.json").read_text())["settings"]["servers_requested"] == ["redis7.0"]
-    printed = capsys.readouterr().out.splitlines()
-    assert [line for line in printed if line in QUESTIONS] == QUESTIONS
-    assert "- one server given (redis 7.0.15): a choice between builds needs two; give two or more --server" in printed
-
