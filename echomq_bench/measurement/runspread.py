@@ -55,6 +55,8 @@ class RunSpread:
         """`between runs ±1.5% (assumed: 1 of 3 runs here)` or `between runs ±0.8% (5 runs here)`."""
         if self.source == ASSUMED:
             return f"between runs ±{self.sd:.1%} (assumed: {self.runs} of {MIN_RUNS} runs here)"
+        if self.sd == 0.0:   # Q within its degrees of freedom: the runs agree as closely as their trials
+            return f"between runs: none beyond the trials ({self.runs} runs here)"
         return f"between runs ±{self.sd:.1%} ({self.runs} runs here)"
 
     def to_dict(self) -> dict[str, object]:

@@ -45,6 +45,7 @@ def test_below_three_runs_the_spread_is_the_declared_prior_and_says_so() -> None
 def test_runs_that_agree_within_their_errors_have_no_between_run_spread() -> None:
     spread = estimate([(0.010, 0.004), (0.012, 0.004), (0.009, 0.004), (0.011, 0.004)])
     assert spread.source == MEASURED and spread.sd == 0.0 and spread.runs == 4 and spread.df == 3
+    assert spread.text == "between runs: none beyond the trials (4 runs here)"
 
 
 def test_dersimonian_laird_recovers_a_known_between_run_spread() -> None:
