@@ -69,6 +69,7 @@ class Plan:
     ceiling_requests: int
     count_calls: int = 100           # claims and completes counted per build under callgrind (counts.cycle)
     count_builds: int | None = None  # count only the first n builds, the reference first; None: every build
+    consumers_builds: int | None = None   # consumers on the first n builds, the reference first; None: every build
 
 
 # The reaper's interval the lease sweep assumes; the reap part drains at it too.
@@ -88,7 +89,7 @@ PLANS = {
                                      drain_size=10_000, verbs=("reap",), forms=("bare",),
                                      cadences_ms=(int(REAP_EVERY_MS),)),
                   lease_s=3.0, lease_time_scale=10.0, ceiling_requests=20_000,
-                  count_calls=20, count_builds=2),
+                  count_calls=50, count_builds=2, consumers_builds=2),
 }
 
 
@@ -214,8 +215,9 @@ def _consumers(specs: list[ServerSpec], plan: Plan, out: Path, progress: Progres
 
     # The load generator speaks plain TCP only: a server that wants TLS is
     # left out of this part with a line saying so, not the whole run with it.
-    plain = [s for s in specs if not (s.url or "").startswith("rediss")]
-    for spec in specs:
+    chosen = baseline_first(specs)[:plan.consumers_builds]
+    plain = [s for s in chosen if not (s.url or "").startswith("rediss")]
+    for spec in chosen:
         if spec not in plain:
             print(f"  {spec.name}: no consumers measured: the load generator speaks plain TCP, and this server wants "
                   "TLS (rediss://)", file=sys.stderr)
