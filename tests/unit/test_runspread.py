@@ -171,3 +171,24 @@ def test_each_pair_takes_its_own_series_spread_from_the_history(tmp_path: Path,
         for t in other.trials]
     elsewhere = spreads_for(CompareResult(other.builds, other.settings, tuple(moved)))
     assert elsewhere[("redis6.2", "redis7.0")].source == ASSUMED
+
+
+def test_the_first_screen_ranks_every_build_against_one_reference_cheapest_first(tmp_path: Path) -> None:
+    from echomq_bench.records.files import Run
+    from echomq_bench.report.kinds.compare import answer
+
+    rng = np.random.default_rng(5)
+    run = _three_builds(rng, 0.0)
+    run = CompareResult(run.builds, run.settings, run.trials, order_seed=1, spreads={
+        pair: estimate([]) for pair in run.pairs_judged()})
+    shown = answer(Run(tmp_path, {}, run.record().to_record(), {}), tmp_path)
+    assert shown is not None
+    ranked, within = shown.lines[:3], shown.lines[3]
+    assert [line.split(" costs ")[0].split(":")[0] for line in ranked] == [
+        "redis 7.0.15", "redis 6.2.14", "valkey 9.1.2"]
+    assert ranked[0] == "redis 7.0.15: the reference (1.00×)"
+    assert "1.20× redis 7.0.15's" in ranked[1] and "1.50× redis 7.0.15's" in ranked[2]
+    assert all("between runs ±1.5% (assumed: 0 of 3 runs here)" in line for line in ranked[1:])
+    # The version's effect within its allocator is the second line, not the headline.
+    assert within.startswith("Within an allocator (the version's effect alone): valkey 9.1.2 costs 1.25× "
+                             "redis 6.2.14's")
