@@ -76,8 +76,9 @@ class Plan:
 REAP_EVERY_MS = SweepSettings().reap_every_ms
 PLANS = {
     # Reap alone: promote's curve is the same shape (`echomq-bench reapcost` draws both).
-    # Consumers at 1 s a point and 50 counted calls keep the whole within 5 minutes with six builds;
-    # counts repeat within 0.4% whatever their number.
+    # Consumers at 1 s a point and 50 counted calls keep the whole within 5 minutes with six builds.
+    # 50 calls read up to 1% more per call than the gate's 100, alike on every build, so the count
+    # ratios between builds move less (docs/design/count-gate.md).
     "default": Plan(verb_rounds=8, compare_s=2.5, trials=16, precision=0.01, consumers=(1, 4, 16),
                     consumers_s=1.0, count_calls=50,
                     reap=replace(QUICK, sizes=(1_000, 1_000_000), orphans=10_000, verbs=("reap",),
