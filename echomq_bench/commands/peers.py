@@ -30,9 +30,9 @@ DEFAULT_JOBS = 2_000
 QUICK_JOBS = 1_000
 # The verdict method's minimum: fewer trials give every ratio "inconclusive".
 DEFAULT_TRIALS = MIN_TRIALS
-# The headline ratio (echomq against bullmq-node) is sized to ±5%, within the
-# run's 15 minutes: every queue in both modes at the default jobs takes about
-# two thirds of that here, and each headline round about 10 s.
+# The headline ratio (echomq against bullmq-node) is sized to ±5% on its own
+# rounds, within the run's 15 minutes: every queue in both modes at the default
+# jobs takes about two thirds of that here, and each headline round about 10 s.
 DEFAULT_PRECISION = 0.05
 DEFAULT_MAX_TRIALS = 40
 DEFAULT_BUDGET_S = 15 * 60.0
@@ -62,11 +62,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                   "high-throughput settings")
     parser.add_argument("--precision", type=fraction, default=DEFAULT_PRECISION, metavar="FRACTION",
                         help=f"after the rounds, run {HEADLINE} and {BASELINE} alone, round after round, until "
-                             f"each mode's ratio interval is within ±FRACTION (default {DEFAULT_PRECISION:.0%}%; "
-                             "off with --quick), or --max-trials, or --budget")
+                             "each mode's ratio interval over these headline rounds alone is within ±FRACTION "
+                             f"(default {DEFAULT_PRECISION:.0%}%; off with --quick), or --max-trials, or --budget")
     parser.add_argument("--max-trials", type=number(int, 1, 100), default=DEFAULT_MAX_TRIALS, metavar="N",
-                        help=f"the most rounds of the headline pair, the first --trials included "
-                             f"(default {DEFAULT_MAX_TRIALS})")
+                        help=f"the most headline rounds, beyond the --trials rounds (default {DEFAULT_MAX_TRIALS})")
     parser.add_argument("--budget", type=duration_s, default=DEFAULT_BUDGET_S, metavar="DURATION",
                         help="start no headline round once the run has taken this long, e.g. 15m "
                              f"(default {DEFAULT_BUDGET_S / 60:g}m)")
@@ -116,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     settings = PeersSettings(jobs=args.jobs, consumers=args.consumers, trials=args.trials,
                              timeout_s=args.timeout, servers=tuple(args.server), modes=modes,
                              precision=None if args.quick else args.precision,
-                             max_trials=max(args.max_trials, args.trials), budget_s=args.budget)
+                             max_trials=args.max_trials, budget_s=args.budget)
     outcome = run_rounds(settings, names, log_dir)
     runs, failures, described = outcome.runs, outcome.failures, outcome.described
     skipped.update(outcome.skipped)

@@ -4,7 +4,9 @@ A figure of one queue in one mode on one server is the geometric mean of
 its trials with Student's t-interval on their logarithms; a ratio to the
 baseline queue pairs trial i of each (they ran in the same round, minutes
 apart, so a slow stretch of a shared machine slows both) and is judged by
-`verdicts.judge`: fewer trials than the method needs give "inconclusive".
+`verdicts.judge` at the level of its family (`echomq_bench.peers.family`):
+fewer trials than the method needs give "inconclusive". Only rounds of one
+kind are ever paired and pooled; the caller hands in runs of one kind.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 from typing import Any, Sequence
 
 from echomq_bench.measurement import verdicts
+from echomq_bench.peers.family import FAILED, Tally
 from echomq_bench.peers.result import PeerRun
 
 __all__ = ["interval", "ratio_verdict", "FIGURES_WITH_CI", "LOWER_IS_BETTER"]
@@ -39,16 +42,26 @@ def interval(values: Sequence[float], level: float = verdicts.LEVEL) -> dict[str
     return {"mean": math.exp(mean), "ci": [math.exp(mean - half), math.exp(mean + half)], "n": n}
 
 
-def ratio_verdict(mine: list[PeerRun], baseline: list[PeerRun], figure: str) -> dict[str, Any] | None:
-    """This queue's figure over the baseline's, trial by trial, judged; None when no trial pairs."""
+def ratio_verdict(mine: list[PeerRun], baseline: list[PeerRun], figure: str, *, level: float,
+                  rounds: Tally) -> dict[str, Any] | None:
+    """This queue's figure over the baseline's, trial by trial, judged at `level`; None when no trial pairs
+    and the queue did not fail. `rounds` counts the queue's own rounds: its failures stand beside the
+    verdict, and a queue that failed in most of them gets none (a failed verdict, without a ratio)."""
     base = {r.trial: float(getattr(r, figure)) for r in baseline if r.clean}
     ratios = []
     for r in mine:
         value = float(getattr(r, figure))
         if r.clean and r.trial in base and base[r.trial] > 0 and value > 0:
             ratios.append(value / base[r.trial])
+    excluded = len(mine) - len(ratios)
+    if rounds.most_failed:
+        return {"verdict": FAILED, "n": len(ratios), "excluded": excluded, "level": level,
+                "higher_is_better": not LOWER_IS_BETTER[figure], "method": verdicts.METHOD,
+                "text": f"failed: {rounds.text}, no verdict"}
     if not ratios:
         return None
-    excluded = len(mine) - len(ratios)
-    verdict = verdicts.judge(ratios, higher_is_better=not LOWER_IS_BETTER[figure], excluded=excluded)
-    return verdict.to_dict()
+    verdict = verdicts.judge(ratios, higher_is_better=not LOWER_IS_BETTER[figure], level=level, excluded=excluded)
+    out = verdict.to_dict()
+    if rounds.failed:
+        out["text"] = f"{verdict.text}; {rounds.text}"
+    return out

@@ -11,7 +11,7 @@ import importlib
 
 from echomq_bench.peers.base import DEFAULT, Peer
 
-__all__ = ["PEERS", "BASELINE", "get", "modes_of"]
+__all__ = ["PEERS", "BASELINE", "HEADLINE", "get", "modes_of"]
 
 # queue name -> (module, class); the order is the report's order.
 PEERS: dict[str, tuple[str, str]] = {
@@ -30,6 +30,8 @@ PEERS: dict[str, tuple[str, str]] = {
 }
 # The queue every ratio is taken against: the BullMQ that teams deploy.
 BASELINE = "bullmq-node"
+# The queue whose ratio to BASELINE is the run's headline, sized by its own rounds.
+HEADLINE = "echomq"
 
 
 def _adapter(name: str) -> type[Peer]:

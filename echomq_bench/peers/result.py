@@ -12,11 +12,15 @@ from typing import Any
 
 from echomq_bench.measurement import serverstats
 
-__all__ = ["Phase", "PeerRun", "OWN_COMMANDS", "SCRIPT_COMMANDS"]
+__all__ = ["Phase", "PeerRun", "OWN_COMMANDS", "SCRIPT_COMMANDS", "INTERLEAVED", "HEADLINE_ROUNDS"]
 
 # Commands the runner itself sends between samples; never counted as the peer's.
 OWN_COMMANDS = frozenset({"info", "config|resetstat"})
 SCRIPT_COMMANDS = frozenset({"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"})
+# The two kinds of round (docs/design/peers.md). An interval pools rounds of one kind only: in an interleaved
+# round every queue runs in turn, minutes apart; in a headline round the headline pair runs alone, back to back.
+INTERLEAVED = "interleaved"
+HEADLINE_ROUNDS = "headline"
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,7 @@ class PeerRun:
     leftovers: dict[str, Any]
     keys_after: int
     key_sample: list[str] = field(default_factory=list)
+    rounds: str = INTERLEAVED   # the kind of round this run belongs to
 
     @property
     def wall_s(self) -> float:

@@ -1,6 +1,6 @@
 """The interleaved rounds of a `peers` run: every queue in every mode on every
-server, once per trial, each on a fresh server; then, with a precision, more
-rounds of the headline pair alone.
+server, once per trial, each on a fresh server; then, with a precision, the
+headline rounds: the headline pair alone.
 
 An embedded build is started anew for every queue and trial; a server given
 by URL must have an empty database, and is flushed after each queue.
@@ -8,33 +8,34 @@ by URL must have an empty database, and is flushed after each queue.
 The headline is echomq's server µs per job against the baseline queue's, in
 each mode on each server. Its trial-to-trial spread is wider than the
 rounds every queue gets can narrow, so after them echomq and the baseline
-run on, round after round, until every headline ratio's interval is within
-±precision, or `max_trials` rounds, or the run has taken `budget_s`. The
-rule looks at how wide the intervals are, never at where they lie, so the
-verdicts keep the error rates of a fixed number of trials (as compare's
-adaptive runs do).
+run on alone, round after round, until every headline ratio's interval over
+the headline rounds (never pooled with the interleaved ones: see
+`echomq_bench.peers.headline`) is within ±precision at the headline's
+level, or `max_trials` headline rounds, or the run has taken `budget_s`.
+The rule looks at how wide the intervals are, never at where they lie, so
+the verdicts keep the error rates of a fixed number of trials (as compare's
+adaptive runs do). Every run is tagged with its kind of round.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from echomq_bench.measurement.verdicts import precision_reached
-from echomq_bench.peers.registry import BASELINE, PEERS, get, modes_of
+from echomq_bench.peers.registry import BASELINE, HEADLINE, PEERS, get, modes_of
 from echomq_bench.peers.base import PeerMissingError
-from echomq_bench.peers.result import PeerRun
+from echomq_bench.peers.headline import headline_level, headline_ratios
+from echomq_bench.peers.result import HEADLINE_ROUNDS, INTERLEAVED, PeerRun
 from echomq_bench.peers.runner import RunnerError, Watch, measure
 from echomq_bench.progress import Progress
 from echomq_bench.records import meta as meta_mod
 from echomq_bench.servers import EmbeddedServer, Server, ServerSpec, start
 
 __all__ = ["PeersSettings", "PeersOutcome", "run_rounds", "choose_queues", "pairs", "check_empty", "remove_tree",
-           "HEADLINE", "headline_ratios"]
-
-HEADLINE = "echomq"   # the queue whose ratio to BASELINE the run sizes its trials for
+           "HEADLINE"]
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class PeersSettings:
     servers: tuple[ServerSpec, ...]
     modes: tuple[str, ...]
     precision: float | None = None   # the headline pair runs on until each ratio is within ±precision
-    max_trials: int = 0              # the most rounds of the headline pair, the first `trials` included
+    max_trials: int = 0              # the most headline rounds (the pair alone), beyond the `trials` rounds
     budget_s: float = float("inf")   # no headline round starts once the run has taken this long
 
 
@@ -81,18 +82,9 @@ def run_rounds(settings: PeersSettings, names: list[str], log_dir: Path) -> Peer
             for name, mode in todo:
                 step += 1
                 label = f"[{step}/{total}] {spec.name} {name} ({mode}) trial {trial + 1}/{settings.trials}"
-                _one_round(settings, spec, (name, mode), trial, log_dir, label, progress, outcome)
+                _one_round(settings, spec, (name, mode), (trial, INTERLEAVED), log_dir, label, progress, outcome)
     _headline_rounds(settings, names, log_dir, outcome, progress, started)
     return outcome
-
-
-def headline_ratios(runs: list[PeerRun], server: str, mode: str) -> list[float]:
-    """HEADLINE's server µs per job over BASELINE's, trial by trial, clean pairs only."""
-    base = {r.trial: r.server_us_per_job for r in runs
-            if (r.server, r.queue, r.mode) == (server, BASELINE, mode) and r.clean}
-    return [r.server_us_per_job / base[r.trial] for r in runs
-            if (r.server, r.queue, r.mode) == (server, HEADLINE, mode) and r.clean
-            and base.get(r.trial, 0) > 0 and r.server_us_per_job > 0]
 
 
 def _headline_rounds(settings: PeersSettings, names: list[str], log_dir: Path, outcome: PeersOutcome,
@@ -102,29 +94,34 @@ def _headline_rounds(settings: PeersSettings, names: list[str], log_dir: Path, o
     precision = settings.precision
     todo = pairs([HEADLINE, BASELINE], settings.modes)
     modes = list(dict.fromkeys(mode for _, mode in todo))
+    level = headline_level(len(modes))
 
     def precise() -> bool:
-        return all(precision_reached(headline_ratios(outcome.runs, spec.name, mode), precision)
+        return all(precision_reached(headline_ratios(outcome.runs, spec.name, mode), precision, level)
                    for spec in settings.servers for mode in modes)
 
-    trial = settings.trials
-    while trial < settings.max_trials and not precise():
+    done = 0   # headline rounds; numbered on from the interleaved rounds, so a trial index names one round
+    while done < settings.max_trials and not precise():
         if time.monotonic() - started >= settings.budget_s:
-            progress.end(f"headline: the run's budget of {settings.budget_s:.0f} s is spent after {trial} trials")
+            progress.end(f"headline: the run's budget of {settings.budget_s:.0f} s is spent after {done} "
+                         "headline rounds")
             return
         for spec in settings.servers:
             for name, mode in todo:
-                label = f"[headline] {spec.name} {name} ({mode}) trial {trial + 1}/{settings.max_trials} at most"
-                _one_round(settings, spec, (name, mode), trial, log_dir, label, progress, outcome)
-        trial += 1
+                label = f"[headline] {spec.name} {name} ({mode}) round {done + 1}/{settings.max_trials} at most"
+                _one_round(settings, spec, (name, mode), (settings.trials + done, HEADLINE_ROUNDS), log_dir, label,
+                           progress, outcome)
+        done += 1
     if precise():
-        progress.end(f"headline: every ratio of {HEADLINE} to {BASELINE} is within ±{precision:.0%} after "
-                     f"{trial} trials")
+        progress.end(f"headline: every ratio of {HEADLINE} to {BASELINE} is within ±{precision:.0%} at "
+                     f"{level:.1%} after {done} headline rounds")
 
 
-def _one_round(settings: PeersSettings, spec: ServerSpec, queue: tuple[str, str], trial: int, log_dir: Path,
-               label: str, progress: Progress, outcome: PeersOutcome) -> None:
+def _one_round(settings: PeersSettings, spec: ServerSpec, queue: tuple[str, str], round_: tuple[int, str],
+               log_dir: Path, label: str, progress: Progress, outcome: PeersOutcome) -> None:
+    """One queue's run in one round: `round_` is the trial index and the kind of round."""
     name, mode = queue
+    trial, kind = round_
     try:
         with _fresh(spec) as server:
             outcome.described.setdefault(spec.name, meta_mod.describe_server(server))
@@ -139,8 +136,9 @@ def _one_round(settings: PeersSettings, spec: ServerSpec, queue: tuple[str, str]
     except (RunnerError, OSError) as exc:
         progress.end(f"{label}: FAILED: {exc}")
         outcome.failures.append({"server": spec.name, "queue": name, "mode": mode, "trial": trial,
-                                 "error": str(exc)})
+                                 "error": str(exc), "rounds": kind})
         return
+    pr = replace(pr, rounds=kind)
     outcome.runs.append(pr)
     verdict = "ok" if pr.clean else "NOT CLEAN: " + "; ".join(pr.problems())
     progress.end(f"{label}: enqueue {pr.enqueue.jobs_per_s:,.0f}/s, drain {pr.drain.jobs_per_s:,.0f}/s, "

@@ -4,19 +4,22 @@ its PeerRun results."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
-from echomq_bench.peers.registry import BASELINE, get
+from echomq_bench.peers.registry import BASELINE, HEADLINE, get
 from echomq_bench.peers.base import PAYLOAD_BYTES, version_of
+from echomq_bench.peers.family import ALPHA, CORRECTION, FAILED, Tally, failure_kind, family_level, tally
+from echomq_bench.peers.headline import headline_verdicts
 from echomq_bench.peers.intervals import FIGURES_WITH_CI, interval, ratio_verdict
-from echomq_bench.peers.result import PeerRun, Phase
-from echomq_bench.peers.rounds import HEADLINE, PeersSettings, pairs
-from echomq_bench.measurement.stats import median, span
+from echomq_bench.peers.result import INTERLEAVED, PeerRun, Phase
+from echomq_bench.peers.rounds import PeersSettings, pairs
+from echomq_bench.measurement.stats import LEVEL, median, span
 from echomq_bench.records.kinds.compare import RatioVerdictEntry
 from echomq_bench.records.kinds.peers import (FailureEntry, HeadlineEntry, IntervalEntry, MemoryEntry, PeersRecord,
                                               PhaseEntry, QueueEntry)
 
-__all__ = ["build_record", "tidy_rows", "command_rows", "ratio_rows", "FIGURES"]
+__all__ = ["build_record", "tidy_rows", "command_rows", "ratio_rows", "FIGURES", "RATIO_FIGURES"]
 
 _PHASE_FIGURES = ("jobs_per_s", "server_us_per_job", "server_all_threads_us_per_job", "commands_per_job",
                   "scripts_per_job", "script_us_per_job", "round_trips_per_job", "transactions_per_job",
@@ -31,21 +34,42 @@ def _phase(phases: list[Phase]) -> PhaseEntry:
 
 def build_record(runs: list[PeerRun], names: list[str], skipped: dict[str, str],
                  failures: list[dict[str, Any]], settings: PeersSettings) -> PeersRecord:
-    entries = []
-    servers = list(dict.fromkeys(r.server for r in runs)) or [s.name for s in settings.servers]
+    """The record: the table over the interleaved rounds alone, each server's ratio verdicts one Bonferroni
+    family; the headline over rounds of one kind, a family of its own (docs/design/peers.md)."""
+    table_runs = [r for r in runs if r.rounds == INTERLEAVED]
+    table_failures = [f for f in failures if failure_kind(f) == INTERLEAVED]
+    servers = (list(dict.fromkeys([*(r.server for r in runs), *(str(f["server"]) for f in failures)]))
+               or [s.name for s in settings.servers])
+    entries, sizes = [], {}
     for server in servers:
-        for name, mode in pairs(names, settings.modes):
-            mine = [r for r in runs if r.server == server and r.queue == name and r.mode == mode]
-            if mine:
-                base = [r for r in runs if r.server == server and r.queue == BASELINE and r.mode == mode]
-                entries.append(_entry(server, (name, mode), mine, base, settings))
+        had = {q: tally(table_runs, table_failures, (server, *q), INTERLEAVED) for q in pairs(names, settings.modes)}
+        had = {q: t for q, t in had.items() if t.attempted}
+        judged = [q for q in had if q[0] != BASELINE and (BASELINE, q[1]) in had]
+        sizes[server] = len(judged) * len(RATIO_FIGURES)
+        level = family_level(sizes[server]) if judged else LEVEL
+        for (name, mode), rounds in had.items():
+            mine = [r for r in table_runs if (r.server, r.queue, r.mode) == (server, name, mode)]
+            base = [r for r in table_runs if (r.server, r.queue, r.mode) == (server, BASELINE, mode)]
+            verdicts = {k: ratio_verdict(mine, base, k, level=level, rounds=rounds)
+                        for k in RATIO_FIGURES} if (name, mode) in judged else {}
+            entries.append(_entry(server, (name, mode), mine, verdicts, settings, rounds))
+    head_modes = [mode for name, mode in pairs([HEADLINE], settings.modes)]
     return PeersRecord(
         jobs=settings.jobs, consumers=settings.consumers, trials=settings.trials,
-        # The headline pair's rounds beyond `trials`: what ended them is in the rows' n.
         headline=HeadlineEntry(queue=HEADLINE, precision=settings.precision, max_trials=settings.max_trials,
-                               budget_s=settings.budget_s if math.isfinite(settings.budget_s) else None),
+                               budget_s=settings.budget_s if math.isfinite(settings.budget_s) else None,
+                               verdicts=headline_verdicts(runs, failures, servers, head_modes)),
         modes=tuple(settings.modes), baseline=BASELINE, payload_bytes=PAYLOAD_BYTES, figures=FIGURES,
-        queues=tuple(entries), skipped=dict(skipped), failures=tuple(FailureEntry.from_record(f) for f in failures))
+        queues=tuple(entries), skipped=dict(skipped), failures=tuple(FailureEntry.from_record(f) for f in failures),
+        correction=CORRECTION_TEXT, family_sizes=sizes)
+
+
+# The ratios to the baseline each queue is judged on; a server's family is these over every queue and mode.
+RATIO_FIGURES = ("server_us_per_job", "jobs_per_s", "commands_per_job", "round_trips_per_job")
+CORRECTION_TEXT = (f"{CORRECTION}: each server's m ratio verdicts (every queue, mode and figure against "
+                   f"{BASELINE}, interleaved rounds) each at level 1 - {ALPHA:.2f}/m, so that together they hold "
+                   f"at {1 - ALPHA:.0%}; the headline's verdicts (one per mode) a family of their own, judged on "
+                   "rounds of one kind")
 
 
 # What each summary figure is, written into summary.json beside the numbers.
@@ -61,28 +85,37 @@ FIGURES = {
     "bytes_per_pending_job": "INFO used_memory after enqueue minus before, over N",
     "client_us_per_job": "CPU of the producer and consumer processes (and children they waited for) per job",
     "ci": "geometric mean over trials with a t-interval on the logs (the compare verdicts' method)",
-    "vs_baseline": f"trial-paired ratio to {BASELINE} in the same mode on the same server, judged as compare "
-                   "judges (fewer trials than the method needs: inconclusive)",
+    "vs_baseline": f"trial-paired ratio to {BASELINE} in the same mode on the same server over the interleaved "
+                   "rounds, judged as compare judges at the level of the server's Bonferroni family (fewer trials "
+                   "than the method needs: inconclusive; failed in most rounds: failed, no ratio)",
+    "attempted": "rounds the queue had in this mode on this server: runs measured and runs that errored",
+    "failed": "of those rounds, the ones that errored or did not drain clean: failures of the queue",
     "bottleneck": "server when its main thread was >= 85% busy or busier than the client processes "
                   "(client CPU in cores), else client",
 }
 
 
-def _entry(server: str, queue: tuple[str, str], mine: list[PeerRun], base: list[PeerRun],
-           settings: PeersSettings) -> QueueEntry:
-    """One queue in one mode on one server: medians, intervals and the ratio to the baseline."""
+def _entry(server: str, queue: tuple[str, str], mine: list[PeerRun], verdicts: dict[str, dict[str, Any] | None],
+           settings: PeersSettings, rounds: Tally) -> QueueEntry:
+    """One queue in one mode on one server: medians, intervals, the ratios to the baseline, and its rounds."""
     name, mode = queue
     peer = get(name, mode)
-    clean = [r for r in mine if r.clean] or mine
-    verdicts = {k: ratio_verdict(mine, base, k) for k in ("server_us_per_job", "jobs_per_s", "commands_per_job",
-                                                          "round_trips_per_job")} if name != BASELINE and base else {}
-    spread = {k: list(span(getattr(r, k) for r in mine))
-              for k in ("jobs_per_s", "server_us_per_job", "commands_per_job")}
-    return QueueEntry(
-        server=server, server_version=mine[0].server_version, queue=name, mode=mode,
+    entry = QueueEntry(
+        server=server, queue=name, mode=mode,
         library=f"{peer.distribution.removeprefix('npm:')} {version_of(peer.distribution)}",
         enqueue_mode=peer.enqueue_mode, drain_mode=peer.drain_mode, settings=peer.settings(settings.consumers),
         jobs=settings.jobs, consumers=settings.consumers, trials=len(mine),
+        attempted=rounds.attempted, failed=rounds.failed, drained_clean=rounds.failed == 0,
+        # A figure no trial pair judged (a zero or a failed trial on either side): an empty verdict, no ratio.
+        vs_baseline={k: RatioVerdictEntry() if v is None else RatioVerdictEntry.from_record(v)
+                     for k, v in verdicts.items()})
+    if not mine:   # every round errored: the row says so, with nothing measured
+        return entry
+    clean = [r for r in mine if r.clean]
+    spread = {k: list(span(getattr(r, k) for r in mine))
+              for k in ("jobs_per_s", "server_us_per_job", "commands_per_job")}
+    return replace(
+        entry, server_version=mine[0].server_version,
         scripts_per_job=median(r.scripts_per_job for r in mine),
         transactions_per_job=median(r.transactions_per_job for r in mine),
         enqueue=_phase([r.enqueue for r in mine]), drain=_phase([r.drain for r in mine]),
@@ -90,13 +123,16 @@ def _entry(server: str, queue: tuple[str, str], mine: list[PeerRun], base: list[
                            residual_bytes_after_drain=median(r.residual_bytes for r in mine),
                            keys_after_drain=median(r.keys_after for r in mine),
                            key_sample_after_drain=tuple(mine[-1].key_sample)),
+        # Intervals over the clean runs alone: a run that lost or kept jobs measured something else.
         ci={k: IntervalEntry.from_record(interval([float(getattr(r, k)) for r in clean])) for k in FIGURES_WITH_CI},
-        # A figure no trial pair judged (a zero or a failed trial on either side): an empty verdict, no ratio.
-        vs_baseline={k: RatioVerdictEntry() if v is None else RatioVerdictEntry.from_record(v)
-                     for k, v in verdicts.items()},
         spread={**spread, "drain_jobs_per_s": list(span(r.drain.jobs_per_s for r in mine))},
-        drained_clean=all(r.clean for r in mine), ran=tuple(r.ran for r in mine), leftovers=mine[-1].leftovers,
-        **{k: median(getattr(r, k) for r in mine) for k in FIGURES_WITH_CI})
+        ran=tuple(r.ran for r in mine), leftovers=mine[-1].leftovers,
+        **_medians(mine))
+
+
+def _medians(runs: list[PeerRun]) -> dict[str, Any]:
+    """The medians over the runs of the figures that carry an interval."""
+    return {k: median(getattr(r, k) for r in runs) for k in FIGURES_WITH_CI}
 
 
 TOTALS = ("jobs_per_s", "server_us_per_job", "script_us_per_job", "commands_per_job", "round_trips_per_job",
@@ -107,7 +143,7 @@ def tidy_rows(runs: list[PeerRun]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for r in runs:
         base = {"server": r.server, "server_version": r.server_version, "queue": r.queue, "mode": r.mode,
-                "trial": r.trial, "jobs": r.jobs, "consumers": r.consumers}
+                "trial": r.trial, "rounds": r.rounds, "clean": r.clean, "jobs": r.jobs, "consumers": r.consumers}
         for phase_name, phase in (("enqueue", r.enqueue), ("drain", r.drain)):
             for metric, value in phase.figures().items():
                 if metric == "bottleneck":
@@ -132,17 +168,29 @@ def command_rows(runs: list[PeerRun]) -> list[dict[str, Any]]:
 
 
 def ratio_rows(record: PeersRecord) -> list[dict[str, Any]]:
-    """One row per queue, mode, server and figure: the ratio to the baseline, its interval and verdict."""
-    rows = []
+    """One row per queue, mode, server and figure: the ratio to the baseline, its interval, level and verdict,
+    with the rounds it pooled and the queue's failed rounds; the headline's verdicts first."""
+    rows = [_ratio_row(record, (h.server, record.headline.queue, h.mode, "server_us_per_job"), h.verdict,
+                       (h.rounds, h.attempted, h.failed))
+            for h in record.headline.verdicts]
     for e in record.queues:
         for metric, v in e.vs_baseline.items():
-            if v.ratio is None:
-                continue
-            low, high = v.ci or (None, None)
-            rows.append({"server": e.server, "queue": e.queue, "mode": e.mode, "metric": metric,
-                         "baseline": record.baseline, "ratio": v.ratio, "ci_low": low, "ci_high": high,
-                         "n": v.n, "verdict": v.text, "method": v.method})
-    return rows
+            rows.append(_ratio_row(record, (e.server, e.queue, e.mode, metric), v,
+                                   (INTERLEAVED, e.attempted, e.failed)))
+    return [row for row in rows if row]
+
+
+def _ratio_row(record: PeersRecord, where: tuple[str, str, str, str], v: RatioVerdictEntry,
+               rounds: tuple[str, int, int]) -> dict[str, Any]:
+    """A judged verdict as a row (a failed one without a ratio); nothing for a figure no trial pair judged."""
+    if v.ratio is None and v.verdict != FAILED:
+        return {}
+    low, high = v.ci or (None, None)
+    server, queue, mode, metric = where
+    kind, attempted, failed = rounds
+    return {"server": server, "queue": queue, "mode": mode, "metric": metric, "baseline": record.baseline,
+            "rounds": kind, "ratio": v.ratio, "ci_low": low, "ci_high": high, "level": v.level, "n": v.n,
+            "attempted": attempted, "failed": failed, "verdict": v.text, "method": v.method}
 
 
 def _unit(metric: str) -> str:

@@ -151,11 +151,13 @@ def test_the_printed_record_carries_every_figure_and_ratio_within_100_columns(tm
     assert row("Server cost per job", "echomq")[3:] == [
         f"{us['mean']:.1f}", f"{us['ci'][0]:.1f}-{us['ci'][1]:.1f}", "19.0", "14.0", "1.00", "336"]
     assert row("Server cost per job", "bullmq-node")[3:5] == ["103", "103-103"]
-    # jobs/s and client µs/job (half the wall in CPU), both with intervals, and clean
-    assert row("A job's whole life", "echomq")[3:] == ["8,000", "8,000-8,000", "62.5", "62.5-62.5", "yes"]
-    # Two trials: a ratio and its interval, judged inconclusive by the verdict method.
+    # jobs/s and client µs/job (half the wall in CPU), both with intervals, and the rounds that drained clean
+    assert row("A job's whole life", "echomq")[3:] == ["8,000", "8,000-8,000", "62.5", "62.5-62.5", "2", "of", "2"]
+    # Two trials: a ratio and its interval, judged inconclusive by the verdict method. One queue against the
+    # baseline on four figures is a family of four verdicts: each interval at 1 - 0.05/4, and the caption says so.
     ratio = row("Ratio to bullmq-node", "echomq")
-    paired = interval([45.0 / 103.3, 50.0 / 103.3])
+    paired = interval([45.0 / 103.3, 50.0 / 103.3], level=1 - 0.05 / 4)
+    assert "mean [98.75% CI]" in " ".join(text.split())
     assert ratio[3:5] == [f"{paired['mean']:.2f}", f"[{paired['ci'][0]:.2f}-{paired['ci'][1]:.2f}]"]
     assert "inconclusive" in ratio
     assert "2.00 [2.00-2.00]" in " ".join(ratio)
@@ -180,8 +182,11 @@ def test_the_record_reads_back_as_built_and_an_unpaired_figure_has_an_empty_verd
     echomq, base = record.queues
     assert base.vs_baseline == {} and echomq.vs_baseline["server_us_per_job"].n == 1
     assert echomq.vs_baseline["server_us_per_job"].ratio == pytest.approx(45.0 / 103.3)
-    assert [r["metric"] for r in ratio_rows(record)] == ["server_us_per_job", "jobs_per_s", "commands_per_job",
-                                                         "round_trips_per_job"]
+    # The headline's verdict (no headline round ran: on the interleaved rounds), then the table's.
+    assert [(r["rounds"], r["metric"]) for r in ratio_rows(record)] == [
+        ("interleaved", "server_us_per_job"), ("interleaved", "server_us_per_job"), ("interleaved", "jobs_per_s"),
+        ("interleaved", "commands_per_job"), ("interleaved", "round_trips_per_job")]
+    assert (base.attempted, base.failed, base.drained_clean) == (2, 1, False)
     assert record.failures[0].error == "boom\nmore" and record.headline.queue == "echomq"
     unjudged = PeersRecord(queues=(replace(echomq, vs_baseline={"jobs_per_s": RatioVerdictEntry()}),))
     assert ratio_rows(unjudged) == []

@@ -1,10 +1,12 @@
 """A `peers` record: per queue library and server, jobs/s, server time and commands per job.
 
 summary.json is a `PeersRecord`: the run's settings, a `QueueEntry` per
-server, queue and mode (medians over the trials, each per-job figure's
-geometric mean with its interval, the ratio to the baseline queue judged as
-compare judges), the queues skipped and the trials that failed. The trials
-row by row are the tidy tables `peers`, `peers_commands` and `peers_ratios`.
+server, queue and mode over the interleaved rounds (medians over the trials,
+each per-job figure's geometric mean with its interval, the ratio to the
+baseline queue judged as compare judges at its family's Bonferroni level,
+the rounds it had and those that failed), the headline's verdicts on rounds
+of their own, the queues skipped and the trials that failed. The trials row
+by row are the tidy tables `peers`, `peers_commands` and `peers_ratios`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from echomq_bench.records.kinds.compare import RatioVerdictEntry
 from echomq_bench.records.record import Record
 
 __all__ = ["RECORD", "IntervalEntry", "PhaseEntry", "MemoryEntry", "QueueEntry", "HeadlineEntry", "FailureEntry",
-           "PeersRecord", "headlines"]
+           "HeadlineVerdictEntry", "PeersRecord", "headlines"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ class QueueEntry(Entry):
     vs_baseline: Mapping[str, RatioVerdictEntry] = by_name(RatioVerdictEntry)   # none for the baseline queue
     spread: Mapping[str, list[float]] = field(default_factory=dict)   # [min, max] over the trials
     drained_clean: bool = False
+    attempted: int = 0    # rounds the queue had: runs measured and runs that errored (0: a record before counts)
+    failed: int = 0       # of them, those that errored or did not drain clean
     ran: tuple[int, ...] = ()
     leftovers: Mapping[str, Any] = field(default_factory=dict)
     # The medians over the trials of the figures that carry an interval.
@@ -98,13 +102,27 @@ class QueueEntry(Entry):
 
 
 @dataclass(frozen=True)
+class HeadlineVerdictEntry(Entry):
+    """The headline ratio on one server in one mode, judged on rounds of one kind only."""
+
+    server: str = "?"
+    mode: str = "default"
+    rounds: str = "headline"   # the kind pooled: headline (the pair alone) or interleaved (none ran alone)
+    attempted: int = 0         # the headline queue's rounds of that kind
+    failed: int = 0            # of them, those that errored or did not drain clean
+    verdict: RatioVerdictEntry = one(RatioVerdictEntry, RatioVerdictEntry())
+
+
+@dataclass(frozen=True)
 class HeadlineEntry(Entry):
-    """The headline pair's rule: it ran on alone until each interval was within `precision`."""
+    """The headline pair's rule: it ran on alone until each interval was within `precision`; and its
+    verdicts, a family of their own."""
 
     queue: str = "echomq"
     precision: float | None = None
-    max_trials: int | None = None
+    max_trials: int | None = None   # the most headline rounds
     budget_s: float | None = None
+    verdicts: tuple[HeadlineVerdictEntry, ...] = many(HeadlineVerdictEntry)
 
 
 @dataclass(frozen=True)
@@ -116,6 +134,7 @@ class FailureEntry(Entry):
     mode: str = "default"
     trial: int | None = None
     error: str = ""
+    rounds: str = "interleaved"   # the kind of round it failed in
 
 
 @dataclass(frozen=True)
@@ -131,6 +150,8 @@ class PeersRecord(Entry):
     queues: tuple[QueueEntry, ...] = many(QueueEntry)
     skipped: Mapping[str, str] = field(default_factory=dict)    # queue -> why
     failures: tuple[FailureEntry, ...] = many(FailureEntry)
+    correction: str = ""    # how the verdicts' levels allow for their number
+    family_sizes: Mapping[str, int] = field(default_factory=dict)   # server -> ratio verdicts in its table
 
 
 RECORD = PeersRecord   # what summary.json holds, typed
