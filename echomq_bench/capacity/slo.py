@@ -5,8 +5,12 @@
 A search starts with one closed-loop run (`runner.measure`, a fresh server
 from the spec, as `capacity` runs it): its cycles/s is the first upper
 rate. Each probe is then one open-loop run at a scheduled rate on a server
-started for it alone, judged by `judge_probe`, and `slo_search.search_rate`
-picks the next rate. A probe whose driver fell short of the schedule fails:
+started for it alone, judged by `judge_probe`; a rate holds when
+`holds_in_a_row` probes at it hold one after the other (`slo_search.all_of`,
+from `--slo-held`), and `slo_search.search_rate` picks the next rate. The
+unit the interval replicates is the whole search; no two probes, and so no
+two searches, share a server process (docs/design/slo.md). A probe whose
+driver fell short of the schedule fails:
 the server was offered less than was asked, so its latency is not the
 rate's. A repetition searches every build, in an order rotated between
 repetitions (A B, then B A), so a machine that drifts over a repetition
@@ -27,8 +31,8 @@ from echomq_bench.capacity.result import CapacityResult
 from echomq_bench.capacity.runner import measure_server
 from echomq_bench.capacity.settings import CapacityError, CapacitySettings
 from echomq_bench.capacity.slo_result import Probe, Search, SloResult
-from echomq_bench.capacity.slo_search import search_rate
-from echomq_bench.capacity.slo_spec import DEFAULT_RESOLUTION, SloSpec
+from echomq_bench.capacity.slo_search import all_of, in_a_row, search_rate
+from echomq_bench.capacity.slo_spec import DEFAULT_HELD, DEFAULT_RESOLUTION, SloSpec
 from echomq_bench.capacity.workload import settings_from_args
 from echomq_bench.measurement.latency import Latency
 from echomq_bench.progress import ProgressFn, prefixed, silent
@@ -58,8 +62,8 @@ def slo_refusal(args: argparse.Namespace) -> str | None:
     """Why the --slo flags on a command line cannot run (None: they can, or none was given), said
     before anything starts."""
     if args.slo is None:
-        extra = [flag for flag, value in (("--slo-trials", args.slo_trials), ("--slo-resolution", args.slo_resolution))
-                 if value is not None]
+        extra = [flag for flag, value in (("--slo-trials", args.slo_trials), ("--slo-resolution", args.slo_resolution),
+                                          ("--slo-held", args.slo_held)) if value is not None]
         return f"{' and '.join(extra)} need{'s' if len(extra) == 1 else ''} --slo TARGET" if extra else None
     try:
         check_slo(args.slo, settings_from_args(args), args.server)
@@ -97,9 +101,11 @@ def judge_probe(result: CapacityResult, slo: SloSpec) -> tuple[float, list[str]]
     return quantile, why
 
 
-def _probe(r: CapacityResult, search: int, index: int, phase: str, slo: SloSpec) -> Probe:
+def _probe(r: CapacityResult, search: int, turn: tuple[int, int, int], phase: str, slo: SloSpec) -> Probe:
+    index, step, attempt = turn
     base: dict[str, Any] = {
-        "build": r.build, "search": search, "index": index, "phase": phase, "cycles_per_s": r.cycles_per_s,
+        "build": r.build, "search": search, "index": index, "step": step, "attempt": attempt, "phase": phase,
+        "cycles_per_s": r.cycles_per_s,
         "p50_ms": r.latency_ms(slo.verb).get("p50", float("nan")), "bound": r.bound,
         "server_utilization": r.server_utilization, "client_utilization": r.client_utilization,
         "audit_passed": r.audit["passed"] if r.audit is not None else None, "server": str(r.server.get("url", ""))}
@@ -114,64 +120,71 @@ def _probe(r: CapacityResult, search: int, index: int, phase: str, slo: SloSpec)
                  timeouts=int(r.open_loop["timeouts"]), passed=not why, why=tuple(why), warnings=shown)
 
 
-def _probe_line(p: Probe, slo: SloSpec, where: str) -> str:
+def _probe_line(p: Probe, slo: SloSpec, where: str, in_a_row: int) -> str:
     if p.passed is None:
         return (f"{where}: closed loop {p.cycles_per_s:,.0f} cycles/s, {p.bound}-bound, {slo.name} "
                 f"{p.quantile_ms:.2f} ms: the search starts there")
     verdict = "held" if p.passed else "missed (" + ", ".join(p.why) + ")"
-    return (f"{where} ({p.phase}): {p.rate or 0:,.0f}/s asked, {p.achieved:,.0f}/s achieved, p50 {p.p50_ms:.2f} "
-            f"ms, {slo.name} {p.quantile_ms:.2f} ms, {p.bound}-bound: {verdict}")
+    attempt = f", {p.attempt} of {in_a_row} in a row" if in_a_row > 1 else ""
+    return (f"{where} ({p.phase}{attempt}): {p.rate or 0:,.0f}/s asked, {p.achieved:,.0f}/s achieved, p50 "
+            f"{p.p50_ms:.2f} ms, {slo.name} {p.quantile_ms:.2f} ms, {p.bound}-bound: {verdict}")
 
 
 def run_search(build: Build, settings: CapacitySettings, slo: SloSpec, *, search: tuple[int, int, int],
-               resolution: float = DEFAULT_RESOLUTION, progress: ProgressFn | None = None,
+               rule: tuple[float, int] = (DEFAULT_RESOLUTION, 1), progress: ProgressFn | None = None,
                log: ProgressFn | None = None) -> Search:
     """One search of `build`'s rate at `slo`: a closed-loop run, then probes, each on a fresh server.
-    `search` is (repetition, of how many, the build's place in it); `progress` gets the progress of each
-    run, `log` a line per probe."""
+    `search` is (repetition, of how many, the build's place in it), `rule` (resolution, probes in a
+    row a rate must hold); `progress` gets the progress of each run, `log` a line per probe."""
     index, total, order = search
+    resolution, in_a_row = rule
     log = log or silent
     where = f"{build.name} search {index}/{total}"
     probes: list[Probe] = []
     described: dict[str, Any] = {}
 
-    def run(rate: float | None, phase: str) -> Probe:
+    def run(rate: float | None, phase: str, attempt: int = 1) -> Probe:
         label = f"{where} probe {len(probes)}" + (f" at {rate:,.0f}/s" if rate else " closed loop")
         r = measure_server(build.spec, replace(settings, rate=rate, ceiling=False), lua_dir=build.lua_dir,
                     progress=prefixed(progress, f"{label}:"))
         described.setdefault("server", r.server)
         described.setdefault("version", r.version)
-        p = _probe(r, index, len(probes), phase, slo)
+        # Each rate is one step of the search; its probes are its attempts.
+        step = 0 if not probes else probes[-1].step + (attempt == 1)
+        p = _probe(r, index, (len(probes), step, attempt), phase, slo)
         probes.append(p)
-        log(_probe_line(p, slo, f"{where} probe {p.index}"))
+        log(_probe_line(p, slo, f"{where} probe {p.index}", in_a_row))
         return p
 
     closed = run(None, "closed loop")
     if not closed.cycles_per_s > 0:
         raise CapacityError(f"{build.name}: the closed-loop run finished no cycle, so there is no rate to start from")
-    found = search_rate(lambda rate, phase: bool(run(rate, phase).passed), closed.cycles_per_s,
-                        resolution=resolution)
+    found = search_rate(all_of(lambda rate, phase, attempt: bool(run(rate, phase, attempt).passed), in_a_row),
+                        closed.cycles_per_s, resolution=resolution)
     return Search(build.name, str(described.get("version", "?")), index, order, found.rate, found.failed_above,
                   found.resolved, closed.cycles_per_s, tuple(probes), described.get("server") or {})
 
 
 def run_slo(builds: Sequence[Build], settings: CapacitySettings, slo: SloSpec, trials: int, *,
-            resolution: float = DEFAULT_RESOLUTION, progress: ProgressFn | None = None,
+            resolution: float = DEFAULT_RESOLUTION, held: float = DEFAULT_HELD, progress: ProgressFn | None = None,
             log: ProgressFn | None = None) -> SloResult:
-    """`trials` repetitions, each one search per build in a rotated order (see the module)."""
+    """`trials` repetitions, each one search per build in a rotated order (see the module); a rate holds
+    when the probes in a row that `held` asks for (`slo_search.in_a_row`) hold."""
     if not builds:
         raise CapacityError("--slo needs at least one build")
     if trials < 1:
         raise CapacityError(f"--slo needs at least 1 search, got {trials}")
     settings.check()
     check_slo(slo, settings, [b.spec for b in builds])
+    rule = (resolution, in_a_row(held))
     done: list[Search] = []
     for i in range(trials):
         turn = i % len(builds)
         for place, build in enumerate([*builds[turn:], *builds[:turn]], start=1):
-            done.append(run_search(build, settings, slo, search=(i + 1, trials, place), resolution=resolution,
+            done.append(run_search(build, settings, slo, search=(i + 1, trials, place), rule=rule,
                                    progress=progress, log=log))
     described: dict[str, Mapping[str, Any]] = {}
     for s in done:
         described.setdefault(s.build, s.described)
-    return SloResult(slo, settings, tuple(b.name for b in builds), tuple(done), resolution, ORDER, described)
+    return SloResult(slo, settings, tuple(b.name for b in builds), tuple(done), resolution, ORDER, described,
+                     holds_in_a_row=rule[1])

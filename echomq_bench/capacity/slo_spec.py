@@ -21,7 +21,7 @@ from echomq_bench.errors import SettingsError
 from echomq_bench.options import fraction_in, number
 
 __all__ = ["SloSpec", "SloSpecError", "parse_slo", "slo_option", "add_slo_options", "FORMS", "VERBS",
-           "DEFAULT_RESOLUTION"]
+           "DEFAULT_RESOLUTION", "DEFAULT_HELD"]
 
 VERBS = ("claim",)
 FORMS = "'claim p99 <= 5ms', 'claim p99<=5ms', 'p99.9 <= 800us'"
@@ -29,6 +29,10 @@ LOWEST_Q, HIGHEST_Q = 50.0, 99.9
 UNITS_MS = {"us": 0.001, "µs": 0.001, "ms": 1.0, "s": 1000.0}
 DEFAULT_RESOLUTION = 0.02
 LOWEST_RESOLUTION, HIGHEST_RESOLUTION = 0.001, 0.5
+# The share of probes that hold at the rate reported: a rate to plan at, not where the target
+# starts to break. 95% takes 14 probes in a row at every rate that holds (capacity.slo_search).
+DEFAULT_HELD = 0.95
+LOWEST_HELD, HIGHEST_HELD = 0.5, 0.99
 _QUANTILE = re.compile(r"[pP]([0-9]+(?:\.[0-9]+)?)")
 _LIMIT = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(\S*)")
 
@@ -121,12 +125,14 @@ def slo_option(text: str) -> SloSpec:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def add_slo_options(parser: argparse.ArgumentParser, min_trials: int, what: str) -> None:
-    """--slo, --slo-trials and --slo-resolution; `what` says what the search's rate is reported as."""
+def add_slo_options(parser: argparse.ArgumentParser, min_trials: int, what: str, held: float = DEFAULT_HELD) -> None:
+    """--slo, --slo-trials, --slo-resolution and --slo-held (default `held`); `what` says what the search's rate
+    is reported as."""
     g = parser.add_argument_group("latency target")
     g.add_argument("--slo", type=slo_option, default=None, metavar="TARGET",
-                   help=f"find the highest open-loop rate whose latency holds TARGET, e.g. {FORMS}: a bisection "
-                        f"of the rate, every probe on a fresh server; {what}")
+                   help=f"find the highest open-loop rate at which a probe of the window holds TARGET with "
+                        f"the --slo-held share, e.g. {FORMS}: a bisection of the rate, every probe on a fresh "
+                        f"server; {what}")
     g.add_argument("--slo-trials", type=number(int, 1), default=None, metavar="N",
                    help=f"searches per build with --slo, each on fresh servers (default {min_trials}; fewer than "
                         f"{min_trials} give 'inconclusive', no interval)")
@@ -134,3 +140,7 @@ def add_slo_options(parser: argparse.ArgumentParser, min_trials: int, what: str)
                    metavar="FRACTION",
                    help=f"with --slo, bisect until the passing and the failing rate are within FRACTION of each "
                         f"other (default {DEFAULT_RESOLUTION * 100:g}%%)")
+    g.add_argument("--slo-held", type=fraction_in(LOWEST_HELD, HIGHEST_HELD), default=None, metavar="FRACTION",
+                   help=f"with --slo, report the rate a probe of the window holds with probability FRACTION: a "
+                        f"rate holds when enough probes in a row hold (default {held * 100:g}%%; 95%% is 14 in a "
+                        f"row; 50%% is one probe, the rate where the target breaks half the time)")

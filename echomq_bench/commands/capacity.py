@@ -46,7 +46,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     from echomq_bench.capacity.slo_spec import add_slo_options
     from echomq_bench.measurement.verdicts import MIN_TRIALS
 
-    add_slo_options(parser, MIN_TRIALS, "the rate is the median over --slo-trials searches, with its 95%% interval")
+    add_slo_options(parser, MIN_TRIALS, "the rate is the median over --slo-trials searches, with the searches' "
+                                        "order-statistic interval (96.9%% at 6)")
 
 
 def write_capacity(out: Path, results: Sequence[CapacityFigures],
@@ -94,7 +95,7 @@ def _run_slo(args: argparse.Namespace) -> int:
 
     from echomq_bench.capacity.compare_result import Build
     from echomq_bench.capacity.slo import run_slo
-    from echomq_bench.capacity.slo_spec import DEFAULT_RESOLUTION
+    from echomq_bench.capacity.slo_spec import DEFAULT_HELD, DEFAULT_RESOLUTION
     from echomq_bench.capacity.workload import settings_from_args
     from echomq_bench.commands.compare import unique_builds
     from echomq_bench.measurement.verdicts import MIN_TRIALS
@@ -109,7 +110,8 @@ def _run_slo(args: argparse.Namespace) -> int:
             print(f"note: {b.name} is a running server, not started fresh for each probe", file=sys.stderr)
     progress = Progress()
     result = run_slo(builds, settings, args.slo, args.slo_trials or MIN_TRIALS,
-                     resolution=args.slo_resolution or DEFAULT_RESOLUTION, progress=progress, log=progress.end)
+                     resolution=args.slo_resolution or DEFAULT_RESOLUTION, held=args.slo_held or DEFAULT_HELD,
+                     progress=progress, log=progress.end)
     progress.done()
     out = write_slo(new_run_dir("capacity", args.out), result)
     print(record_text(out))

@@ -27,6 +27,10 @@ CASES: list[tuple[list[str], str]] = [
     (["compare", "--slo-resolution", "5%"], "--slo-resolution needs --slo TARGET"),
     (["capacity", "--slo", "p99<=5ms", "--slo-resolution", "0"], "argument --slo-resolution: '0' must be from"),
     (["capacity", "--slo", "p99<=5ms", "--slo-resolution", "half"], "argument --slo-resolution: 'half' is not"),
+    (["capacity", "--slo-held", "95%"], "--slo-held needs --slo TARGET"),
+    (["compare", "--slo-trials", "3", "--slo-held", "90%"], "--slo-trials and --slo-held need --slo TARGET"),
+    (["capacity", "--slo", "p99<=5ms", "--slo-held", "40%"], "argument --slo-held: '40%' must be from 50% to 99%"),
+    (["compare", "--slo", "p99<=5ms", "--slo-held", "100%"], "argument --slo-held: '100%' must be from 50% to 99%"),
 ]
 
 

@@ -1,7 +1,9 @@
 """A `capacity` record: each build's claim+complete cycles per second at its
 limit, what bound it and how the load ran; a cluster's entry holds the same
 figures over all its masters, and a row per master. An `--slo` run's record
-holds instead the rate each build sustained at a latency target.
+holds instead the rate each build sustained at a latency target: the rate
+a probe of the window holds with the block's `held` share, `figure` saying
+so in words (docs/design/slo.md).
 
 summary.json is `{"builds": {<build>: <CapacityEntry or ClusterEntry>}}`, or
 `{"slo": <SloBlock>}`; `compare` keeps the same `slo` block.
@@ -17,7 +19,7 @@ from echomq_bench.records.headlines import HIGHER, LOWER, Headline, each
 from echomq_bench.records.record import Record
 
 __all__ = ["RECORD", "CapacityFiguresEntry", "CapacityEntry", "ClusterEntry", "NodeEntry", "CapacityRecord",
-           "SloTarget", "SloEntry", "SloBlock", "entry_of", "slo_headlines", "headlines"]
+           "SloTarget", "SloEntry", "SloBlock", "entry_of", "slo_figure", "slo_headlines", "headlines"]
 
 Latencies = Mapping[str, Mapping[str, float]]   # verb -> percentile name (p50, p99, max, ...) -> ms
 
@@ -128,17 +130,25 @@ class SloTarget(Entry):
     limit_ms: float | None = None
 
 
+def slo_figure(window_s: float | None, held: float | None) -> str:
+    """`the rate a 2 s probe holds 95% of the time`: what an --slo run's rate is a figure of."""
+    window = "?" if window_s is None else f"{window_s:g}"
+    share = "?% of the time" if held is None else "half the time" if held == 0.5 else f"{held:.0%} of the time"
+    return f"the rate a {window} s probe holds {share}"
+
+
 @dataclass(frozen=True)
 class SloEntry(Entry):
     """One build's rate at the target: the median over searches with its interval, and each search."""
 
     version: str | None = None
     rate_per_s: float | None = None
-    ci95: tuple[float, float] | None = None
-    coverage: float | None = None
+    interval: tuple[float, float | None] | None = None   # the searches' order statistics; null: no upper bound
+    coverage: float | None = None                 # the interval's, at least: 0.969 for 6 searches
     ranks: tuple[int, int] | None = None
     n: int | None = None
     text: str | None = None                     # the interval, or why there is none
+    never_held: int | None = None               # searches in which no rate held (a rate of 0)
     search_rates: tuple[float | None, ...] = ()
     failed_above: tuple[float | None, ...] = ()
     resolved: tuple[bool, ...] = ()
@@ -157,6 +167,13 @@ class SloEntry(Entry):
     verdict_detail: Mapping[str, Any] | None = optional()
     search_ratios: tuple[float, ...] | None = optional()
 
+    @classmethod
+    def from_record(cls, entry: Mapping[str, Any]) -> SloEntry:
+        """An entry; one written before `interval` had the same order statistics as `ci95`."""
+        if "interval" not in entry and "ci95" in entry:
+            entry = {**entry, "interval": entry["ci95"]}
+        return super().from_record(entry)
+
 
 @dataclass(frozen=True)
 class SloBlock(Entry):
@@ -172,9 +189,21 @@ class SloBlock(Entry):
     window_s: float | None = None
     warmup_s: float | None = None
     reply_timeout_s: float | None = None
+    holds_in_a_row: int = 1                     # probes in a row a rate must hold (records before it: 1)
+    held: float | None = None                   # the share one probe holds at the rate reported: 0.5 ** (1 / m)
+    figure: str | None = None                   # that in words (slo_figure)
+    never_held_rule: str | None = None
     builds: Mapping[str, SloEntry] = by_name(SloEntry)
     ratio_method: str | None = optional()       # compare --slo
     margin: float | None = optional()
+
+    @property
+    def held_share(self) -> float:
+        return self.held if self.held is not None else float(0.5 ** (1 / max(1, self.holds_in_a_row)))
+
+    @property
+    def figure_text(self) -> str:
+        return self.figure or slo_figure(self.window_s, self.held_share)
 
 
 @dataclass(frozen=True)
@@ -198,11 +227,13 @@ class CapacityRecord:
 
 
 def slo_headlines(kind: str, slo: SloBlock | None) -> Iterator[Headline]:
-    """A --slo run's median rate at its target per build (the target names the figure: a rate at one
-    target says nothing of another), and its ratio to the baseline where it has one."""
+    """A --slo run's median rate at its target per build, and its ratio to the baseline where it has
+    one. The target, the probe's window and the share held name the figure: a rate at one says
+    nothing of another (`2s_held_95`: the rate a 2 s probe holds 95% of the time)."""
     if slo is None:
         return
-    at = f"{kind}.slo.{slo.target.key or '?'}"
+    window = "?" if slo.window_s is None else f"{slo.window_s:g}"
+    at = f"{kind}.slo.{slo.target.key or '?'}.{window}s_held_{round(100 * slo.held_share)}"
     for build, e in slo.builds.items():
         figures: list[tuple[str, Any, str, str]] = [(f"{at}.rate_per_s", e.rate_per_s, "1/s", HIGHER)]
         if e.baseline not in (None, build):

@@ -4,14 +4,13 @@ latency, how it ran (pinning, cycles in the window, scripts, an open loop's
 account), its warnings and its audit; for a cluster, the queues' placement,
 a row per master and the totals, what limited the run, the cores and ceiling
 notes and the per-queue accounting. A `--slo` record holds a rate at a
-latency target instead: each build's median rate with its interval, how it
-was searched, and every probe (`compare` shows the same for its builds).
+latency target instead, rendered by `echomq_bench.report.slo` (`compare`
+shows the same for its builds).
 Everything is read from the record (summary.json, meta.json, timeline.csv,
 slo.csv); nothing is measured here."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
@@ -19,16 +18,15 @@ from typing import Any, Mapping
 import pandas as pd
 
 from echomq_bench.capacity.open_loop import open_loop_line
-from echomq_bench.measurement.stats import median
 from echomq_bench.records.files import Run
-from echomq_bench.records.kinds.capacity import (CapacityEntry, CapacityRecord, ClusterEntry, NodeEntry, SloBlock,
-                                                 SloEntry, SloTarget)
+from echomq_bench.records.kinds.capacity import CapacityEntry, CapacityRecord, ClusterEntry, NodeEntry
 from echomq_bench.records.meta import build_text
 from echomq_bench.report import charts
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
+from echomq_bench.report.slo import slo_section
 
-__all__ = ["section", "slo_interval", "slo_probe_table", "slo_method", "slo_build_lines"]
+__all__ = ["section"]
 
 Entry = Mapping[str, Any]
 Figures = CapacityEntry | ClusterEntry | NodeEntry
@@ -222,122 +220,10 @@ def _timeline(run: Run, out: Path, footer: str) -> list[Block]:
     return [Image(png, "Cycles/s over the window, one line per build")]
 
 
-# --------------------------------------------------------------------------
-# A rate at a latency target (capacity --slo; compare --slo shows the same tables)
-
-_FIGURES = re.compile(r"[0-9][0-9,.]*")
-
-
-def _rate(value: Any) -> str:
-    return _num(value, ",.0f")
-
-
-def slo_interval(e: SloEntry) -> str:
-    """`39,800..42,900 (96.9%)`, or why there is no interval."""
-    ci = e.ci95
-    if not ci:
-        return str(e.text or "no interval")
-    return f"{_rate(ci[0])}..{_rate(ci[1])} ({_num(e.coverage, '.1%')})"
-
-
-def _probe_result(row: Mapping[str, Any]) -> str:
-    passed = row.get("passed")
-    if passed is None or passed != passed:
-        return "sets the bracket"
-    return "held" if passed is True else "missed: " + str(row.get("why") or "?")
-
-
-def slo_probe_table(run: Run, target: SloTarget) -> Table | None:
-    """Every run of every search: the closed-loop one that set the bracket, then each probe."""
-    probes = run.tables.get("slo")
-    if probes is None or not len(probes):
-        return None
-    quantile = target.name or "quantile"
-    rows = [{"build": r.get("build"), "search": str(r.get("search")), "probe": str(r.get("probe")),
-             "phase": r.get("phase"), "asked/s": _rate(r.get("rate_per_s")),
-             "achieved/s": _rate(r.get("achieved_per_s")), "p50 ms": _num(r.get("claim_p50_ms"), ".2f"),
-             f"{quantile} ms": _num(r.get("claim_quantile_ms"), ".2f"), "bound": r.get("bound"),
-             "result": _probe_result(r)} for r in probes.to_dict("records")]
-    return Table(pd.DataFrame(rows), f"Every probe, each on a fresh server ({target.text or '?'}; latency "
-                                     "from each claim's intended start, in closed loop from its send)",
-                 id="capacity-slo-probes")
-
-
-def _or(value: Any, default: Any) -> Any:
-    return default if value is None else value
-
-
-def slo_method(slo: SloBlock) -> list[str]:
-    n, level = _or(slo.searches, "?"), float(_or(slo.level, 0.95))
-    return [f"Search: {_or(slo.search_method, '?')}, to within {float(_or(slo.resolution, 0.02)):.0%} of the "
-            f"rate; {_or(slo.window_s, '?')} s window after {_or(slo.warmup_s, '?')} s of warm-up per probe.",
-            f"Pass: {_or(slo.pass_rule, '?')}.",
-            f"Interval: {_or(slo.interval_method, '?')}, the median's {level:.0%} interval over {n} searches; "
-            f"fewer than {_or(slo.min_trials, 6)} searches give 'inconclusive', no interval (with 5, no "
-            "order-statistic interval reaches 95%).",
-            f"Order: {_or(slo.order, '?')}."]
-
-
-def _grouped(warnings: list[str]) -> list[str]:
-    """One line per kind of warning (its text with the figures taken out): the first, and how many
-    runs said the like; all of them stay in summary.json."""
-    kinds: dict[str, list[str]] = {}
-    for w in warnings:
-        kinds.setdefault(_FIGURES.sub("#", w.partition(": ")[2] or w), []).append(w)
-    return [same[0] + (f" (and {len(same) - 1} more runs alike)" if len(same) > 1 else "")
-            for same in kinds.values()]
-
-
-def _missed(e: SloEntry) -> str:
-    """`server-bound 3, neither 1`: which side held each probe that missed the target back."""
-    return ", ".join(f"{k}-bound {c}" for k, c in e.bound_when_failing.items() if c) or "none (no probe missed)"
-
-
-def slo_build_lines(name: str, e: SloEntry) -> list[str]:
-    """The rate each search found, where the target broke, and the first warnings."""
-    rates = ", ".join(_rate(r) if r is not None else "none held" for r in e.search_rates)
-    lines = [f"{name}: rate per search {rates}; the probes that missed were {_missed(e)}."]
-    lines += [f"Warning ({name}): {w}" for w in _grouped(list(e.warnings))]
-    if e.audit_passed is False:
-        lines.append(f"{name}: audit FAIL in a probe: see the `audit_passed` column of slo.csv.")
-    return lines
-
-
-def _slo_section(run: Run, slo: SloBlock) -> list[Block]:
-    target, builds = slo.target, slo.builds
-    rows = [{"build": name, "version": str(e.version or "?"), "rate/s": _rate(e.rate_per_s),
-             "95% interval": slo_interval(e), "searches": str(_or(e.n, "?")),
-             "closed loop/s": _rate(_median(e.capacity_per_s)),
-             "of closed loop": _num(_share(e.rate_per_s, _median(e.capacity_per_s)), ".0%")}
-            for name, e in builds.items()]
-    bound = "; ".join(f"{n}: the probes that missed were {_missed(e)}" for n, e in builds.items())
-    blocks: list[Block] = [
-        Heading(f"Rate at {target.text or 'the target'}", anchor="capacity-slo"),
-        Para(f"The highest open-loop rate at which each build's {target.text or 'target'} held, the latency "
-             "timed from each claim's intended start (echomq-bench capacity --slo): the median over searches, each "
-             "a bisection of the rate with every probe on a fresh server."),
-        Table(pd.DataFrame(rows), f"Rate at {target.text or '?'} per build", id="capacity-slo-table"),
-        Notes(slo_method(slo) + [line for n, e in builds.items() for line in slo_build_lines(n, e)])]
-    probes = slo_probe_table(run, target)
-    if probes is not None:
-        blocks.append(probes)
-    return blocks + [Notes(context_lines(run, trials=f"{_or(slo.searches, '?')} searches per build",
-                                         bottleneck=bound))]
-
-
-def _median(values: Any) -> float | None:
-    numbers = [float(v) for v in values or () if v is not None]
-    return median(numbers) if numbers else None
-
-
-def _share(part: Any, whole: Any) -> float | None:
-    return float(part) / float(whole) if part is not None and whole else None
-
-
 def section(run: Run, out: Path) -> list[Block]:
     record = CapacityRecord.from_record(run.summary)
     if record.slo is not None and not record.builds:
-        return _slo_section(run, record.slo)
+        return slo_section(run, record.slo)
     builds = record.builds
     single = {name: e for name, e in builds.items() if isinstance(e, CapacityEntry)}
     bound_text = "; ".join(f"{name}: {e.bound or '?'}, server busy {_num(e.server_utilization, '.0%')}"

@@ -5,6 +5,8 @@ latency target and its ratio to the baseline's as a second headline."""
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +17,8 @@ from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spre
 from echomq_bench.report import charts
 from echomq_bench.report.context import context_lines, machine
 from echomq_bench.report.doc import Answer, Block, Heading, Image, Notes, Para, Table
-from echomq_bench.report.kinds.capacity import slo_build_lines, slo_interval, slo_method, slo_probe_table
+from echomq_bench.report.slo import (INTERVAL_COLUMN, slo_build_lines, slo_interval, slo_method, slo_probe_table,
+                                     slo_searches)
 
 __all__ = ["section", "answer", "one_server_answer", "verdict_sentence", "slo_sentence"]
 
@@ -44,8 +47,10 @@ def verdict_sentence(name: str, entry: CompareEntry, r: CompareRecord) -> str:
     runs ±1.2% (6 runs here)): faster`, as people read pyperf or hyperfine."""
     v = r.headline_of(entry)
     who, against = _version(r, name), _version(r, r.base_of(name))
-    if v.ratio is None:
-        return f"{who} against {against}: {v.text or entry.verdict or 'no verdict'}"
+    if v.ratio is None or not math.isfinite(v.ratio):
+        # Every trial left out (a client-bound trial says nothing of the server): no ratio to show.
+        left_out = f"; {v.excluded} left out, not server-bound" if v.excluded else ""
+        return f"{who} against {against}: {v.text or entry.verdict or 'no verdict'}{left_out}"
     return f"{who} costs {v.ratio:.2f}× {against}'s server time per cycle ({_interval(r, v)}): {v.text or v.verdict}"
 
 
@@ -55,7 +60,7 @@ def _within_allocator_line(r: CompareRecord) -> str | None:
     parts = []
     for name, e in r.builds.items():
         v = e.within_allocator
-        if v is None or v.ratio is None or not e.allocator_baseline:
+        if v is None or v.ratio is None or not math.isfinite(v.ratio) or not e.allocator_baseline:
             continue
         parts.append(f"{_version(r, name)} costs {v.ratio:.2f}× {_version(r, e.allocator_baseline)}'s "
                      f"({_interval(r, v)}): {v.text or v.verdict}")
@@ -99,7 +104,8 @@ def _footnote(run: Run, r: CompareRecord) -> str:
 
 
 def slo_sentence(name: str, entry: SloEntry, slo: SloBlock) -> str:
-    """`valkey 8.0.1 holds claim p99 <= 5ms at 0.93× redis 7.0.15's rate (95% CI 0.90–0.96, n = 6): slower`."""
+    """`valkey 8.0.1 holds claim p99 <= 5ms at 0.93× redis 7.0.15's rate (the rate a 2 s probe holds
+    95% of the time; 95% CI 0.90–0.96, n = 6, every search held a rate): slower`."""
     base_name = entry.baseline or name
     base = slo.builds.get(base_name)
     who, against = entry.version or name, (base.version if base else None) or base_name
@@ -109,7 +115,11 @@ def slo_sentence(name: str, entry: SloEntry, slo: SloBlock) -> str:
         return f"{who} at {target} against {against}: {entry.verdict or 'no verdict'}"
     ci = v.ci if v.ci and int(v.n or 0) >= _min_trials(slo) else None
     interval = f"95% CI {ci[0]:.2f}–{ci[1]:.2f}, " if ci else "too few searches for an interval, "
-    return f"{who} holds {target} at {v.ratio:.2f}× {against}'s rate ({interval}n = {v.n}): {v.text or v.verdict}"
+    never = [f"{n} never held in {e.never_held} of {e.n}" for n, e in ((name, entry), (base_name, base))
+             if e is not None and e.never_held]
+    held = "; ".join(never) if never else "every search held a rate"
+    return (f"{who} holds {target} at {v.ratio:.2f}× {against}'s rate ({slo.figure_text}; {interval}n = {v.n}, "
+            f"{held}): {v.text or v.verdict}")
 
 
 def _min_trials(slo: SloBlock) -> int:
@@ -119,7 +129,7 @@ def _min_trials(slo: SloBlock) -> int:
 def _slo_blocks(run: Run, slo: SloBlock) -> list[Block]:
     target, min_trials = slo.target, _min_trials(slo)
     rows = [{"build": name, "version": str(e.version or "?"), "rate/s": format(e.rate_per_s or 0, ",.0f"),
-             "95% interval": slo_interval(e),
+             INTERVAL_COLUMN: slo_interval(e), "searches": slo_searches(e),
              "vs baseline": "baseline" if e.verdict == "baseline" else
              f"{_label(RatioVerdictEntry.from_record(e.verdict_detail or {}), min_trials, n=False)} (vs {e.baseline})"}
             for name, e in slo.builds.items()]
@@ -128,13 +138,12 @@ def _slo_blocks(run: Run, slo: SloBlock) -> list[Block]:
               f"±{float(slo.margin if slo.margin is not None else 0.02):.0%}.")
     blocks: list[Block] = [
         Heading(f"Build against build: rate at {target.text or 'the target'}", anchor="compare-slo"),
-        Para(f"The highest open-loop rate at which each build's {target.text or 'target'} held, the latency "
-             "timed from each claim's intended start: the median over searches, each a bisection of the rate with "
-             "every probe on a fresh server; the builds searched in turn in each repetition, and each repetition's "
-             "rates paired."),
-        Table(pd.DataFrame(rows), f"Rate at {target.text or '?'}", id="compare-slo-table"),
+        Para(f"Each build's {slo.figure_text} at {target.text or 'the target'}, the latency timed from each "
+             "claim's intended start: the median over searches, each a bisection of the rate with every probe on a "
+             "fresh server; the builds searched in turn in each repetition, and each repetition's rates paired."),
+        Table(pd.DataFrame(rows), f"Rate at {target.text or '?'}: {slo.figure_text}", id="compare-slo-table"),
         Notes([*slo_method(slo), method, *(line for n, e in slo.builds.items() for line in slo_build_lines(n, e))])]
-    probes = slo_probe_table(run, target)
+    probes = slo_probe_table(run, slo)
     return blocks + ([probes] if probes is not None else [])
 
 
