@@ -36,7 +36,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from echomq_bench.progress import Progress, ProgressFn, prefixed
 from echomq_bench.records import meta, files as results
@@ -70,27 +70,32 @@ class Plan:
     count_calls: int = 100           # claims and completes counted per build under callgrind (counts.cycle)
     count_builds: int | None = None  # count only the first n builds, the reference first; None: every build
     consumers_builds: int | None = None   # consumers on the first n builds, the reference first; None: every build
+    consumers_trials: int = 6             # rounds: every build at every count once per round (docs/design/consumers.md)
+    consumers_warmup_s: float = 0.2       # before each window; one call in flight per connection settles at once
 
 
 # The reaper's interval the lease sweep assumes; the reap part drains at it too.
 REAP_EVERY_MS = SweepSettings().reap_every_ms
 PLANS = {
     # Reap alone: promote's curve is the same shape (`echomq-bench reapcost` draws both).
-    # Consumers at 1 s a point and 50 counted calls keep the whole within 5 minutes with six builds.
+    # Consumers: six rounds of 0.4 s windows on the reference and one more build (36 windows, 35 s
+    # here beside other work) cost less than one 1 s window a point on six builds did (39 s), and
+    # give each build's growth an interval (docs/design/consumers.md); 50 counted calls keep the
+    # whole within 5 minutes with six builds.
     # 50 calls read up to 1% more per call than the gate's 100, alike on every build, so the count
     # ratios between builds move less (docs/design/count-gate.md).
     "default": Plan(verb_rounds=8, compare_s=2.5, trials=16, precision=0.01, consumers=(1, 4, 16),
-                    consumers_s=1.0, count_calls=50,
+                    consumers_s=0.4, consumers_builds=2, consumers_trials=6, count_calls=50,
                     reap=replace(QUICK, sizes=(1_000, 1_000_000), orphans=10_000, verbs=("reap",),
                                  cadences_ms=(int(REAP_EVERY_MS),)),
                     lease_s=12.0, lease_time_scale=10.0, ceiling_requests=100_000),
     # The minute-long form: enough to see every chart, too short to trust a ratio or a lease.
-    "quick": Plan(verb_rounds=2, compare_s=1.0, trials=2, precision=None, consumers=(1, 8), consumers_s=0.4,
+    "quick": Plan(verb_rounds=2, compare_s=1.0, trials=2, precision=None, consumers=(1, 8), consumers_s=0.25,
                   reap=CurveSettings(sizes=(1_000, 100_000), caps=(10, 100, 1_000), repeats=3, orphans=2_000,
                                      drain_size=10_000, verbs=("reap",), forms=("bare",),
                                      cadences_ms=(int(REAP_EVERY_MS),)),
                   lease_s=3.0, lease_time_scale=10.0, ceiling_requests=20_000,
-                  count_calls=50, count_builds=2, consumers_builds=2),
+                  count_calls=50, count_builds=2, consumers_builds=2, consumers_trials=2),
 }
 
 
@@ -210,8 +215,10 @@ def _compare(specs: list[ServerSpec], plan: Plan, out: Path, progress: ProgressF
 
 
 def _consumers(specs: list[ServerSpec], plan: Plan, out: Path, progress: ProgressFn) -> None:
-    from echomq_bench.commands.capacity import CapacitySettings, run_capacity
-    from echomq_bench.records.kinds.consumers import ConsumersRecord
+    import random
+
+    from echomq_bench.capacity.consumers import ConsumerTrials, run_consumer_trials
+    from echomq_bench.records.kinds.consumers import ConsumersRecord, growth_entries
     from echomq_bench.servers import running
 
     # The load generator speaks plain TCP only: a server that wants TLS is
@@ -224,21 +231,18 @@ def _consumers(specs: list[ServerSpec], plan: Plan, out: Path, progress: Progres
                   "TLS (rediss://)", file=sys.stderr)
     if not plain:
         return
-    rows: list[dict[str, Any]] = []
+    how = ConsumerTrials(counts=tuple(plan.consumers), trials=plan.consumers_trials, window_s=plan.consumers_s,
+                         warmup_s=plan.consumers_warmup_s)
+    seed = random.SystemRandom().randrange(2 ** 31)
     with running(*plain) as servers:
-        for server in servers:
-            for c in plan.consumers:
-                # One claim or complete in flight per connection: a pool of c
-                # plain workers, not the pipelined driver of the capacity phase.
-                settings = CapacitySettings(duration_s=plan.consumers_s, warmup_s=0.3, connections=c, pipeline=1,
-                                            ceiling=False, pin=False)
-                progress(f"{server.name}: {c} consumers")
-                r = run_capacity(server, settings)
-                rows.extend(r.rows(consumers=c))
-        info = meta.collect(servers, part="consumers", consumers=list(plan.consumers), window_s=plan.consumers_s)
-    results.write_record(out, results.Record(kind="consumers",
-                                             summary=ConsumersRecord(tuple(plan.consumers)).to_record(),
-                                             meta=info, tables={"consumers": rows}))
+        rows = run_consumer_trials(servers, how, seed, progress)
+        info = meta.collect(servers, part="consumers", consumers=list(how.counts), trials=how.trials,
+                            window_s=how.window_s, warmup_s=how.warmup_s, order_seed=seed, builds_given=len(specs))
+    summary = ConsumersRecord(how.counts, trials=how.trials, window_s=how.window_s, warmup_s=how.warmup_s,
+                              order_seed=seed, builds_given=len(specs),
+                              growth=growth_entries(rows, [s.name for s in plain]))
+    results.write_record(out, results.Record(kind="consumers", summary=summary.to_record(), meta=info,
+                                             tables={"consumers": rows}))
 
 
 # A server reached by URL is someone's own, their data in the memory this part

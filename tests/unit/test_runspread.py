@@ -192,3 +192,18 @@ def test_the_first_screen_ranks_every_build_against_one_reference_cheapest_first
     # The version's effect within its allocator is the second line, not the headline.
     assert within.startswith("Within an allocator (the version's effect alone): valkey 9.1.2 costs 1.25× "
                              "redis 6.2.14's")
+
+
+def test_a_build_with_no_server_bound_trial_is_named_without_a_ratio(tmp_path: Path) -> None:
+    from echomq_bench.records.files import Run
+    from echomq_bench.report.kinds.compare import answer
+
+    run = _three_builds(np.random.default_rng(5), 0.0)
+    client_bound = tuple(Trial(t.build, t.trial, t.order, SimpleNamespace(**{**vars(t.result), "bound": "client"}))
+                         if t.build == "valkey9.1" else t for t in run.trials)  # type: ignore[arg-type]
+    run = CompareResult(run.builds, run.settings, client_bound, order_seed=1)
+    shown = answer(Run(tmp_path, {}, run.record().to_record(), {}), tmp_path)
+    assert shown is not None
+    assert (f"valkey 9.1.2 against redis 7.0.15: inconclusive (0 trials); {TRIALS} left out, not server-bound"
+            in shown.lines)
+    assert not any("nan" in line for line in shown.lines)
