@@ -12,6 +12,8 @@ round with plain HSET/ZADD. pytest-benchmark times the client round trip;
     server_ratio_read_100 (promote_100, reap_100) over a script that reads 100 rows
     ping_client_us        PING round trip, measured between the verb's calls
     client_ratio_ping     median round trip / ping_client_us
+    script_sha1           the SHA-1 of the script the verb ran (includes expanded), so a
+                          saved run says which code it timed; none for a plain command
     instructions          (--bench-count-instructions) instructions per call under
                           callgrind, and instructions_by_command: per server command
 
@@ -25,6 +27,7 @@ import statistics
 
 import pytest
 
+from echomq_bench.counts.measure import script_shas
 from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.microbench.runner import CASES, VERB_CASES, Env, run_batch, typical
 
@@ -64,6 +67,7 @@ def test_verb(benchmark, env: Env, instruction_counts: dict, case_name: str) -> 
     benchmark.extra_info.update({
         "build": env.build, "version": env.version,  # type: ignore[attr-defined]
         "command": case.command,
+        **({"script_sha1": script_shas(env.scripts_dir())[case.script]} if case.script else {}),
         "server_us_mean": round((usec1 - usec0) / len(replies), 3),
         "server_us_typical": round(typical_us, 3),
         "noop_server_us": round(noop_us, 3),

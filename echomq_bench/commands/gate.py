@@ -1,8 +1,18 @@
-"""`echomq-bench gate`: fail when a verb got slower than the committed baseline.
+"""`echomq-bench gate`: fail when a verb got costlier than the committed baseline, in instructions or in time.
 
-Two checks per verb, both on the server's own clock (commandstats):
+Two routes. The default, `--count instructions` (commands.gate_counts),
+counts each verb's instructions per call under callgrind against the
+baseline of the same server binary: deterministic, so it holds on any
+machine that runs that binary, and the route a user's CI runs. `--count
+time`, this module, judges server time against a baseline recorded on the
+same machine fingerprint; it sees what counts miss (memory, the allocator,
+I/O). Both replicate on fresh server processes: a baseline pools passes on
+fresh servers, and a flagged verb is measured again on another.
 
-1. normalised: the verb's server time over the no-op script's, measured
+The timing route's two checks per verb, both on the server's own clock
+(commandstats):
+
+1. normalised: the verb's server time over a reference script's, measured
    call by call in the same batches (echomq_bench.microbench.runner), against the same
    ratio in the baseline. A machine that is slower today slows both alike.
    Allowed change: --tolerance, widened to 3 standard errors of the two
@@ -16,11 +26,12 @@ Two checks per verb, both on the server's own clock (commandstats):
 The normalised check is a cross-run figure: it counts only when the
 baseline's machine fingerprint (CPU model and flags, cores, server version,
 allocator) is this machine's, and is advisory otherwise. `--update` writes
-the baseline into a subfolder named by the fingerprint, so one baseline
-folder serves several machines. A verb missing from the baseline fails.
-When any verb is flagged the whole case set is measured once more; only a
-verb flagged twice is a regression. `--baseline history` reads the baseline
-from the results history instead: the newest gate run of each build on this
+the baseline, `--passes` passes each on a fresh server process (default
+10), into a subfolder named by the fingerprint, so one baseline folder
+serves several machines. A verb missing from the baseline fails. When any
+verb is flagged the whole case set is measured once more, on a fresh server
+process; only a verb flagged twice is a regression. `--baseline history`
+reads the baseline from the results history instead: the newest gate run of each build on this
 machine fingerprint that wrote a baseline or named no regression
 (docs/guide/history.md).
 
@@ -37,8 +48,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable
 
-from echomq_bench.microbench.baseline import (BaselineError, baseline_path, load_baseline, slowed_copy,
-                                              write_baseline)
+from echomq_bench.microbench.baseline import (MIN_UPDATE_PASSES, UPDATE_PASSES, BaselineError, baseline_path,
+                                              load_baseline, slowed_copy, write_baseline)
 from echomq_bench.microbench.cases import CASES
 from echomq_bench.microbench.history_baseline import HISTORY, UPDATE_WITH_HISTORY, missing_from_history
 from echomq_bench.microbench.gate import DEFAULT_AB_TOLERANCE, DEFAULT_TOLERANCE, GateOptions, GateResult, gate_one
@@ -72,7 +83,8 @@ def run_gate(servers: Iterable[Any], options: GateOptions = _DEFAULT_OPTIONS, *,
         "tolerance": options.tolerance,
         "ab_tolerance": options.ab_tolerance,
         "rounds": settings.rounds, "calls": settings.calls, "heavy_calls": settings.heavy_calls,
-        "sizes": vars(settings.sizes), "lua_dir": [r.measurement.lua_dir for r in found]})
+        "sizes": vars(settings.sizes), "lua_dir": [r.measurement.lua_dir for r in found],
+        **({"passes": options.passes} if options.update else {})})
     results.write_record(run_dir, gate_record(found, info))
     return [replace(r, run_dir=run_dir) for r in found]
 
@@ -105,36 +117,48 @@ def _fraction(text: str) -> float:
     return value
 
 
-
-
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
     from echomq_bench.options import add_list, add_out, add_quick, choice, number
 
     parser.description = __doc__.split("\n\n")[0]
     parser.add_argument("--baseline", type=_baseline_arg, default=None, metavar="PATH",
-                        help="a folder of gate-<build>.json (default: results/baselines), one .json file used for "
-                             "every build, or `history`: the newest gate run of the build on this machine "
+                        help="the baselines folder (default: results/baselines; counts/count-<product>-<key>.json "
+                             "for instructions, gate-<build>.json for time), one .json file used for every build, "
+                             "or, with --count time, `history`: the newest gate run of the build on this machine "
                              "fingerprint in the results history that wrote a baseline or named no regression")
     parser.add_argument("--update", action="store_true", help="measure and write the baseline(s); exits 0")
-    add_quick(parser, "8 rounds and fewer calls (CI); wider allowances")
-    parser.add_argument("--count", choices=("time", "instructions"), default="time",
-                        help="time: server time against the reference scripts (the default; sees memory, allocator "
-                             "and I/O); instructions: instructions per call under callgrind, per server binary "
-                             "(needs valgrind; docs/guide/gate.md)")
-    parser.add_argument("--passes", type=number(int, 5), default=None, metavar="N",
-                        help="with --count instructions --update: fresh servers the baseline pools (default 10)")
+    add_quick(parser, "with --count time, 8 rounds and fewer calls; wider allowances")
+    parser.add_argument("--count", choices=("instructions", "time"), default="instructions",
+                        help="instructions (the default): instructions per call under callgrind against the baseline "
+                             "of the same server binary, on any machine (needs valgrind); time: server time against "
+                             "the reference scripts, against a baseline of this machine fingerprint (sees memory, "
+                             "allocator and I/O; --quick, --rounds, --tolerance, --ab-tolerance and --baseline "
+                             "history are its flags) (docs/guide/gate.md)")
+    parser.add_argument("--passes", type=number(int, MIN_UPDATE_PASSES), default=None, metavar="N",
+                        help=f"with --update: fresh server processes the baseline pools, one pass each (default "
+                             f"{UPDATE_PASSES})")
     parser.add_argument("--tolerance", type=_fraction, default=None,
                         metavar="FRACTION",
-                        help=f"allowed slowdown of the normalised figure, 0.2 = 20%% (default {DEFAULT_TOLERANCE})")
+                        help=f"with --count time: allowed slowdown of the normalised figure, 0.2 = 20%% (default "
+                             f"{DEFAULT_TOLERANCE})")
     parser.add_argument("--ab-tolerance", type=_fraction, default=None, metavar="FRACTION",
-                        help=f"allowed slowdown against the baseline's script, interleaved "
+                        help=f"with --count time: allowed slowdown against the baseline's script, interleaved "
                              f"(default {DEFAULT_AB_TOLERANCE})")
-    parser.add_argument("--rounds", type=number(int, 1), default=None, metavar="N", help="rounds (default 20, quick 8)")
+    parser.add_argument("--rounds", type=number(int, 1), default=None, metavar="N",
+                        help="with --count time: rounds (default 20, quick 8)")
     add_list(parser, "--verbs", choice(list(CASES), "verb"), metavar="VERB", help="only these verbs (default all)")
     parser.add_argument("--no-confirm", action="store_true", help="do not re-measure flagged verbs")
     add_out(parser)
+
+
+def _update_problem(args: argparse.Namespace) -> str | None:
+    """What stops the timing route's --passes or --update before any server starts, or None."""
+    from echomq_bench.microbench.fresh import UNSTARTABLE
+
+    if args.passes is not None and not args.update:
+        return "--passes sets how many fresh server processes --update pools; add --update or drop it"
+    reached = [s.name for s in args.server if s.kind != "embedded"] if args.update else []
+    return UNSTARTABLE.format(name=", ".join(reached)) if reached else None
 
 
 def _history_problem(args: argparse.Namespace) -> str | None:
@@ -167,9 +191,9 @@ def run(args: argparse.Namespace) -> int:
         from echomq_bench.commands.gate_counts import run_counts
 
         return run_counts(args)
-    if args.passes is not None:
-        print("echomq-bench gate: error: --passes is for --count instructions; the timing gate's baseline "
-              "takes 3 passes", file=sys.stderr)
+    why = _update_problem(args)
+    if why:
+        print(f"echomq-bench gate: error: {why}", file=sys.stderr)
         return 2
     tolerance = DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
     ab_tolerance = DEFAULT_AB_TOLERANCE if args.ab_tolerance is None else args.ab_tolerance
@@ -184,7 +208,8 @@ def run(args: argparse.Namespace) -> int:
         with running(*args.server) as servers:
             found = run_gate(servers, GateOptions(baseline=args.baseline, settings=settings,
                                                   tolerance=tolerance, ab_tolerance=ab_tolerance,
-                                                  update=args.update, cases=args.verbs, confirm=not args.no_confirm),
+                                                  update=args.update, cases=args.verbs, confirm=not args.no_confirm,
+                                                  passes=args.passes or UPDATE_PASSES),
                              out_dir=args.out)
     except BaselineError as exc:  # the history's baseline of a fingerprint, known once the server runs
         print(f"echomq-bench gate: error: {exc}", file=sys.stderr)

@@ -1,14 +1,16 @@
-"""`echomq-bench gate --count instructions`: fail when a verb got costlier in
-instructions than the baseline of the same server binary.
+"""`echomq-bench gate` (`--count instructions`, the default): fail when a verb
+got costlier in instructions than the baseline of the same server binary.
 
 Each build's server runs under callgrind (echomq_bench.counts): every verb
 from its prepared state, instructions per call and per server command the
 script called. A baseline belongs to a binary (and its C library), not to a
 machine: `--update` counts 10 fresh servers (`--passes`) and writes
 results/baselines/counts/count-<product>-<key>.json; any machine with that
-binary judges against it. The allowance per verb comes from that
-baseline's spread (echomq_bench.counts.verdict); a verb over it is counted
-again on a fresh server, and fails only if it is over it again.
+binary judges against it. The unit of replication is a fresh server
+process: each baseline pass, the judged count and its confirmation run on
+one of their own. The allowance per verb comes from that baseline's spread
+(echomq_bench.counts.verdict); a verb over it is counted again on a fresh
+server, and fails only if it is over it again.
 
 Exit codes: 0 pass; 1 a verb costlier (named, with the part that grew);
 2 bad input, no valgrind or no baseline for this binary.
@@ -41,10 +43,10 @@ def problem(args: argparse.Namespace) -> str | None:
 
     for name, why in TIMING_ONLY.items():
         if getattr(args, name, None) not in (None, False):
-            return f"{_flag(name)} is the timing gate's: with --count instructions {why}"
+            return f"{_flag(name)} is the timing gate's (--count time): with --count instructions {why}"
     if args.baseline == HISTORY:
-        return ("--baseline history reads timing gates; a count baseline belongs to a server binary: "
-                "give a folder (default results/baselines) or a .json")
+        return ("--baseline history reads timing gates (--count time); a count baseline belongs to a server "
+                "binary: give a folder (default results/baselines) or a .json")
     if args.passes is not None and not args.update:
         return "--passes sets how many fresh servers --update pools; add --update or drop it"
     uncounted = [v for v in args.verbs or () if v not in COUNTED]

@@ -1,9 +1,14 @@
 """The regression gate's baselines: where they live, reading and writing them, the
-scripts they keep, and a deliberately slowed copy of the scripts to test the gate with."""
+scripts they keep (text and SHA-1), and a deliberately slowed copy of the scripts to test the gate with.
+
+A baseline pools UPDATE_PASSES passes, each on a fresh server process
+(microbench.fresh), and keeps each figure's drift between them: a standard
+deviation with passes - 1 degrees of freedom, which it states."""
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
 import re
@@ -17,12 +22,15 @@ from echomq_bench.records.fingerprint import fingerprint, fingerprint_id
 if TYPE_CHECKING:
     from echomq_bench.microbench.figures import Measurement
 
-__all__ = ["SCHEMA", "UPDATE_PASSES", "BaselineError", "baseline_path", "load_baseline", "read_baseline_file",
-           "write_baseline", "script_texts", "write_scripts", "slowed_copy", "shown", "pass_drift", "fingerprint",
-           "fingerprint_id"]
+__all__ = ["SCHEMA", "UPDATE_PASSES", "MIN_UPDATE_PASSES", "BaselineError", "baseline_path", "load_baseline",
+           "read_baseline_file", "write_baseline", "script_texts", "script_sha1", "recorded_shas", "write_scripts",
+           "slowed_copy", "shown", "pass_drift", "fingerprint", "fingerprint_id"]
 
 SCHEMA = "echomq-gate-baseline/1"
-UPDATE_PASSES = 3
+# Fresh server processes a baseline pools, one pass each: the drift between them is a standard deviation with
+# 9 degrees of freedom, whose 95% interval runs from 0.69 to 1.83 times itself (3 passes: 0.52 to 6.3 times).
+UPDATE_PASSES = 10
+MIN_UPDATE_PASSES = 5   # 4 degrees of freedom: 0.60 to 2.9 times itself
 # The checkout's committed baselines: <checkout>/results/baselines, two folders above this package.
 CHECKOUT_BASELINES = Path(__file__).resolve().parents[2] / "results" / "baselines"
 
@@ -55,7 +63,7 @@ def baseline_path(base: Path | str | None, build: str, machine: str | None = Non
 
 def load_baseline(path: Path) -> dict[str, Any]:
     if not path.is_file():
-        raise BaselineError(f"no baseline at {path}; write one with: echomq-bench gate --update "
+        raise BaselineError(f"no baseline at {path}; write one with: echomq-bench gate --count time --update "
                             f"--baseline {path.parent if path.name.startswith('gate-') else path}")
     return read_baseline_file(path, SCHEMA, BaselineError)
 
@@ -78,10 +86,21 @@ def script_texts(folder: Path | str | None = None) -> dict[str, dict[str, Any]]:
             for verb, src in discover(folder).items()}
 
 
+def script_sha1(text: str) -> str:
+    """A script's SHA-1, as EVALSHA names it."""
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def recorded_shas(data: dict[str, Any]) -> dict[str, str | None]:
+    """Each verb's script SHA-1 as a timing baseline records it; None for a script recorded without one."""
+    return {verb: s.get("sha1") if isinstance(s, dict) else None for verb, s in (data.get("scripts") or {}).items()}
+
+
 
 def pass_drift(passes: list[Measurement]) -> dict[str, float]:
     """Each figure's drift: the relative standard deviation of its ratio between
-    passes, which the within-run standard error does not see."""
+    passes, each on its own server process, which the within-run standard error
+    does not see; it has len(passes) - 1 degrees of freedom."""
     per_pass = [p.figures() for p in passes]
     drift = {}
     for case in per_pass[0]:
@@ -112,7 +131,7 @@ def write_baseline(path: Path, m: Measurement, folder: Path | str | None, drift:
         **extra,
         "figures": {name: {**f.to_dict(), "drift": round(drift.get(name, 0.0), 4)}
                     for name, f in figures.items()},
-        "scripts": script_texts(folder),
+        "scripts": {verb: {**s, "sha1": script_sha1(s["text"])} for verb, s in script_texts(folder).items()},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     results.write_json(path, data)

@@ -79,5 +79,5 @@ def cross_machine_warning(here: Mapping[str, Any], saved_machine_info: Mapping[s
         what = "carries no echomq machine fingerprint, so whether it was measured on this machine is unknown"
     return (f"the saved run {saved_name} {what}. pytest-benchmark compares raw round-trip seconds across these "
             "runs, and seconds do not carry across machines: --benchmark-compare-fail is not meaningful against "
-            "this run. To compare across machines use `echomq-bench gate`, which judges each verb's server time "
-            "against a reference measured in the same run and keeps a baseline per machine fingerprint.")
+            "this run. To compare across machines use `echomq-bench gate`, which counts each verb's instructions "
+            "against a baseline of the same server binary, whatever the machine.")

@@ -8,11 +8,14 @@ only when the baseline was measured on this machine fingerprint (CPU model
 and flags, cores, server version, allocator); elsewhere it is shown as
 advisory, and a failure rests on the same-run A/B alone. A check whose noise
 (3 standard errors) exceeds its tolerance is measured again, the whole case
-set at a time, up to NOISY_PASSES more passes pooled with the first; if it is
-still noisy it cannot pass or fail: the verb is inconclusive. A verb missing
-from the baseline fails. When any verb is flagged, the whole case set is
-measured once more; only a verb flagged twice is a regression (the rule the
-count gate shares, measurement.regression).
+set at a time, up to NOISY_PASSES more passes pooled with the first (on the
+same server process: more data of one draw); if it is still noisy it cannot
+pass or fail: the verb is inconclusive. A verb missing from the baseline
+fails. When any verb is flagged, the whole case set is measured once more,
+on a fresh server process (microbench.fresh: the gate's unit of
+replication); only a verb flagged twice is a regression (the rule the count
+gate shares, measurement.regression). A baseline pools `passes` passes,
+each on a fresh server process.
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ from echomq_bench.microbench.benchmark_machine import differences
 from echomq_bench.microbench.baseline import (UPDATE_PASSES, BaselineError, baseline_path, fingerprint,
                                               fingerprint_id, load_baseline, pass_drift, script_texts, shown,
                                               write_baseline, write_scripts)
+from echomq_bench.microbench.fresh import (CONFIRMATION, JUDGED, UNSTARTABLE, can_start_again, distinct_processes,
+                                           on_fresh_server, process_of)
 from echomq_bench.microbench.history_baseline import HISTORY, UPDATE_WITH_HISTORY, history_baseline
 from echomq_bench.microbench.cases import CASES, VERB_CASES
-from echomq_bench.records.kinds.gate import MIN_JUDGED_US, BaselineFrom, GateEntry, GateVerdictEntry
+from echomq_bench.records.kinds.gate import MIN_JUDGED_US, BaselineFrom, GateEntry, GateVerdictEntry, ServerProcess
 
 if TYPE_CHECKING:
     from echomq_bench.microbench.figures import Figure, Measurement
@@ -61,6 +66,7 @@ class GateOptions:
     cases: Sequence[str] | None = None      # None: every verb
     confirm: bool = True                    # re-measure flagged verbs before calling them regressions
     quiet: bool = False
+    passes: int = UPDATE_PASSES             # with update: fresh server processes the baseline pools, a pass each
 
 
 def _noise(*errors: float) -> float:
@@ -112,6 +118,7 @@ class GateResult:
     run_dir: Path | None = None       # the results folder the run was written to
     same_machine: bool = True         # the baseline's machine fingerprint is this one's
     differences: list[str] = field(default_factory=list)  # else how it differs: `cores 2 here, 64 saved`
+    servers: tuple[ServerProcess, ...] = ()   # the processes measured: judged, confirmation; or each pass
 
     @property
     def regressions(self) -> list[str]:
@@ -133,17 +140,21 @@ class GateResult:
             rounds=m.settings.rounds, calls=m.settings.calls, baseline_from=self.baseline_from(),
             verdicts=tuple(self.verdicts),
             # What a later gate needs to judge against this run (`--baseline history`).
-            figures={name: f.to_dict() for name, f in m.figures().items()})
+            figures={name: f.to_dict() for name, f in m.figures().items()}, servers=self.servers)
 
     def baseline_from(self) -> BaselineFrom:
         """Where the baseline came from, as the record shows it: its file or history run, the build and time
-        it was measured, its revision when it is a history run, and how its machine fingerprint differs."""
+        it was measured, its revision when it is a history run, how its machine fingerprint differs, and the
+        passes and server processes it pools (None where the baseline does not say)."""
         info = self.baseline_info or {}
         git = info.get("git") or {}
+        passes = info.get("passes")
         return BaselineFrom(path=shown(self.baseline), history_run=bool(info.get("history_run")),
                             revision=git.get("label") or (git.get("commit") or "")[:10],
                             version=info.get("version", ""), created_utc=info.get("created_utc", ""),
-                            fingerprint_differences=tuple(self.differences))
+                            fingerprint_differences=tuple(self.differences),
+                            passes=int(passes) if passes is not None else None,
+                            processes=distinct_processes(info["servers"]) if info.get("servers") else None)
 
     def script_rows(self) -> list[dict[str, Any]]:
         """The scripts this run measured, one row per verb: the other half of what a later gate judges against."""
@@ -158,20 +169,29 @@ def _changed(current: dict[str, dict[str, Any]], base: dict[str, Any] | None) ->
     return sorted(v for v in current if v in old and old[v].get("text") != current[v]["text"])
 
 
-def _measure_passes(client: Any, name: str, version: str, settings: Settings, cases: Sequence[str],
-                    progress: Any) -> tuple[Measurement, dict[str, float]]:
-    """UPDATE_PASSES separate measurements pooled into one, and each figure's drift between them."""
-    from echomq_bench.microbench.runner import MeasureOptions, measure
+def _measure_passes(server: Any, client: Any, mo: Any, passes: int,
+                    progress: Any) -> tuple[Measurement, dict[str, float], tuple[ServerProcess, ...]]:
+    """`passes` measurements pooled into one, the first on `server`, each other on a fresh process of its spec;
+    each figure's drift between them, and the processes they ran on."""
+    from echomq_bench.microbench.runner import measure
 
-    passes = []
-    for n in range(UPDATE_PASSES):
+    quiet = replace(mo, progress=None)
+    runs: list[Measurement] = []
+    servers: list[ServerProcess] = []
+    for n in range(1, passes + 1):
         if progress:
-            progress(f"baseline pass {n + 1}/{UPDATE_PASSES}")
-        passes.append(measure(client, MeasureOptions(server=name, version=version, settings=settings, cases=cases)))
-    pooled = passes[0]
-    for more in passes[1:]:
+            progress(f"baseline pass {n}/{passes}" + (" on a fresh server" if n > 1 else ""))
+        role = f"pass {n} of {passes}"
+        if n == 1:
+            run, process = measure(client, quiet), process_of(client, role)
+        else:
+            run, process = on_fresh_server(server, role, lambda fresh: measure(fresh, quiet))
+        runs.append(run)
+        servers.append(process)
+    pooled = runs[0]
+    for more in runs[1:]:
         pooled = pooled.merge(more)
-    return pooled, pass_drift(passes)
+    return pooled, pass_drift(runs), tuple(servers)
 
 
 def gate_one(server: Any, options: GateOptions = GateOptions()) -> GateResult:
@@ -179,7 +199,10 @@ def gate_one(server: Any, options: GateOptions = GateOptions()) -> GateResult:
     from echomq_bench.microbench.runner import FULL, MeasureOptions, measure
 
     o = options
-    settings = o.settings or FULL
+    if o.update and not can_start_again(server):
+        raise BaselineError(UNSTARTABLE.format(name=server.name))
+    if o.update and o.passes < 2:
+        raise ValueError(f"a baseline's drift needs at least 2 passes, got {o.passes}")
     client = server.client()
     version = server.version()
     here = fingerprint(client)
@@ -191,20 +214,24 @@ def gate_one(server: Any, options: GateOptions = GateOptions()) -> GateResult:
     progress = None if o.quiet else Progress(label=f"gate {server.name}")
     with tempfile.TemporaryDirectory(prefix="echomq-gate-") as tmp:
         ab_dir = write_scripts(base["scripts"], Path(tmp)) if ab_cases and base else None
+        mo = MeasureOptions(server=server.name, version=version, settings=o.settings or FULL, cases=names,
+                            ab_lua_dir=ab_dir, ab_cases=ab_cases if ab_dir else (), progress=progress)
         if o.update:
-            m, drift = _measure_passes(client, server.name, version, settings, names, progress)
+            m, drift, servers = _measure_passes(server, client, mo, o.passes, progress)
             found = verdicts(m, base, o.tolerance, o.ab_tolerance, same)
         else:
-            mo = MeasureOptions(server=server.name, version=version, settings=settings, cases=names,
-                                ab_lua_dir=ab_dir, ab_cases=ab_cases if ab_dir else (), progress=progress)
             m = _until_clear(client, mo, measure(client, mo), base, o, same)
-            found = _confirmed(client, mo, verdicts(m, base, o.tolerance, o.ab_tolerance, same), base, o, same)
+            found, again = _confirmed(server, mo, verdicts(m, base, o.tolerance, o.ab_tolerance, same), base, o,
+                                      same)
+            servers = (process_of(client, JUDGED), *again)
     if progress:
         progress.done()
-    result = GateResult(server.name, version, path, base, m, found, changed, same_machine=same,
+    result = GateResult(server.name, version, path, base, m, found, changed, same_machine=same, servers=servers,
                         differences=differences(here, base.get("fingerprint") or {}) if base and not same else [])
     if o.update:
-        write_baseline(path, m, None, drift, lua_dir=shown(m.lua_dir), passes=UPDATE_PASSES, fingerprint=here)
+        write_baseline(path, m, None, drift, lua_dir=shown(m.lua_dir), passes=o.passes, fingerprint=here,
+                       servers=[s.to_record() for s in servers],
+                       drift_degrees_of_freedom=distinct_processes(servers) - 1)
         result = replace(result, updated=True)
     client.close()
     return result
@@ -238,18 +265,19 @@ def _until_clear(client: Any, mo: Any, m: Measurement, base: dict[str, Any] | No
     return m
 
 
-def _confirmed(client: Any, first: Any, found: list[GateVerdictEntry], base: dict[str, Any] | None,
-               o: GateOptions, same: bool) -> list[GateVerdictEntry]:
-    """With any verb flagged, the whole case set measured once more, so the
-    second pass runs under the same mix as the first; a flagged verb not
-    flagged again is marked unconfirmed."""
+def _confirmed(server: Any, first: Any, found: list[GateVerdictEntry], base: dict[str, Any] | None,
+               o: GateOptions, same: bool) -> tuple[list[GateVerdictEntry], tuple[ServerProcess, ...]]:
+    """With any verb flagged, the whole case set measured once more on a fresh
+    server process, so the second pass runs under the same mix as the first and
+    is a draw of its own; a flagged verb not flagged again is marked
+    unconfirmed. Returns the verdicts and the confirming process, if any."""
     from echomq_bench.microbench.runner import measure
 
     flagged = [v.case for v in found if v.flagged]
     if not flagged or not o.confirm:
-        return found
+        return found, ()
     if first.progress:
-        first.progress(f"confirming {', '.join(flagged)}: every verb once more")
-    again = measure(client, first)
+        first.progress(f"confirming {', '.join(flagged)}: every verb once more on a fresh server")
+    again, process = on_fresh_server(server, CONFIRMATION, lambda fresh: measure(fresh, first))
     second = {v.case: v for v in verdicts(again, base, o.tolerance, o.ab_tolerance, same)}
-    return [v.confirm(second[v.case]) if v.case in second else v for v in found]
+    return [v.confirm(second[v.case]) if v.case in second else v for v in found], (process,)

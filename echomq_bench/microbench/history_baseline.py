@@ -56,7 +56,7 @@ def history_baseline(build: str, here: Mapping[str, Any], path: Path | None = No
     why = f"; passed over: {'; '.join(passed_over)}" if passed_over else ""
     raise BaselineError(f"no gate run of {build} on this machine fingerprint ({machine}) in the results history at "
                         f"{where} that wrote a baseline or named no regression{why}; record one with: echomq-bench "
-                        "gate --update")
+                        "gate --count time --update")
 
 
 def missing_from_history(builds: list[str], path: Path | None = None) -> str | None:
@@ -68,4 +68,4 @@ def missing_from_history(builds: list[str], path: Path | None = None) -> str | N
         return None
     return (f"the results history at {where} holds no gate run of {', '.join(lacking)}"
             f"{' (it has ' + ', '.join(sorted(have)) + ')' if have else ''}; record one with: echomq-bench gate "
-            "--update")
+            "--count time --update")

@@ -1,6 +1,7 @@
-"""The regression gate on a real server: the baseline it writes per machine
-fingerprint, the record and the lines it prints, the script it names as
-changed and measures A/B; and the microbench cases it stands on.
+"""The timing gate (`gate --count time`) on a real server: the baseline it
+writes per machine fingerprint, its passes and its confirmation each on a
+fresh server process, the record and the lines it prints, the script it
+names as changed and measures A/B; and the microbench cases it stands on.
 
 No assertion here hangs on a timing: what a figure reads depends on how busy
 the machine is. The verdicts themselves are checked on synthetic figures in
@@ -36,12 +37,14 @@ from echomq_bench.commands.gate import (
 )
 from echomq_bench.report import record_text
 from echomq_bench.microbench.baseline import fingerprint, fingerprint_id
-from echomq_bench.microbench.runner import CASES, QUICK, VERB_CASES, Env, run_batch
+from echomq_bench.microbench.runner import CASES, QUICK, VERB_CASES, Env, Sizes, run_batch
 from echomq.scripts import discover
 
 ALL_VERBS = [c.name for c in VERB_CASES]
-SHORT = replace(QUICK, rounds=4, calls=15, heavy_calls=4)  # the mechanism, not the resolution
+# The mechanism, not the resolution: a tenth of the pending rows, since each fresh server is filled anew.
+SHORT = replace(QUICK, rounds=4, calls=15, heavy_calls=4, sizes=Sizes(pending=10_000))
 TEST_TOLERANCE = 1.0
+PASSES = 2   # the fewest a drift is drawn from: each pass more is one more server started and filled
 # A 3x slower claim: the loop costs ~10 ns an iteration, claim ~20-30 µs.
 SLOW_ITERATIONS = 5000
 
@@ -78,7 +81,7 @@ def test_every_case_replies_as_its_state_demands_and_puts_the_state_back(client:
 def test_gate_writes_its_baseline_per_fingerprint_and_measures_a_changed_script_a_b(
         server: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base_dir = tmp_path / "baselines"
-    up = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, update=True, quiet=True))
+    up = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, update=True, quiet=True, passes=PASSES))
     assert up.updated and up.regressions == []   # the first baseline: nothing to compare, nothing to fail
     here = fingerprint(server.client())  # type: ignore[attr-defined]
     # Written per machine fingerprint, and found there.
@@ -122,7 +125,8 @@ def _prints_each_verdict(result: GateResult, text: str) -> None:
 def test_run_gate_writes_a_results_folder(server: object, tmp_path: Path) -> None:
     base = tmp_path / "base.json"  # one file for every build
     found = run_gate([server], GateOptions(baseline=base, settings=replace(QUICK, rounds=2), update=True,
-                                           cases=["claim", "browse_5"], quiet=True), out_dir=tmp_path / "run")
+                                           cases=["claim", "browse_5"], quiet=True, passes=PASSES),
+                     out_dir=tmp_path / "run")
     assert base.is_file() and found[0].updated
     run = results.load(tmp_path / "run")
     assert run.summary["passed"] is True
@@ -135,8 +139,8 @@ def test_run_gate_writes_a_results_folder(server: object, tmp_path: Path) -> Non
 def test_cli_exit_codes_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     base = tmp_path / "b"
-    args = ["gate", "--server", "redis", "--quick", "--rounds", "3", "--baseline", str(base)]
-    assert main(args + ["--verbs", "claim", "--update", "--out", str(tmp_path / "r1")]) == 0
+    args = ["gate", "--count", "time", "--server", "redis", "--quick", "--rounds", "3", "--baseline", str(base)]
+    assert main(args + ["--verbs", "claim", "--update", "--passes", "5", "--out", str(tmp_path / "r1")]) == 0
     assert len(list(base.glob("*/gate-redis.json"))) == 1   # in the folder of this machine's fingerprint
     capsys.readouterr()
     # A changed claim, and a verb the baseline lacks: whatever the timings read, the missing verb fails the run.
@@ -159,7 +163,7 @@ def test_cli_exit_codes_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_a_baseline_from_another_machine_is_advisory_and_a_missing_verb_fails(server: object, tmp_path: Path) -> None:
     base_dir = tmp_path / "b"
     up = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, update=True, cases=["claim", "browse_5"],
-                                      quiet=True))
+                                      quiet=True, passes=PASSES))
     data = json.loads(up.baseline.read_text())
     data["fingerprint"] = {**data["fingerprint"], "cores": 64}           # as if written on another machine
     data["figures"]["claim"]["server_ratio"] /= 10                        # and claim 10x cheaper there
@@ -183,7 +187,8 @@ def test_a_noisy_verb_gets_more_passes_then_is_inconclusive(server: object, tmp_
     import echomq_bench.microbench.gate as gate_module
 
     base_dir = tmp_path / "b"
-    gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, update=True, cases=["claim"], quiet=True))
+    gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, update=True, cases=["claim"], quiet=True,
+                                 passes=PASSES))
     # Noise planted: a z so large that no sample can resolve any allowance.
     monkeypatch.setattr(gate_module, "Z", 1e9)
     got = gate_one(server, GateOptions(baseline=base_dir, settings=SHORT, tolerance=TEST_TOLERANCE,
@@ -193,3 +198,37 @@ def test_a_noisy_verb_gets_more_passes_then_is_inconclusive(server: object, tmp_
     text = printed(got, tmp_path / "noisy")
     assert got.inconclusive == ["claim"] and got.regressions == [], text
     assert text.splitlines()[-1].startswith(f"INCONCLUSIVE on {server.name}: claim")  # type: ignore
+
+
+@pytest.mark.parametrize("server", ["redis"], indirect=True)
+def test_the_baseline_passes_and_the_confirmation_each_run_on_a_fresh_server_process(
+        server: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    passes = PASSES
+    base = tmp_path / "gate-redis.json"
+    run_gate([server], GateOptions(baseline=base, settings=SHORT, update=True, cases=["claim"], quiet=True,
+                                   passes=passes), out_dir=tmp_path / "update")
+    written = json.loads(base.read_text())
+    pooled = [(s["role"], s["run_id"], s["pid"]) for s in written["servers"]]
+    assert [role for role, _, _ in pooled] == [f"pass {n} of {passes}" for n in range(1, passes + 1)]
+    # A process of its own per pass: as many run ids and pids as passes, and the drift's degrees of freedom said.
+    assert len({run_id for _, run_id, _ in pooled}) == len({pid for _, _, pid in pooled}) == passes
+    assert (written["passes"], written["drift_degrees_of_freedom"]) == (passes, passes - 1)
+    update = json.loads((tmp_path / "update" / "summary.json").read_text())["builds"][0]
+    assert [s["run_id"] for s in update["servers"]] == [run_id for _, run_id, _ in pooled]
+
+    # A claim 3x slower is flagged by its A/B and measured again: on another process than the judged one.
+    monkeypatch.setenv("ECHOMQ_LUA_DIR", str(slowed_copy(tmp_path / "slow", "claim", SLOW_ITERATIONS)))
+    run_gate([server], GateOptions(baseline=base, settings=SHORT, tolerance=TEST_TOLERANCE, cases=["claim"],
+                                   quiet=True), out_dir=tmp_path / "judged")
+    judged = json.loads((tmp_path / "judged" / "summary.json").read_text())["builds"][0]
+    [claim] = judged["verdicts"]
+    assert claim["confirmed"] is not None, claim   # measured again, whatever the second reading said
+    (first, again) = judged["servers"]
+    assert (first["role"], again["role"]) == ("judged", "confirmation")
+    assert first["run_id"] != again["run_id"] and first["pid"] != again["pid"]
+    assert again["run_id"] not in {run_id for _, run_id, _ in pooled}
+    assert (judged["baseline_from"]["passes"], judged["baseline_from"]["processes"]) == (passes, passes)
+    text = " ".join(record_text(tmp_path / "judged").split())
+    assert f"It pools {passes} passes on {passes} server processes: the drift between them has {passes - 1} degree" \
+        in text
+    assert f"measured again on a fresh server process (pid {again['pid']}, port {again['port']}" in text

@@ -61,7 +61,7 @@ def test_the_gate_reads_its_baseline_from_the_history(server: Any, tmp_path: Pat
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     first = tmp_path / "r1"
     up = run_gate([server], GateOptions(baseline=tmp_path / "b", settings=TINY, update=True, cases=["claim"],
-                                        quiet=True), out_dir=first)
+                                        quiet=True, passes=2), out_dir=first)
     assert up[0].updated
     here = fingerprint(server.client())
     assert rows(history, "SELECT DISTINCT run_dir, fingerprint_id FROM figures WHERE metric = 'gate.claim.ratio'") == [
@@ -85,8 +85,8 @@ def test_the_gate_reads_its_baseline_from_the_history(server: Any, tmp_path: Pat
 @pytest.mark.parametrize("server", ["redis"], indirect=True)
 def test_a_failed_gate_run_is_never_the_next_baseline(server: Any, tmp_path: Path, history: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    run_gate([server], GateOptions(baseline=tmp_path / "b", settings=TINY, update=True, cases=["claim"], quiet=True),
-             out_dir=tmp_path / "good")
+    run_gate([server], GateOptions(baseline=tmp_path / "b", settings=TINY, update=True, cases=["claim"], quiet=True,
+                                   passes=2), out_dir=tmp_path / "good")
     monkeypatch.setenv("ECHOMQ_LUA_DIR", str(slowed_copy(tmp_path / "slow", "claim", SLOW_ITERATIONS)))
     failed = run_gate([server], GateOptions(baseline=HISTORY, settings=TINY, cases=["claim"], tolerance=1.0,
                                             quiet=True), out_dir=tmp_path / "bad")
@@ -97,11 +97,11 @@ def test_a_failed_gate_run_is_never_the_next_baseline(server: Any, tmp_path: Pat
 
 def test_gate_cli_refuses_a_history_without_the_build(tmp_path: Path, history: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["gate", "--server", "redis", "--quick", "--rounds", "2", "--verbs", "claim", "--baseline", "history",
-            "--out", str(tmp_path / "r")]
+    args = ["gate", "--count", "time", "--server", "redis", "--quick", "--rounds", "2", "--verbs", "claim",
+            "--baseline", "history", "--out", str(tmp_path / "r")]
     assert main(args) == 2
     assert capsys.readouterr().err == (f"echomq-bench gate: error: the results history at {history} holds no gate "
-                                       "run of redis; record one with: echomq-bench gate --update\n")
+                                       "run of redis; record one with: echomq-bench gate --count time --update\n")
     assert main([*args, "--update"]) == 2
     assert capsys.readouterr().err == ("echomq-bench gate: error: --update writes a baseline file, and with "
                                        "--baseline history every passing gate run is a baseline once recorded: "
@@ -111,8 +111,9 @@ def test_gate_cli_refuses_a_history_without_the_build(tmp_path: Path, history: P
 
 def test_gate_cli_refuses_a_history_of_another_machine_once_the_server_runs(
         tmp_path: Path, history: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["gate", "--server", "redis", "--quick", "--rounds", "2", "--verbs", "claim"]
-    assert main([*base, "--update", "--baseline", str(tmp_path / "b"), "--out", str(tmp_path / "r1")]) == 0
+    base = ["gate", "--count", "time", "--server", "redis", "--quick", "--rounds", "2", "--verbs", "claim"]
+    assert main([*base, "--update", "--passes", "5", "--baseline", str(tmp_path / "b"),
+                 "--out", str(tmp_path / "r1")]) == 0
     conn = sqlite3.connect(history)
     with conn:
         conn.execute("UPDATE figures SET fingerprint_id = 'elsewhere'")   # as if recorded on another machine
@@ -122,5 +123,5 @@ def test_gate_cli_refuses_a_history_of_another_machine_once_the_server_runs(
     err = capsys.readouterr().err
     assert err.startswith("echomq-bench gate: error: no gate run of redis on this machine fingerprint (")
     assert err.endswith(f"in the results history at {history} that wrote a baseline or named no regression; record "
-                        "one with: echomq-bench gate --update\n")
+                        "one with: echomq-bench gate --count time --update\n")
     assert not (tmp_path / "r2").exists()

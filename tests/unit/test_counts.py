@@ -211,11 +211,26 @@ def test_the_count_gate_refuses_bad_input_before_starting_anything(
     assert not out.exists()
 
 
-def test_the_timing_gate_refuses_passes(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_gate_counts_instructions_unless_told_to_time(capsys: pytest.CaptureFixture[str]) -> None:
+    from echomq_bench.cli import build_parser
+
+    assert build_parser(["gate"]).parse_args(["gate"]).count == "instructions"
+    assert build_parser(["gate"]).parse_args(["gate", "--count", "time"]).count == "time"
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--passes", "5"], "--passes sets how many fresh server processes --update pools"),
+    (["--update", "--server", "redis://127.0.0.1:1"], "a timing baseline pools passes on fresh server processes, so "
+                                                      "it is written only from a server this command starts"),
+])
+def test_the_timing_gate_refuses_passes_it_cannot_take_before_starting_anything(
+        extra: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from echomq_bench.cli import main
 
-    assert main(["gate", "--passes", "5"]) == 2
-    assert "--passes is for --count instructions" in capsys.readouterr().err
+    out = tmp_path / "out"
+    assert main(["gate", "--count", "time", "--out", str(out), *extra]) == 2
+    assert says in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_a_verdict_names_each_command_the_script_now_calls_more_often() -> None:

@@ -1,5 +1,6 @@
 """The regression gate without a server: the slowed copy it measures against,
-its refusals, and the committed baselines it compares with."""
+its refusals, the committed baselines it compares with (in step with lua/),
+and what a record says of the server processes a baseline pools."""
 
 from __future__ import annotations
 
@@ -42,12 +43,12 @@ def test_cli_refuses_bad_options(bad: list[str], tmp_path: Path, capsys: pytest.
 
 
 def test_cli_missing_or_broken_baseline_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["gate", "--server", "redis", "--baseline", str(tmp_path / "none")]) == 2
+    assert main(["gate", "--count", "time", "--server", "redis", "--baseline", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err
-    assert "no baseline at" in err and "--update" in err
+    assert "no baseline at" in err and "--count time --update" in err
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
-    assert main(["gate", "--server", "redis", "--baseline", str(broken)]) == 2
+    assert main(["gate", "--count", "time", "--server", "redis", "--baseline", str(broken)]) == 2
     assert "not a readable baseline" in capsys.readouterr().err
     with pytest.raises(BaselineError):
         load_baseline(tmp_path / "x.json")
@@ -159,8 +160,8 @@ def test_a_saved_run_from_another_fingerprint_is_named_field_by_field() -> None:
                     "valkey.server_version absent here, valkey 8.0.1 saved. pytest-benchmark compares raw round-trip "
                     "seconds across these runs, and seconds do not carry across machines: --benchmark-compare-fail "
                     "is not meaningful against this run. To compare across machines use `echomq-bench gate`, which "
-                    "judges each verb's server time against a reference measured in the same run and keeps a "
-                    "baseline per machine fingerprint.")
+                    "counts each verb's instructions against a baseline of the same server binary, whatever the "
+                    "machine.")
     unknown = cross_machine_warning(here, {"node": "ci"}, "of yesterday")
     assert unknown is not None and unknown.startswith(
         "the saved run of yesterday carries no echomq machine fingerprint, so whether it was measured on this "
@@ -239,3 +240,123 @@ def test_a_claim_five_percent_slower_is_within_both_allowances(tmp_path: Path) -
     claim = verdicts(_measurement(21, ab_claim_us=20), base, DEFAULT_TOLERANCE, DEFAULT_AB_TOLERANCE)[0]
     assert claim.change == pytest.approx(0.05, abs=1e-3) and claim.ab_change == pytest.approx(0.05)
     assert not claim.flagged and claim.status == "ok"
+
+
+# -- the committed baselines and the scripts in the tree -----------------------------------------------------
+
+
+def test_every_committed_baseline_records_the_scripts_in_the_tree() -> None:
+    from echomq_bench.counts.baseline_scripts import committed_baselines, stale_baselines
+
+    folder = ROOT / "results" / "baselines"
+    # Both gates' baselines are read: a glob that found none would pass on nothing.
+    assert {p.name.split("-")[0] for p in committed_baselines(folder)} == {"gate", "count"}
+    stale = stale_baselines(folder, ROOT / "lua")
+    assert stale == [], "\n".join(stale)
+
+
+def test_a_baseline_recorded_with_other_scripts_fails_naming_the_command_that_records_it_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import shutil
+
+    from echomq_bench.counts.baseline_scripts import stale_baselines
+    from echomq_bench.microbench.baseline import script_sha1, write_baseline
+    from echomq_bench.records.history import HISTORY_ENV
+
+    monkeypatch.setenv(HISTORY_ENV, "off")
+    monkeypatch.delenv("ECHOMQ_LUA_DIR", raising=False)
+    lua = ROOT / "lua"
+    # A timing baseline written now records each script's SHA beside its text, in step with the tree.
+    timing = tmp_path / "gate-redis.json"
+    data = write_baseline(timing, _measurement(20), None)
+    assert {v: s["sha1"] for v, s in data["scripts"].items()} == {v: script_sha1(s.text) for v, s in
+                                                                 discover(lua).items()}
+    [count] = sorted((ROOT / "results" / "baselines" / "counts").glob("count-redis-*.json"))
+    (tmp_path / "counts").mkdir()
+    shutil.copy(count, tmp_path / "counts" / count.name)
+    assert stale_baselines(tmp_path, lua) == []
+
+    # Planted: claim recorded from other text in the timing baseline, and another claim SHA in the count one.
+    data["scripts"]["claim"]["sha1"] = "0" * 40
+    timing.write_text(json.dumps(data))
+    counts = json.loads(count.read_text())
+    counts["scripts"]["claim"] = "f" * 40
+    (tmp_path / "counts" / count.name).write_text(json.dumps(counts))
+    stale = stale_baselines(tmp_path, lua)
+    tree = script_sha1(discover(lua)["claim"].text)[:10]
+    assert len(stale) == 2
+    assert stale[0].startswith(f"{tmp_path / 'counts' / count.name} was recorded with other scripts than lua: "
+                               f"claim (ffffffffff recorded, {tree} in the tree); record it again with "
+                               "`echomq-bench gate --count instructions --update --server redis` (deterministic")
+    assert stale[1] == (f"{timing} was recorded with other scripts than lua: claim (0000000000 recorded, {tree} in "
+                        f"the tree); record it again with `echomq-bench gate --count time --update --server redis "
+                        f"--baseline {timing}` (on a quiet machine of the fingerprint it is for)")
+
+    # A baseline from before the SHAs were recorded is out of step too, whatever its text.
+    for s in data["scripts"].values():
+        del s["sha1"]
+    timing.write_text(json.dumps(data))
+    [old] = [line for line in stale_baselines(tmp_path, lua) if str(timing) in line]
+    assert "complete (recorded without its SHA; its text is the tree's)" in old
+
+
+# -- the server processes a baseline pools and a confirmation runs on, as the record says them ---------------
+
+
+def _process(role: str, n: int) -> Any:
+    from echomq_bench.records.kinds.gate import ServerProcess
+
+    return ServerProcess(role=role, run_id=f"{n:040x}", pid=200 + n, port=7100 + n)
+
+
+def _printed(result: Any, folder: Path) -> tuple[dict[str, Any], str]:
+    """The build's summary.json entry and the record as the gate prints it."""
+    import json
+
+    from echomq_bench.commands.gate import gate_record
+    from echomq_bench.records.writer import write_record
+    from echomq_bench.report import record_text
+
+    write_record(folder, gate_record([result], {"machine": {"cpu_model": "test"}}))
+    return json.loads((folder / "summary.json").read_text())["builds"][0], " ".join(record_text(folder).split())
+
+
+def test_the_record_says_the_processes_a_baseline_pools_its_degrees_of_freedom_and_the_confirmations(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from echomq_bench.microbench.baseline import write_baseline
+    from echomq_bench.microbench.gate import DEFAULT_AB_TOLERANCE, DEFAULT_TOLERANCE, GateResult, verdicts
+    from echomq_bench.records.history import HISTORY_ENV
+
+    monkeypatch.setenv(HISTORY_ENV, "off")
+    passes = [_process(f"pass {n} of 10", n).to_record() for n in range(1, 11)]
+    base = write_baseline(tmp_path / "gate-redis.json", _measurement(20), None, passes=10, servers=passes,
+                          drift_degrees_of_freedom=9)
+    flagged = verdicts(_measurement(60, ab_claim_us=20), base, DEFAULT_TOLERANCE, DEFAULT_AB_TOLERANCE)
+    found = [v.confirm(again) for v, again in zip(flagged, verdicts(_measurement(60, ab_claim_us=20), base,
+                                                                     DEFAULT_TOLERANCE, DEFAULT_AB_TOLERANCE))]
+    result = GateResult("redis", "redis 7.0.15", tmp_path / "gate-redis.json", base, _measurement(60), found,
+                        ["claim"], servers=(_process("judged", 1001), _process("confirmation", 1002)))
+    entry, text = _printed(result, tmp_path / "judged")
+    assert (entry["baseline_from"]["passes"], entry["baseline_from"]["processes"]) == (10, 10)
+    assert [(s["role"], s["pid"]) for s in entry["servers"]] == [("judged", 1201), ("confirmation", 1202)]
+    assert "It pools 10 passes on 10 server processes: the drift between them has 9 degrees of freedom." in text
+    assert ("confirmation: every verb measured again on a fresh server process (pid 1202, port 8102; the judged "
+            "one: pid 1201, port 8101).") in text
+
+    # A baseline of three passes on one process, as they were recorded before: its drift is said to be suspect.
+    legacy = {k: v for k, v in base.items() if k not in ("servers", "drift_degrees_of_freedom")} | {"passes": 3}
+    entry, text = _printed(replace(result, baseline_info=legacy), tmp_path / "legacy")
+    assert (entry["baseline_from"]["passes"], entry["baseline_from"]["processes"]) == (3, None)
+    assert "It pools 3 passes and does not say on which server processes" in text
+    # A confirmation on a server this command only reaches re-measures the same process, and says so.
+    same = replace(result, servers=(_process("judged", 7), replace(_process("judged", 7), role="confirmation")))
+    assert "measured again on the same server process" in _printed(same, tmp_path / "same")[1]
+
+    # --update: the passes written, and the degrees of freedom of their drift.
+    written = replace(result, updated=True, servers=tuple(_process(f"pass {n} of 5", n) for n in range(1, 6)))
+    assert ("Baseline written: " in _printed(written, tmp_path / "updated")[1]
+            and "It pools 5 passes on 5 server processes: the drift between them has 4 degrees of freedom."
+            in _printed(written, tmp_path / "updated2")[1])

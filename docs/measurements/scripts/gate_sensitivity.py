@@ -97,7 +97,7 @@ def without_fingerprint(baseline: Path, work: Path) -> Path:
 
 
 def one_gate(specs: list[str], baseline: str | None, quick: bool, out: Path, lua: Path | None) -> dict[str, object]:
-    cmd = [sys.executable, "-m", "echomq_bench", "gate", "--out", str(out)]
+    cmd = [sys.executable, "-m", "echomq_bench", "gate", "--count", "time", "--out", str(out)]
     for spec in specs:
         cmd += ["--server", spec]
     if baseline:

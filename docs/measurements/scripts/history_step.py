@@ -50,7 +50,7 @@ def bench(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[s
 
 
 def gate_args(opts: argparse.Namespace, baseline: Path, out: Path) -> list[str]:
-    args = ["gate", "--quick", "--baseline", str(baseline), "--out", str(out)]
+    args = ["gate", "--count", "time", "--quick", "--baseline", str(baseline), "--out", str(out)]
     for spec in opts.server:
         args += ["--server", spec]
     if opts.rounds:

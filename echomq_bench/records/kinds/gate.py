@@ -17,7 +17,8 @@ from echomq_bench.records.entries import Entry, many, one
 from echomq_bench.records.headlines import LOWER, Headline, each
 from echomq_bench.records.record import Record
 
-__all__ = ["RECORD", "GateVerdictEntry", "BaselineFrom", "GateEntry", "GateRecord", "headlines", "MIN_JUDGED_US"]
+__all__ = ["RECORD", "GateVerdictEntry", "ServerProcess", "BaselineFrom", "GateEntry", "GateRecord", "headlines",
+           "MIN_JUDGED_US"]
 
 # commandstats reads each call in whole µs: a verb under 2 µs moves by a whole
 # tick when the machine's speed shifts, so its cross-run figure is shown, not judged.
@@ -65,8 +66,20 @@ class GateVerdictEntry(RegressionVerdict, Entry):
 
 
 @dataclass(frozen=True)
+class ServerProcess(Entry):
+    """One server process a gate run measured, as INFO server names it: the gate's unit of replication."""
+
+    role: str                  # `judged`, `confirmation`, `pass 2 of 10`
+    run_id: str = ""           # new with every start of a server process
+    pid: int | None = None
+    port: int | None = None
+
+
+@dataclass(frozen=True)
 class BaselineFrom(Entry):
-    """Where the baseline came from: its file or history run, the build and time it was measured."""
+    """Where the baseline came from: its file or history run, the build and time it was measured, and how many
+    passes it pools on how many server processes (its drift between them has processes - 1 degrees of freedom;
+    None: the baseline does not say)."""
 
     path: str | None = None
     history_run: bool = False
@@ -74,6 +87,8 @@ class BaselineFrom(Entry):
     version: str = ""
     created_utc: str = ""
     fingerprint_differences: tuple[str, ...] = ()
+    passes: int | None = None
+    processes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +112,8 @@ class GateEntry(Entry):
     verdicts: tuple[GateVerdictEntry, ...] = many(GateVerdictEntry)
     # Per verb and reference script, microbench.figures' figures: what a later gate judges against.
     figures: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The server processes measured: the judged one, then a confirmation's; with --update, one per pass.
+    servers: tuple[ServerProcess, ...] = many(ServerProcess)
 
 
 @dataclass(frozen=True)

@@ -70,18 +70,29 @@ def _ab_table(b: GateEntry) -> pd.DataFrame:
                           "verdict": _short(v.status)} for v in b.verdicts if v.ab_change is not None])
 
 
+def _pooled(passes: int | None, processes: int | None) -> str:
+    """What a baseline's drift stands on: its passes, their server processes, its degrees of freedom."""
+    if not passes:
+        return ""
+    if not processes:
+        return (f" It pools {passes} passes and does not say on which server processes: its drift may hold one "
+                "process's spread only (re-record it with echomq-bench gate --count time --update).")
+    return (f" It pools {passes} passes on {processes} server process{'es' if processes > 1 else ''}: the drift "
+            f"between them has {processes - 1} degree{'' if processes == 2 else 's'} of freedom.")
+
+
 def _origin(b: GateEntry) -> str:
-    """Where the baseline came from, and whether its machine fingerprint is this run's."""
+    """Where the baseline came from, what it pools, and whether its machine fingerprint is this run's."""
     source = b.baseline_from
     path = source.path or b.baseline or "?"
     version, when = source.version, source.created_utc
     if b.updated:
-        return f"Baseline written: {path}."
+        return f"Baseline written: {path}." + _pooled(len(b.servers), len({s.run_id for s in b.servers}))
     if source.history_run:
         text = (f"Baseline from the results history: the gate run in {path} (revision {source.revision or '?'}"
                 f"; {version}, {when}).")
     else:
-        text = f"Baseline {path} ({version or '?'}, {when or '?'})."
+        text = f"Baseline {path} ({version or '?'}, {when or '?'})." + _pooled(source.passes, source.processes)
     if version and version != b.version:
         text += f" Note: the baseline was measured on {version}; the normalised check compares the builds."
     if b.same_machine:
@@ -103,9 +114,22 @@ def _notes(b: GateEntry, with_vs: bool) -> list[str]:
         if v.status != _short(v.status):
             said.setdefault(v.status, []).append(v.case)
     out += [f"{status}: {', '.join(verbs)}" for status, verbs in said.items()]
+    out += _confirmation(b)
     if b.inconclusive and not b.regressions:
         out.append("Inconclusive: run again on a quieter machine or with more --rounds.")
     return out
+
+
+def _confirmation(b: GateEntry) -> list[str]:
+    """Where a flagged verb was measured again: the note naming both server processes."""
+    judged = next((s for s in b.servers if s.role == "judged"), None)
+    again = next((s for s in b.servers if s.role == "confirmation"), None)
+    if judged is None or again is None:
+        return []
+    where = ("on the same server process (one this command reaches but does not start)" if again.run_id ==
+             judged.run_id else f"on a fresh server process (pid {again.pid}, port {again.port}; the judged one: "
+             f"pid {judged.pid}, port {judged.port})")
+    return [f"confirmation: every verb measured again {where}."]
 
 
 def verdict_line(b: GateEntry) -> str:
