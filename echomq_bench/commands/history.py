@@ -5,10 +5,13 @@ Each command that measures adds its run to the results history when it
 writes its folder (echomq_bench.records.history); `--reindex DIR...` adds
 folders written before, or elsewhere, and adding a folder twice changes
 nothing. Without --reindex it reads the history, fits each series (metric
-x build x fingerprint) with asv's step detection (echomq_bench.measurement.steps)
-and writes a PNG per metric, history.md and history.html, and prints the
-flagged steps: metric, build, fingerprint, the revision the step starts
-at, its size and the levels before and after. It reads; it never measures.
+x build x fingerprint) with asv's step detection (echomq_bench.measurement.steps),
+judges each flagged step allowing for runs close in time drifting together
+(echomq_bench.measurement.stepverdict), writes a PNG per metric,
+history.md and history.html, and prints the steps called, then the
+inconclusive ones: metric, build, fingerprint, the revision the step
+starts at, its size, the levels before and after, and its n and interval.
+It reads; it never measures.
 """
 
 from __future__ import annotations

@@ -16,15 +16,20 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from echomq_bench.measurement.stepverdict import FAMILY_ALPHA, RUN_CORRELATION  # noqa: E402
 from echomq_bench.records.fingerprint import FIELDS  # noqa: E402
 from echomq_bench.report.doc import Doc, Heading, Image, Notes, Para, Table  # noqa: E402
-from echomq_bench.report.history import Series, flagged, step_line  # noqa: E402
+from echomq_bench.report.history import (  # noqa: E402
+    FlaggedStep, Series, flagged, inconclusive, step_line, verdict_text,
+)
 
 __all__ = ["draw_metric", "write_page", "METHOD"]
 
 METHOD = ("One point per revision: the median of its runs. Lines: the fitted levels of asv's step detection (an L1 "
-          "piecewise-constant fit whose penalty an information criterion chooses). A dashed line marks each "
-          "flagged step at the first revision of the new level.")
+          "piecewise-constant fit whose penalty an information criterion chooses). A dashed line marks each step "
+          f"called at the first revision of the new level: flagged by asv, and its {1 - FAMILY_ALPHA:.0%} interval "
+          "(Bonferroni over the places a step could be, neighbouring runs allowed a lag-1 correlation of "
+          f"{RUN_CORRELATION}) excludes no change; a dotted line, a step flagged but inconclusive.")
 MAX_TICKS = 30
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -57,12 +62,12 @@ def _panel(ax: Axes, series: Sequence[Series], at: dict[str, int], machines: dic
                 label=f"{s.fingerprint_id}: {machines.get(s.fingerprint_id, '?')}")
         for seg in s.segments:
             ax.hlines(seg.level, xs[seg.start] - 0.4, xs[seg.end - 1] + 0.4, colors=color, lw=2, alpha=0.45)
-        for step in s.steps:
+        for step in (*s.steps, *s.undecided):
             x = at[step.revision] - 0.5
-            ax.axvline(x, color=color, ls="--", lw=1)
+            ax.axvline(x, color=color, ls="--" if step.called else ":", lw=1)
             size = f"{step.change * 100:+.1f}%" if step.change is not None else "from 0"
-            ax.annotate(f"{size} at {step.revision}", (x, step.after), xytext=(4, 4), textcoords="offset points",
-                        fontsize=7, color=color)
+            ax.annotate(f"{size} at {step.revision}{'' if step.called else '?'}", (x, step.after), xytext=(4, 4),
+                        textcoords="offset points", fontsize=7, color=color)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="best")
 
@@ -98,12 +103,13 @@ def _machine_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table.rename(columns={"fingerprint_id": "fingerprint"})
 
 
-def _steps_table(series: Sequence[Series]) -> pd.DataFrame:
+def _steps_table(steps: Sequence[FlaggedStep]) -> pd.DataFrame:
     return pd.DataFrame([{"metric": s.metric, "build": s.build, "fingerprint": s.fingerprint_id,
                           "starts at": s.revision, "date": s.date,
                           "change": f"{s.change * 100:+.1f}%" if s.change is not None else "from 0",
                           "before": s.before, "after": s.after, "unit": s.unit, "which way": s.direction,
-                          "revisions after": s.runs_after} for s in flagged(series)])
+                          "revisions before": s.runs_before, "revisions after": s.runs_after,
+                          "verdict": verdict_text(s)} for s in steps])
 
 
 def write_page(frame: pd.DataFrame, series: Sequence[Series], charts: dict[str, Path], summary: str,
@@ -111,13 +117,18 @@ def write_page(frame: pd.DataFrame, series: Sequence[Series], charts: dict[str, 
     """history.md and a self-contained history.html in `out_dir`."""
     doc = Doc("echomq-bench results history")
     steps = flagged(series)
-    doc.add(Heading("Flagged steps", anchor="steps"))
+    doc.add(Heading("Steps called", anchor="steps"))
     if steps:
-        doc.add(Table(_steps_table(series), caption="Step changes, each at the first revision of its new level",
+        doc.add(Table(_steps_table(steps), caption="Step changes, each at the first revision of its new level",
                       id="steps"))
         doc.add(Notes([step_line(s) for s in steps]))
     else:
-        doc.add(Para(f"No step flagged in any of the {len(series)} series."))
+        doc.add(Para(f"No step called in any of the {len(series)} series."))
+    undecided = inconclusive(series)
+    if undecided:
+        doc.add(Heading("Flagged, inconclusive", anchor="inconclusive"),
+                Table(_steps_table(undecided), caption="Steps asv flagged that the runs do not yet tell from runs "
+                      "that drift together", id="inconclusive"))
     doc.add(Notes(summary.splitlines()[:2]))
     doc.add(Heading("Machine fingerprints", anchor="machines"), Table(_machine_table(frame), id="machines"))
     for metric, path in charts.items():

@@ -15,6 +15,7 @@ import pytest
 
 from echomq_bench.cli import main
 from echomq_bench.measurement.steps import fit_segments, flag_steps
+from echomq_bench.measurement.stepverdict import judge_steps
 from echomq_bench.records.fingerprint import fingerprint_id
 from echomq_bench.records.headlines import headlines
 from echomq_bench.records.history import HISTORY_ENV, gate_runs, history_path, read_history, reindex
@@ -171,13 +172,20 @@ def test_a_step_of_15_percent_is_named_at_commit_7(tmp_path: Path, history: Path
     assert len(series) == 12  # 6 metrics x 2 fingerprints, each its own line
 
 
+def called(y: list[float]) -> list[int]:
+    """Where the history calls a step: flagged by asv's fit, and told from correlated runs."""
+    return [v.index for v in judge_steps(y)[1] if v.called]
+
+
 def test_rates_on_noise_and_on_a_step_at_2_percent_noise() -> None:
-    """200 seeded series each way: no false alarm on 12 flat runs, the step
-    at exactly the 7th run in at least 197 of 200 (docs/guide/history.md)."""
-    false_alarms = sum(bool(flag_steps(fit_segments(series_with_step(seed, at=None)))) for seed in range(200))
-    exact = sum([s.index for s in flag_steps(fit_segments(series_with_step(seed)))] == [6] for seed in range(200))
+    """200 seeded series each way: no false alarm on 12 flat runs; the step at exactly its run in at
+    least 170 of 200 with six runs after it, 190 of 200 with eight (docs/guide/history.md: allowing
+    for correlated runs costs revisions before a step is called)."""
+    false_alarms = sum(bool(called(series_with_step(seed, at=None))) for seed in range(200))
+    exact = sum(called(series_with_step(seed)) == [6] for seed in range(200))
+    longer = sum(called(series_with_step(seed, n=16, at=8)) == [8] for seed in range(200))
     assert false_alarms == 0
-    assert exact >= 197
+    assert exact >= 170 and longer >= 190
 
 
 def test_one_wild_run_is_an_outlier_not_two_steps() -> None:
@@ -212,8 +220,10 @@ def test_cli_draws_charts_and_names_the_step(tmp_path: Path, history: Path, caps
     assert main(["history", "--metric", "gate.claim.*", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert f"history: {history}: 12 runs, 12 revisions, 24 figures, 1 machine fingerprint(s)" in text
-    assert "flagged steps: 2" in text and "no step flagged in 0 of the 2 series" in text
-    assert f"gate.claim.server_us  redis  fingerprint {fingerprint_id(FP)}  at {commit_of(7)[:10]} (2026-12-01)" in text
+    assert "steps called: 2" in text and "no step called in 0 of the 2 series" in text
+    assert (f"gate.claim.server_us  redis  fingerprint {fingerprint_id(FP)}  at {commit_of(7)[:10]} (2026-12-01)  "
+            "+16.5%  9.952 -> 11.59 us (worse: lower is better)  [95% interval +11.9% to +21.3%, 6 revisions "
+            "before, 6 after]") in text
     assert sorted(p.name for p in out.iterdir()) == ["history-gate.claim.ratio.png", "history-gate.claim.server_us.png",
                                                      "history.html", "history.md"]
     page = (out / "history.html").read_text()
