@@ -9,8 +9,10 @@ claim, sleep a drawn work time and complete, or crash at --crash-rate; a
 pump reaps every --reap-every. The report gives, per lease, the false-expiry
 rate, duplicates and wasted work, the recovery latency after a crash, the
 throughput and the reap cost, each with a 95% interval, and the model's
-value beside it; then the smallest lease within --budget whose p99 recovery
-fits --recovery-tolerance. Results go to results/<run-id>/ (or --out).
+value beside it; then the smallest lease whose overruns' 95% upper bound is
+within --budget and whose p99 recovery's (at scale 1) fits
+--recovery-tolerance, or the leases at the edge of either and what would
+decide them. Results go to results/<run-id>/ (or --out).
 """
 
 from __future__ import annotations
@@ -70,15 +72,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      help="measured work times: a CSV, an .hdr/.hgrm histogram, or an earlier run's folder")
     add_list(parser, "--leases", _lease, metavar="DURATION",
              help="leases to sweep, e.g. 250ms,500ms,1s,2s,4s (default: auto, at the work's quantiles)")
-    parser.add_argument("--crash-rate", type=float, default=0.02, metavar="FRACTION",
-                        help="share of executions that crash (0.02)")
+    parser.add_argument("--crash-rate", type=float, default=None, metavar="FRACTION",
+                        help="share of executions that crash (0.06)")
     parser.add_argument("--reap-every", type=duration_ms, default=250.0, metavar="DURATION",
                         help="reap interval, nominal (250ms)")
     parser.add_argument("--reap-cap", type=int, default=100, metavar="JOBS",
                         help="jobs per reap call (the product's 100)")
     parser.add_argument("--consumers", type=int, default=32, metavar="N", help="consumers per lease (32)")
-    parser.add_argument("--time-scale", type=float, default=1.0, metavar="FACTOR",
-                        help="run every nominal duration FACTOR times faster (1)")
+    parser.add_argument("--time-scale", type=float, default=None, metavar="FACTOR",
+                        help="run every nominal duration FACTOR times faster (1; 10 with --quick)")
     parser.add_argument("--budget", type=_budget, default=0.001, metavar="FRACTION",
                         help="false-expiry budget (0.1%%)")
     parser.add_argument("--recovery-tolerance", type=duration_ms, default=3000.0, metavar="DURATION",
@@ -88,7 +90,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mass-crash", type=int, default=1000, metavar="K",
                         help="jobs in the mass-crash drain test (1000; 0 skips it)")
     parser.add_argument("--seed", type=int, default=1, metavar="N", help="seed for the work times and the crashes")
-    add_quick(parser, "a 12s window, one mass-crash drain (~35 s per server)")
+    add_quick(parser, "a 12s window at time scale 10, one mass-crash drain (~35 s per server)")
     parser.add_argument("--check", action="store_true",
                         help="then run the recommended lease again, separately, and say whether it holds")
     add_out(parser)
@@ -97,13 +99,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace) -> SweepSettings:
     work = args.work_from or args.work or DEFAULT_WORK
     extra: dict[str, Any] = dict(QUICK) if args.quick else {}
-    if args.duration is not None:
-        extra["duration_s"] = args.duration
+    # A flag given wins over the quick form's value; one left out keeps it (or the settings' default).
+    given = {"duration_s": args.duration, "crash_rate": args.crash_rate, "time_scale": args.time_scale}
+    extra.update({k: v for k, v in given.items() if v is not None})
     leases = tuple(sorted(ms for ms in args.leases or () if ms is not None))  # none given, or auto: auto
     settings = SweepSettings(
-        work=work, leases_ms=leases, crash_rate=args.crash_rate, reap_every_ms=args.reap_every,
-        reap_cap=args.reap_cap, consumers=args.consumers, time_scale=args.time_scale, budget=args.budget,
-        recovery_tolerance_ms=args.recovery_tolerance, mass_crash=args.mass_crash, seed=args.seed, **extra)
+        work=work, leases_ms=leases, reap_every_ms=args.reap_every, reap_cap=args.reap_cap,
+        consumers=args.consumers, budget=args.budget, recovery_tolerance_ms=args.recovery_tolerance,
+        mass_crash=args.mass_crash, seed=args.seed, **extra)
     settings.check()
     return settings
 
@@ -136,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
                 chk = run_sweep(server, replace(settings, mass_crash_reps=0, seed=settings.seed + 100 + i),
                                 progress=progress, leases_ms=(rec.lease_ms,))
                 progress.done()
-                check = verification_text(rec, chk)
+                check = verification_text(rec, chk, res)
             results.append(res)
             recs.append(rec)
             checks.append(check)

@@ -5,15 +5,19 @@ beside it, and a recommendation a team can act on.
     result = run_sweep(server, SweepSettings(work="exp:mean=200ms"), progress=print)
     print(recommend_for(result).text)
 
-    # the main job's short form: ~30 s per server
+    # the main job's short form: a 12 s window at time scale 10, ~35 s per server
     result = run_sweep(server, quick_settings())
 
 Modules: `settings` (what a sweep depends on), `sweep` (the runner, with
 `worker`: one lease's process, and `calibrate`: reap cost and mass crash),
-`records` (raw data), `model` (the formulas), `stats` (intervals),
-`split` (which attempts fit the model, which it predicts), `analysis`
-(measured vs model), `recommend` (the recommendation), `report` (tables,
-files), `chart`, `command` (the `echomq-bench lease` CLI).
+`records` (raw data), `model` (the formulas), `blocks` (rates over blocks of
+time, the unit a stall replicates in), `rescale` (a crashed job's wait at
+scale 1, the physical delays counted once), `figures` (intervals and
+quantiles), `split` (which attempts fit the model, which it is judged on),
+`modelfit` (the model fed the fit half), `analysis` (measured vs model),
+`verdict` (where a lease stands against each limit), `recommend` and
+`wording` (the recommendation and its sentences), `report` (tables, files),
+`chart`; the CLI is `echomq_bench.commands.lease`.
 """
 
 from __future__ import annotations
@@ -44,8 +48,8 @@ __all__ = [
 
 
 def quick_settings(**overrides: Any) -> SweepSettings:
-    """The short sweep the main job runs (~30 s per server): the defaults
-    with a 12 s window and one mass crash."""
+    """The short sweep the main job runs (~35 s per server): the defaults
+    with a 12 s window at time scale 10 and one mass crash."""
     return SweepSettings(**{**QUICK, **overrides})
 
 

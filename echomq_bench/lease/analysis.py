@@ -2,52 +2,38 @@
 values for the same leases, and whether the two agree.
 
 Everything here is nominal milliseconds (the run's real durations times
-the time scale), except the fields whose names say `real`.
+the time scale), except the fields whose names say `real`. The rates
+(false expiry, overruns, duplicates, wasted work) have their intervals over
+blocks of time (echomq_bench.lease.blocks); the recovery is given twice, as
+measured (real times the scale, beside the model, which takes the measured
+overheads times the scale too) and at scale 1 (echomq_bench.lease.rescale),
+which the recommendation reads.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from echomq_bench.measurement.workdist import Distribution
-from echomq_bench.lease.model import (
-    ModelInputs,
-    deadline_samples,
-    drain_time_ms,
-    false_expiry,
-    lease_expiry,
-    recovery_samples,
-)
+from echomq_bench.lease.blocks import BlockCounts, BlockRate, block_counts, block_length_s, block_rate, \
+    lent_design_effect, longest
+from echomq_bench.lease.figures import Interval, finite, quantile_figures
+from echomq_bench.lease.model import drain_time_ms
+from echomq_bench.lease.modelfit import agreement, held_out_figures, model_figures, model_inputs, pooled_inputs
+from echomq_bench.lease.records import LeaseData, SweepData
+from echomq_bench.lease.rescale import measured_waits, recovery_at_scale_one
 from echomq_bench.lease.split import ModelSplit, fit_part, model_split, predicted_part
-from echomq_bench.measurement.intervals import quantile_ci, rate_ci, wilson
-from echomq_bench.measurement.stats import bootstrap_ci, median, quantile
-from echomq_bench.lease.sweep import LeaseData, SweepData
+from echomq_bench.measurement.intervals import rate_ci
+from echomq_bench.measurement.stats import bootstrap_ci, quantile
+from echomq_bench.measurement.workdist import Distribution
 
 __all__ = ["Interval", "LeaseResult", "MassResult", "SweepResult", "agreement", "analyse", "held_out_figures",
-           "model_inputs", "pooled_inputs"]
+           "model_inputs", "overran_mask", "pooled_inputs"]
 
 THROUGHPUT_BATCHES = 10
-# Model and measurement are compared only where the model expects at least this many events.
-MIN_EXPECTED = 5
-
-
-@dataclass(frozen=True)
-class Interval:
-    value: float
-    lo: float
-    hi: float
-
-    def contains(self, x: float) -> bool:
-        # bool(): a numpy bool is not JSON's, and is never `is True`.
-        return bool(self.lo <= x <= self.hi)
-
-    def to_dict(self) -> dict[str, float | None]:
-        return {k: (None if v is None or not math.isfinite(v) else v)
-                for k, v in (("value", self.value), ("lo", self.lo), ("hi", self.hi))}
 
 
 @dataclass(frozen=True)
@@ -65,15 +51,18 @@ class LeaseResult:
     duplicate_rate: Interval          # executions that ran a job someone else also ran / executions
     wasted_work_s: float              # nominal work seconds whose complete was refused
     wasted_share: Interval            # of all live work
-    recovery: dict[str, Any]          # crash -> re-claim: n, censored, median, p99 (Interval), max
+    blocks: dict[str, Any]            # per rate: its blocks of time and the design effect its interval took
+    recovery: dict[str, Any]          # crash -> re-claim as measured: n, censored, median, p99 (Interval), max
+    recovery_unscaled: dict[str, Any]  # the same at scale 1, the physical delays counted once: what is judged
     deadline_to_claim: dict[str, Any] # lease deadline -> re-claim: median, p99 (Interval)
     throughput: Interval              # completed jobs per nominal second
     reap: dict[str, Any]
     overhead_ms: dict[str, float]     # claim -> complete beyond the work, nominal (and real), fit half
     model: dict[str, Any]             # fed the fit half's inputs (echomq_bench.lease.split)
-    held_out: dict[str, Any]          # the predicted half: live, refused, false_expiry, crashes, recovery_median
-    agree: dict[str, bool | None]     # the model against the predicted half's intervals
+    held_out: dict[str, Any]          # the held-out half: live, refused, false_expiry, crashes, recovery_median
+    agree: dict[str, bool | None]     # the model against the held-out half's intervals
     recovery_samples_ms: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    unscaled_samples_ms: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     deadline_samples_ms: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,8 +73,8 @@ class LeaseResult:
             out[key] = value
         for key in ("false_expiry", "overran_rate", "duplicate_rate", "wasted_share", "throughput"):
             out[key] = getattr(self, key).to_dict()
-        for group in ("recovery", "deadline_to_claim", "held_out"):
-            out[group] = {k: (v.to_dict() if isinstance(v, Interval) else _finite(v))
+        for group in ("recovery", "recovery_unscaled", "deadline_to_claim", "held_out", "blocks"):
+            out[group] = {k: (v.to_dict() if isinstance(v, (Interval, BlockRate)) else finite(v))
                           for k, v in getattr(self, group).items()}
         return out
 
@@ -127,105 +116,7 @@ class SweepResult:
         return both, len(self.leases)
 
 
-def _finite(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-def _interval(value: float, lo_hi: tuple[float, float]) -> Interval:
-    return Interval(float(value), float(lo_hi[0]), float(lo_hi[1]))
-
-
-def _quantiles(xs: np.ndarray) -> dict[str, Any]:
-    n = int(xs.size)
-    return {
-        "n": n,
-        "median": _interval(quantile(xs, 0.5), quantile_ci(xs, 0.5)),
-        "p99": _interval(quantile(xs, 0.99), quantile_ci(xs, 0.99)),
-        "max": float(xs.max()) if n else math.nan,
-        "mean": float(xs.mean()) if n else math.nan,
-    }
-
-
-def model_inputs(d: LeaseData, settings: Any) -> ModelInputs:
-    """The model's measured inputs for one lease, in nominal ms."""
-    s = settings.time_scale
-    live, crashed = d.live, d.crashed
-    if live["t0"].size:
-        o_real = ((live["t2"] + live["t3"]) / 2 - (live["t0"] + live["t1"]) / 2) * 1000 - live["w_ms"] / s
-        overheads = tuple(float(x) * s for x in o_real)
-    else:
-        overheads = (0.0,)
-    if crashed["t0"].size:
-        e_real = (crashed["tx"] - (crashed["t0"] + crashed["t1"]) / 2) * 1000 - crashed["c_ms"] / s
-        crash_gap = float(np.mean(e_real)) * s
-    else:
-        crash_gap = median(overheads) / 2
-    start, end = d.window
-    window_claims = int(((d.claim_t1 >= start) & (d.claim_t1 < end)).sum())
-    rate_real_per_ms = window_claims / ((end - start) * 1000)
-    reaps = d.reaps
-    in_window = reaps[(reaps[:, 0] >= start) & (reaps[:, 0] < end)] if reaps.size else reaps
-    counts = [int(c) for c in (in_window[:, 2] if in_window.size else []) if c > 0]
-    if counts:
-        # A random reaped job sits in a tick with probability in proportion to
-        # the tick's size, at a uniform place in it.
-        weights: dict[int, float] = {}
-        total = sum(counts)
-        for c in counts:
-            for ahead in range(c):
-                weights[ahead] = weights.get(ahead, 0.0) + 1.0 / total
-        ahead_weights = tuple(sorted(weights.items()))
-    else:
-        ahead_weights = ((0, 1.0),)
-    return ModelInputs(
-        reap_every_ms=settings.reap_every_ms,
-        overheads_ms=overheads,
-        crash_gap_ms=crash_gap,
-        claim_rate_per_ms=rate_real_per_ms / s if rate_real_per_ms > 0 else math.inf,
-        ahead_weights=ahead_weights,
-    )
-
-
-def _lease_result(d: LeaseData, data: SweepData, dist: Distribution) -> LeaseResult:
-    settings = data.settings
-    live, crashed = d.live, d.crashed
-    n_live = int(live["t0"].size)
-    n_crash = int(crashed["t0"].size)
-    refused_mask = ~live["ok"] if n_live else np.zeros(0, dtype=bool)
-    refused = int(refused_mask.sum())
-    fe = _interval(refused / n_live if n_live else math.nan, wilson(refused, n_live))
-    overran = _overran(live, d.lease_real_ms) if n_live else 0
-    overran_rate = _interval(overran / n_live if n_live else math.nan, wilson(overran, n_live))
-
-    # A duplicate: the job was claimed again while this execution's worker
-    # was alive (a live worker refused at complete, or a crash that came
-    # after someone else had already re-claimed the job).
-    dup_live = int((refused_mask & ~np.isnan(live["reclaim"])).sum()) if n_live else 0
-    dup_crash = int((crashed["reclaim"] < crashed["tx"]).sum()) if n_crash else 0
-    dups = dup_live + dup_crash
-    executions = n_live + n_crash
-    dup_rate = _interval(dups / executions if executions else math.nan, wilson(dups, executions))
-    wasted, wasted_share = _wasted(live, refused_mask, n_live, settings.seed)
-    rec, to_claim = _recovery_samples(d, settings.time_scale)
-    recovery = _quantiles(rec)
-    recovery["censored"] = d.censored_crashed
-    overhead, model = _model(fit_part(d), settings, dist)
-    held_out = held_out_figures(predicted_part(d), settings.time_scale)
-    return LeaseResult(
-        lease_ms=d.lease_ms, lease_real_ms=d.lease_real_ms, executions=executions, live=n_live,
-        crashes=n_crash, refused=refused, false_expiry=fe, overran=overran, overran_rate=overran_rate,
-        duplicates=dups, duplicate_rate=dup_rate,
-        wasted_work_s=wasted, wasted_share=wasted_share, recovery=recovery,
-        deadline_to_claim=_quantiles(to_claim), throughput=_throughput(d, settings.time_scale),
-        reap=_reap_figures(d, data), overhead_ms=overhead, model=model, held_out=held_out,
-        agree=agreement(model, held_out),
-        recovery_samples_ms=rec, deadline_samples_ms=to_claim,
-    )
-
-
-def _overran(live: Any, lease_real_ms: int) -> int:
+def overran_mask(live: Any, lease_real_ms: int) -> np.ndarray:
     """Live executions that may have outlived their lease: from the claim's
     send to the complete's reply, on the client's clock, longer than the
     lease the server gave. The server ran the claim after it was sent and
@@ -234,56 +125,93 @@ def _overran(live: Any, lease_real_ms: int) -> int:
     (a refused complete came after a reap, which came after the deadline).
     Why this bounds the false expiry of the unscaled system from above:
     docs/design/lease-model.md, "Confirming at a time scale"."""
-    span_s = live["t3"] - live["t0"]
-    return int((span_s > lease_real_ms / 1000).sum())
+    if not live["t0"].size:
+        return np.zeros(0, dtype=bool)
+    return np.asarray((live["t3"] - live["t0"]) > lease_real_ms / 1000)
 
 
-def held_out_figures(d: LeaseData, s: float) -> dict[str, Any]:
-    """What the model is compared with: the predicted half's false expiry and median recovery."""
-    live = int(d.live["t0"].size)
-    refused = int((~d.live["ok"]).sum()) if live else 0
-    rec, _ = _recovery_samples(d, s)
-    return {"live": live, "refused": refused,
-            "false_expiry": _interval(refused / live if live else math.nan, wilson(refused, live)),
-            "crashes": int(d.crashed["t0"].size),
-            "recovery_median": _interval(quantile(rec, 0.5), quantile_ci(rec, 0.5))}
+def _overrun_counts(d: LeaseData) -> BlockCounts:
+    return block_counts(d.live["t0"], overran_mask(d.live, d.lease_real_ms), d.window,
+                        block_length_s(d.lease_real_ms))
 
 
-def agreement(model: dict[str, Any], held_out: dict[str, Any]) -> dict[str, bool | None]:
-    """Is the model's figure inside the predicted half's 95% interval? None, not True, where
-    the sample could not have refuted the model: fewer than MIN_EXPECTED events expected
-    (a model of 0.01% over 1,000 executions "agrees" with the 0 seen whatever it says),
-    or an unbounded interval."""
-    fe, med = held_out["false_expiry"], held_out["recovery_median"]
-    expected_fe = model["false_expiry"] * held_out["live"]
-    bounded = held_out["crashes"] >= MIN_EXPECTED and math.isfinite(med.lo) and math.isfinite(med.hi)
-    return {
-        "false_expiry": fe.contains(model["false_expiry"]) if expected_fe >= MIN_EXPECTED else None,
-        "recovery_median": med.contains(model["recovery_median"]) if bounded else None,
-    }
+def _duplicates(d: LeaseData) -> tuple[np.ndarray, np.ndarray]:
+    """Claim times of every execution and whether it ran a job that was claimed again while its
+    worker lived: a live worker refused at complete, or a crash after someone had re-claimed the job."""
+    live, crashed = d.live, d.crashed
+    dup_live = (~live["ok"] & ~np.isnan(live["reclaim"])) if live["t0"].size else np.zeros(0, dtype=bool)
+    dup_crash = (crashed["reclaim"] < crashed["tx"]) if crashed["t0"].size else np.zeros(0, dtype=bool)
+    return np.concatenate([live["t0"], crashed["t0"]]), np.concatenate([dup_live, dup_crash])
 
 
-def _wasted(live: Any, refused_mask: np.ndarray, n_live: int, seed: int) -> tuple[float, Interval]:
-    """Nominal work seconds whose complete was refused, and their share of all live work."""
-    w = live["w_ms"] if n_live else np.zeros(0)
-    wasted = float(w[refused_mask].sum()) / 1000 if n_live else 0.0
-    total_work = float(w.sum()) / 1000 if n_live else 0.0
-    share_value = wasted / total_work if total_work else math.nan
-    share_ci = bootstrap_ci(w, refused_mask.astype(float),
-                            stat=lambda ww, rr: float((ww * rr).sum() / ww.sum()) if ww.sum() else math.nan,
-                            n_boot=400, seed=seed)[1:] if n_live else (math.nan, math.nan)
-    return wasted, _interval(share_value, share_ci)
+def _rates(d: LeaseData, lent: float | None) -> dict[str, BlockRate]:
+    length = block_length_s(d.lease_real_ms)
+    refused = ~d.live["ok"] if d.live["t0"].size else np.zeros(0, dtype=bool)
+    times, dups = _duplicates(d)
+    return {"false_expiry": block_rate(block_counts(d.live["t0"], refused, d.window, length), lent),
+            "overran": block_rate(_overrun_counts(d), lent),
+            "duplicates": block_rate(block_counts(times, dups, d.window, length), lent),
+            "longest": block_rate(_longest_counts(d), None)}
 
 
-def _recovery_samples(d: LeaseData, s: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per reclaimed crash, nominal ms: crash to reclaim, and lease deadline to reclaim."""
-    crashed = d.crashed
-    if not crashed["t0"].size:
-        return np.zeros(0), np.zeros(0)
-    got = ~np.isnan(crashed["reclaim"])
-    rec = np.maximum(0.0, crashed["reclaim"][got] - crashed["tx"][got]) * 1000 * s
-    deadline = (crashed["t0"][got] + crashed["t1"][got]) / 2 + d.lease_real_ms / 1000
-    return rec, (crashed["reclaim"][got] - deadline) * 1000 * s
+def _longest_counts(d: LeaseData) -> BlockCounts:
+    live = d.live
+    return longest(live["t0"], live["t3"] - live["t0"], d.window, block_length_s(d.lease_real_ms))
+
+
+def _recoveries(d: LeaseData, settings: Any) -> tuple[dict[str, Any], dict[str, Any], tuple[np.ndarray, ...]]:
+    """The crash -> re-claim figures as measured and at scale 1, and their samples."""
+    s = settings.time_scale
+    measured, to_claim = measured_waits(d, s)
+    recovery = {**quantile_figures(measured), "censored": d.censored_crashed}
+    scaled = recovery_at_scale_one(d, s, settings.reap_every_ms, settings.consumers)
+    physical = scaled.physical_ms[np.isfinite(scaled.physical_ms)]
+    unscaled = {**quantile_figures(scaled.wait_ms), "censored": d.censored_crashed, "corrected": scaled.corrected,
+                "physical_p50_real_ms": quantile(physical, 0.5), "physical_p99_real_ms": quantile(physical, 0.99)}
+    return recovery, unscaled, (measured, scaled.wait_ms, to_claim)
+
+
+def _lease_result(d: LeaseData, data: SweepData, dist: Distribution) -> LeaseResult:
+    settings = data.settings
+    lent = lent_design_effect(_longest_counts(d))
+    rates = _rates(d, lent)
+    fe, over, dup = rates["false_expiry"], rates["overran"], rates["duplicates"]
+    wasted, wasted_share = _wasted(d, settings.seed)
+    recovery, unscaled, (measured, scaled, to_claim) = _recoveries(d, settings)
+    overhead, model = model_figures(fit_part(d), settings, dist)
+    held_out = held_out_figures(predicted_part(d), settings.time_scale, lent)
+    return LeaseResult(
+        lease_ms=d.lease_ms, lease_real_ms=d.lease_real_ms, executions=dup.executions, live=fe.executions,
+        crashes=int(d.crashed["t0"].size), refused=fe.events,
+        false_expiry=Interval(fe.value, fe.lo, fe.hi), overran=over.events,
+        overran_rate=Interval(over.value, over.lo, over.hi), duplicates=dup.events,
+        duplicate_rate=Interval(dup.value, dup.lo, dup.hi), wasted_work_s=wasted, wasted_share=wasted_share,
+        blocks={"length_real_s": block_length_s(d.lease_real_ms), **rates}, recovery=recovery,
+        recovery_unscaled=unscaled, deadline_to_claim=quantile_figures(to_claim),
+        throughput=_throughput(d, settings.time_scale), reap=_reap_figures(d, data), overhead_ms=overhead,
+        model=model, held_out=held_out, agree=agreement(model, held_out),
+        recovery_samples_ms=measured, unscaled_samples_ms=scaled, deadline_samples_ms=to_claim,
+    )
+
+
+def _wasted(d: LeaseData, seed: int) -> tuple[float, Interval]:
+    """Nominal work seconds whose complete was refused, and their share of all live work, with a
+    bootstrap interval that resamples blocks of time (a stall wastes several at once)."""
+    live = d.live
+    if not live["t0"].size:
+        return 0.0, Interval(math.nan, math.nan, math.nan)
+    refused = ~live["ok"]
+    w = live["w_ms"]
+    start, end = d.window
+    blocks = max(1, int((end - start) // block_length_s(d.lease_real_ms)))
+    which = np.clip(((live["t0"] - start) / (end - start) * blocks).astype(int), 0, blocks - 1)
+    work = np.bincount(which, weights=w, minlength=blocks).astype(float)
+    lost = np.bincount(which, weights=w * refused, minlength=blocks).astype(float)
+    total = float(w.sum())
+    value = float(w[refused].sum()) / total if total else math.nan
+    share = bootstrap_ci(work, lost, stat=lambda ww, ll: float(ll.sum() / ww.sum()) if ww.sum() else math.nan,
+                         n_boot=400, seed=seed)
+    return float(w[refused].sum()) / 1000, Interval(value, share[1], share[2])
 
 
 def _throughput(d: LeaseData, s: float) -> Interval:
@@ -318,6 +246,9 @@ def _reap_figures(d: LeaseData, data: SweepData) -> dict[str, Any]:
         "rtt_p99_real_ms": quantile(rtt, 0.99),
         "at_cap_calls": int((rw[:, 2] >= settings.reap_cap).sum()) if calls else 0,
     }
+    if rw.shape[1] > 3 and calls:
+        # How late each reap ran after its tick was due: a physical delay (echomq_bench.lease.rescale).
+        reap["late_p99_real_ms"] = quantile((rw[:, 0] - rw[:, 3]) * 1000, 0.99)
     cost = data.reap_cost
     if cost is not None and calls:
         usec = calls * cost.empty_usec + reaped * cost.per_job_usec
@@ -325,29 +256,6 @@ def _reap_figures(d: LeaseData, data: SweepData) -> dict[str, Any]:
         # At the nominal rate of calls: what the pump costs the server's main thread.
         reap["server_share_nominal"] = usec / (window * s) / 1e6
     return reap
-
-
-def _model(d: LeaseData, settings: Any, dist: Distribution) -> tuple[dict[str, float], dict[str, float]]:
-    """The measured overheads, and the model's figures for this lease fed with them."""
-    s = settings.time_scale
-    inputs = model_inputs(d, settings)
-    o = np.asarray(inputs.overheads_ms)
-    overhead = {"median": median(o), "p99": quantile(o, 0.99),
-                "p999": quantile(o, 0.999), "max": float(o.max()),
-                "mean": float(o.mean()), "median_real": median(o) / s, "crash_gap": inputs.crash_gap_ms}
-    m_rec = recovery_samples(dist, d.lease_ms, inputs, seed=settings.seed)
-    m_dl = deadline_samples(inputs, seed=settings.seed)
-    model = {
-        "false_expiry": false_expiry(dist, d.lease_ms, inputs),
-        "lease_expiry": lease_expiry(dist, d.lease_ms, float(o.mean())),
-        "recovery_median": median(m_rec),
-        "recovery_p99": quantile(m_rec, 0.99),
-        "recovery_mean": float(m_rec.mean()),
-        "deadline_to_claim_median": median(m_dl),
-        "claim_wait_mean": float(np.mean(m_dl)) - settings.reap_every_ms / 2,
-        "claim_rate_per_s": inputs.claim_rate_per_ms * 1000,
-    }
-    return overhead, model
 
 
 def _bottleneck(data: SweepData) -> str:
@@ -376,15 +284,3 @@ def analyse(data: SweepData) -> SweepResult:
                           model_drain_ms=drain_time_ms(m.k, m.cap, data.settings.reap_every_ms))
     return SweepResult(data=data, leases=leases, mass=mass, bottleneck=_bottleneck(data),
                        split=model_split(data.server_name, data.window_s))
-
-
-def pooled_inputs(result: SweepResult) -> ModelInputs:
-    """One set of model inputs for drawing the model as a curve between the
-    swept leases: the overheads of all leases' fit halves together, the middle
-    lease's claim rate and tick sizes (they change with the lease; the curve says so)."""
-    ins = [model_inputs(fit_part(d), result.data.settings) for d in result.data.leases]
-    mid = ins[len(ins) // 2]
-    overheads: Sequence[float] = tuple(x for i in ins for x in i.overheads_ms)
-    return ModelInputs(reap_every_ms=mid.reap_every_ms, overheads_ms=tuple(overheads),
-                       crash_gap_ms=float(np.mean([i.crash_gap_ms for i in ins])),
-                       claim_rate_per_ms=mid.claim_rate_per_ms, ahead_weights=mid.ahead_weights)

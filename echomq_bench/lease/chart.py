@@ -69,7 +69,7 @@ def _draw_server(ax1: Any, ax2: Any, res: SweepResult, rec: Recommendation, col:
     name = f"{res.data.server_name}"
     leases = np.array([r.lease_ms for r in res.leases]) / 1000
     dist = res.settings.dist()
-    inputs: ModelInputs = pooled_inputs(res)
+    inputs: ModelInputs = pooled_inputs(res.data)
     grid = np.geomspace(leases.min() / 1.5, leases.max() * 1.5, 32)
     fe = np.array([r.false_expiry.value for r in res.leases])
     lo = np.array([r.false_expiry.lo for r in res.leases])

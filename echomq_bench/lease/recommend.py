@@ -1,8 +1,11 @@
-"""The lease recommendation and the way its figures are written for people.
+"""The lease recommendation.
 
-`recommend` is pure: it takes one row per swept lease (measured false expiry
-with its interval, measured p99 recovery) and the two limits, and returns
-what to set, or, when no lease fits both, which limit to relax.
+`recommend` is pure: it takes one row per swept lease (the overrun rate's 95%
+interval over blocks of time, the p99 recovery's at scale 1, and the points)
+and the two limits, and returns what to set; or, when no lease is confirmed,
+the leases at the edge of a limit and what would decide them; or, when every
+lease is shown over a limit, which limit to relax. Where each lease stands is
+`echomq_bench.lease.verdict`; the sentences are `echomq_bench.lease.wording`.
 """
 
 from __future__ import annotations
@@ -13,73 +16,77 @@ from typing import Any, Sequence
 
 from echomq_bench.lease.analysis import LeaseResult, SweepResult, pooled_inputs
 from echomq_bench.lease.model import false_expiry
+from echomq_bench.lease.verdict import FITS, OVER, budget_state, tolerance_state
+from echomq_bench.lease.wording import Row, chosen_text, fmt_ms, fmt_pct, open_text
 
 __all__ = ["Candidate", "Recommendation", "recommend", "recommend_for", "model_lease_for_budget", "fmt_ms",
            "fmt_pct"]
 
-
-def fmt_ms(ms: float | None) -> str:
-    """A duration as a person writes it: 250 ms, 2.5 s, 1.5 min."""
-    if ms is None or not math.isfinite(ms):
-        return "-"
-    if ms >= 60_000:
-        return f"{ms / 60_000:.3g} min"
-    if ms >= 1000:
-        return f"{ms / 1000:.3g} s"
-    if ms >= 10:
-        return f"{ms:.0f} ms"
-    return f"{ms:.2g} ms"
-
-
-def fmt_pct(p: float | None) -> str:
-    if p is None or not math.isfinite(p):
-        return "-"
-    if p == 0:
-        return "0%"
-    pct = p * 100
-    if pct >= 10:
-        return f"{pct:.0f}%"
-    if pct >= 1:
-        return f"{pct:.1f}%"
-    return f"{pct:.2g}%"
+CONFIRMED, EDGE_ANSWER, NONE_ANSWER = "confirmed", "edge", "none"
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One swept lease as the recommendation sees it."""
+    """One swept lease as the recommendation sees it. The recovery figures are at scale 1
+    (echomq_bench.lease.rescale); the overrun interval is over blocks of time."""
 
     lease_ms: float
     false_expiry: float
-    false_expiry_lo: float
-    false_expiry_hi: float
-    recovery_p99_ms: float
     overran: float                     # share of live executions that may have outlived the lease
+    overran_lo: float
     overran_hi: float                  # its 95% upper end: what confirms a lease
+    recovery_p99_ms: float
+    recovery_p99_lo: float
+    recovery_p99_hi: float             # its 95% upper end: what the tolerance is held against
     executions: int = 0
+    crashes: int = 0                   # re-claimed crashes, the recovery figures' n
+    overruns: int = 0
+    blocks: int = 0
+    design_effect: float = 1.0
+    supported: bool = True             # how overruns cluster was measured (echomq_bench.lease.blocks)
     recovery_median_ms: float = math.nan
-    recovery_max_ms: float = math.nan
     wasted_share: float = math.nan
+    false_expiry_hi: float = math.nan   # refused completes' 95% upper end (over blocks), for the record
 
     @classmethod
     def of(cls, r: LeaseResult) -> "Candidate":
-        return cls(r.lease_ms, r.false_expiry.value, r.false_expiry.lo, r.false_expiry.hi,
-                   r.recovery["p99"].value, r.overran_rate.value, r.overran_rate.hi, r.live,
-                   r.recovery["median"].value, r.recovery["max"], r.wasted_share.value)
+        p99 = r.recovery_unscaled["p99"]
+        over = r.blocks["overran"]
+        return cls(r.lease_ms, r.false_expiry.value, r.overran_rate.value, r.overran_rate.lo, r.overran_rate.hi,
+                   p99.value, p99.lo, p99.hi, executions=r.live, crashes=int(r.recovery_unscaled["n"]),
+                   overruns=r.overran, blocks=over.blocks, design_effect=over.design_effect,
+                   supported=over.supported, recovery_median_ms=r.recovery_unscaled["median"].value,
+                   wasted_share=r.wasted_share.value, false_expiry_hi=r.false_expiry.hi)
+
+    def budget_state(self, budget: float) -> str:
+        return budget_state(self.overran_lo, self.overran_hi, self.supported, budget)
+
+    def tolerance_state(self, tolerance_ms: float) -> str:
+        return tolerance_state(self.recovery_p99_lo, self.recovery_p99_hi, tolerance_ms)
+
+    def row(self, budget: float, tolerance_ms: float) -> Row:
+        return Row(self.lease_ms, self.false_expiry, self.overran, self.overran_lo, self.overran_hi, self.overruns,
+                   self.executions, self.blocks, self.design_effect, self.recovery_p99_ms, self.recovery_p99_lo,
+                   self.recovery_p99_hi, self.crashes, self.budget_state(budget), self.tolerance_state(tolerance_ms))
 
 
 @dataclass(frozen=True)
 class Recommendation:
     lease_ms: float | None
-    confirmed: bool                  # the overrun's upper end is within the budget, not only the estimate
+    confirmed: bool                  # both intervals lie within their limits, not only the points
     false_expiry_rate: float | None
     false_expiry_hi: float | None
-    recovery_p99_ms: float | None
+    recovery_p99_ms: float | None    # at scale 1
     overran_hi: float | None
-    relax: str | None                # None, "budget", "recovery_tolerance", "leases", "duration"
+    relax: str | None                # None, "budget", "recovery_tolerance", "leases", "duration", "crashes"
     relax_to: float | None
     text: str
     budget: float
     tolerance_ms: float
+    verdict: str = NONE_ANSWER       # confirmed, edge (leases at the edge of a limit, or not yet judged), none
+    decide: str | None = None        # with the edge: what would decide it
+    recovery_p99_hi: float | None = None
+    crashes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,93 +94,55 @@ class Recommendation:
 
 def recommend(cands: Sequence[Candidate], budget: float, tolerance_ms: float,
               model_boundary_ms: float | None = None) -> Recommendation:
-    """The smallest lease whose false-expiry rate is within `budget` and whose
-    p99 recovery is within `tolerance_ms`.
+    """The smallest lease confirmed within both limits: its overrun rate's 95% upper end
+    within `budget` (overruns bound false expiry at any time scale) and its p99 recovery's
+    95% upper end within `tolerance_ms`. Less data never gives a shorter lease.
 
-    Only a confirmed lease is recommended: the upper end of the 95% interval
-    of its overrun rate (executions that may have outlived the lease, a bound
-    on false expiry at any time scale) fits the budget. When only the
-    false-expiry estimate fits, nothing is recommended: less data must not
-    give a shorter lease. The text names that lease and how much longer to run to confirm
-    it (relax "duration", `relax_to` the factor). When none fits both limits,
-    the text says so and names the limit whose relaxation is the smaller change.
+    With none confirmed, a lease shown over neither limit is at the edge of one, or not yet
+    judged (too few crashes, or no lease overran often enough to show how overruns cluster):
+    the text names the longest such lease (the one the shorter ones' noise does not move: a
+    lease at the edge of the budget in one run and over it in the next leaves it named), says
+    which limit it sits at the edge of, and what would decide it (`relax` "duration",
+    "crashes" or "leases", `relax_to` the factor). When every lease is shown over a limit, the
+    text names the limit whose relaxation is the smaller change.
     """
     rows = sorted(cands, key=lambda c: c.lease_ms)
     if not rows:
         raise ValueError("recommend: no leases to choose from")
-    fits_rec = [c for c in rows if c.recovery_p99_ms <= tolerance_ms]
-    sure = [c for c in fits_rec if c.overran_hi <= budget]
-    likely = [c for c in fits_rec if c.false_expiry <= budget]
-    if likely and not sure:
-        factor = longer_by(likely[0], budget)
-        return Recommendation(None, False, None, None, None, None, "duration", factor,
-                              _unconfirmed_text(likely[0], budget, factor), budget, tolerance_ms)
+    states = [(c.budget_state(budget), c.tolerance_state(tolerance_ms)) for c in rows]
+    sure = [i for i, st in enumerate(states) if st == (FITS, FITS)]
     if sure:
-        pick = sure[0]
-        text = _chosen_text(pick, rows, budget, tolerance_ms)
-        if model_boundary_ms is not None and model_boundary_ms < pick.lease_ms:
-            text += (f" The model, fed this run's measured overheads, puts the edge of the budget at "
-                     f"{fmt_ms(model_boundary_ms)}; a shorter lease than {fmt_ms(pick.lease_ms)} needs its own "
-                     f"run (--leases {fmt_ms(model_boundary_ms).replace(' ', '')} --check) before you trust it.")
-        return Recommendation(pick.lease_ms, True, pick.false_expiry, pick.false_expiry_hi,
-                              pick.recovery_p99_ms, pick.overran_hi, None, None, text, budget, tolerance_ms)
+        return _confirmed(rows, sure[0], budget, tolerance_ms, model_boundary_ms)
+    undecided = [c.row(budget, tolerance_ms) for c, st in zip(rows, states) if OVER not in st]
+    if undecided:
+        text, decide, relax, factor = open_text(undecided[-1], budget, tolerance_ms)
+        return Recommendation(None, False, None, None, None, None, relax, factor, text, budget, tolerance_ms,
+                              EDGE_ANSWER, decide)
     relax, relax_to, text = _none_text(rows, budget, tolerance_ms, model_boundary_ms)
     return Recommendation(None, False, None, None, None, None, relax, relax_to, text, budget, tolerance_ms)
 
 
-def longer_by(c: Candidate, budget: float) -> float:
-    """About how many times more executions would bring the overrun's upper end within the budget.
-
-    An interval's half-width shrinks as 1/sqrt(n), so the factor is the square
-    of the width there is over the width there may be; with no event observed
-    the upper end falls as 1/n instead (Wilson: about z^2/n)."""
-    if c.overran <= 0:
-        return max(1.0, c.overran_hi / budget)
-    if c.overran >= budget:
-        return math.inf
-    return max(1.0, ((c.overran_hi - c.overran) / (budget - c.overran)) ** 2)
-
-
-def _unconfirmed_text(c: Candidate, budget: float, factor: float) -> str:
-    how = (f"Run about {factor:.1f}x as long (--duration) to confirm it, or give the work more consumers."
-           if math.isfinite(factor) else
-           f"{fmt_pct(c.overran)} of its executions outlived it, so no longer run can confirm it: sweep longer leases.")
-    return (f"No lease is confirmed. The shortest whose estimate fits, {fmt_ms(c.lease_ms)}, ran "
-            f"{fmt_pct(c.false_expiry)} of executions twice, but its overrun's 95% upper bound is "
-            f"{fmt_pct(c.overran_hi)}, over the {fmt_pct(budget)} budget. {how}")
-
-
-def _chosen_text(c: Candidate, rows: list[Candidate], budget: float, tol: float) -> str:
-    twice = (f"at most {fmt_pct(c.overran_hi)} of executions outlive it (95% upper bound over "
-             f"{c.executions:,}), {fmt_pct(c.false_expiry)} ran twice")
-    if math.isfinite(c.wasted_share) and c.false_expiry > 0:
-        twice += f", wasting {fmt_pct(c.wasted_share)} of the work"
-    text = (f"Set the lease to {fmt_ms(c.lease_ms)}: {twice}, and a crashed job waited at most "
-            f"{fmt_ms(c.recovery_max_ms)} for another worker (p99 {fmt_ms(c.recovery_p99_ms)}, "
-            f"median {fmt_ms(c.recovery_median_ms)}).")
-    i = rows.index(c)
-    if i > 0:
-        s = rows[i - 1]
-        why = []
-        if s.false_expiry > budget:
-            why.append(f"runs {fmt_pct(s.false_expiry)} twice, over the budget")
-        elif s.overran_hi > budget:
-            why.append(f"ran {fmt_pct(s.false_expiry)} twice, but the 95% upper bound of its overruns is "
-                       f"{fmt_pct(s.overran_hi)}, so it is not shown to fit the budget")
-        if s.recovery_p99_ms > tol:
-            why.append(f"makes a crashed job wait {fmt_ms(s.recovery_p99_ms)} at p99, over the tolerance")
-        text += f" One step shorter, {fmt_ms(s.lease_ms)}, {' and '.join(why) or 'fits too'}."
-    if i + 1 < len(rows):
-        longer = rows[i + 1]
-        text += (f" One step longer, {fmt_ms(longer.lease_ms)}, runs {fmt_pct(longer.false_expiry)} twice "
-                 f"and makes a crashed job wait {fmt_ms(longer.recovery_p99_ms)} at p99.")
-    return text
+def _confirmed(rows: list[Candidate], i: int, budget: float, tolerance_ms: float,
+               model_boundary_ms: float | None) -> Recommendation:
+    pick = rows[i]
+    shorter = rows[i - 1].row(budget, tolerance_ms) if i > 0 else None
+    longer = rows[i + 1].row(budget, tolerance_ms) if i + 1 < len(rows) else None
+    text = chosen_text(pick.row(budget, tolerance_ms), shorter, longer, pick.wasted_share, pick.recovery_median_ms,
+                       budget, tolerance_ms)
+    if model_boundary_ms is not None and model_boundary_ms < pick.lease_ms:
+        text += (f" The model, fed this run's measured overheads, puts the edge of the budget at "
+                 f"{fmt_ms(model_boundary_ms)}; a shorter lease than {fmt_ms(pick.lease_ms)} needs its own "
+                 f"run (--leases {fmt_ms(model_boundary_ms).replace(' ', '')} --check) before you trust it.")
+    return Recommendation(pick.lease_ms, True, pick.false_expiry, pick.false_expiry_hi, pick.recovery_p99_ms,
+                          pick.overran_hi, None, None, text, budget, tolerance_ms, CONFIRMED, None,
+                          pick.recovery_p99_hi, pick.crashes)
 
 
 def _none_text(rows: list[Candidate], budget: float, tol: float,
                boundary: float | None) -> tuple[str, float | None, str]:
-    fits_fe = [c for c in rows if c.false_expiry <= budget]
-    fits_rec = [c for c in rows if c.recovery_p99_ms <= tol]
+    # Every lease is shown over one limit at least: these are not shown over the other.
+    fits_fe = [c for c in rows if c.budget_state(budget) != OVER]
+    fits_rec = [c for c in rows if c.tolerance_state(tol) != OVER]
     head = (f"No swept lease keeps both limits (false expiry <= {fmt_pct(budget)}, "
             f"p99 recovery <= {fmt_ms(tol)}).")
     if not fits_fe:
@@ -221,7 +190,7 @@ def model_lease_for_budget(result: SweepResult, budget: float) -> float | None:
     """The shortest lease the model (with this run's measured inputs) puts
     within the budget, by bisection; None if not below 100x the longest."""
     dist = result.settings.dist()
-    inputs = pooled_inputs(result)
+    inputs = pooled_inputs(result.data)
     lo, hi = 1.0, max(r.lease_ms for r in result.leases) * 100
     if false_expiry(dist, hi, inputs) > budget:
         return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,12 +27,14 @@ class LeaseData:
     live: dict[str, np.ndarray]        # t0 t1 w_ms(nominal) t2 t3 ok reclaim(t1 of token+1, nan if none)
     crashed: dict[str, np.ndarray]     # t0 t1 w_ms c_ms(nominal) tx reclaim
     claim_t1: np.ndarray               # every claim's reply time (window and tail)
-    reaps: np.ndarray                  # rows (start, end, count)
+    reaps: np.ndarray                  # rows (start, end, count, due: when the pump's tick was due)
     censored_live: int
     censored_crashed: int
     empty_claims: int
     cpu_s: float                       # this lease's process over the window
     tail_s: float                      # how long after the window the run went on
+    # every claim's nominal end of work: when its consumer falls free if the client adds nothing
+    free_at: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass(frozen=True)

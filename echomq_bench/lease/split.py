@@ -7,12 +7,14 @@ lease expire also sits in the overheads fed to the model.
 
 The split is in time, halves of the counted window. The sweep runs each
 lease once, over one window, every lease side by side: it has no
-repetitions to divide, and a separate calibration run would add a second
-window per server (and a flag to size it) only to get the same separation.
-The attempts claimed in the first half fit the inputs; the attempts claimed
-in the second half are what the model predicts. Both halves share the
-leases, the processes and the server; no attempt is in both, so a stall in
-the predicted half is not in the fit.
+repetitions to divide. The attempts claimed in the first half fit the
+inputs; the attempts claimed in the second half are what the model is
+judged on. No attempt is in both, so a stall in the held-out half is not in
+the fit; but both halves share the leases, the processes, the server and
+the machine's state, so they are not two runs, and the label says so: "held
+out within one run". A separate run is the test of the model on another
+occasion: `lease --check` judges the sweep's model on its check run
+(echomq_bench.lease.report.verification_text).
 """
 
 from __future__ import annotations
@@ -43,10 +45,11 @@ class ModelSplit:
 
     @property
     def label(self) -> str:
-        return f"out of sample: fitted on {self.fitted_on}, predicted {' and '.join(self.predicted)}"
+        return (f"held out within one run: fitted on {self.fitted_on}, judged on {' and '.join(self.predicted)} "
+                f"(the same processes, server and machine, not a separate run)")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"basis": "out_of_sample", "fitted_on": self.fitted_on, "predicted": list(self.predicted),
+        return {"basis": "held_out_half", "fitted_on": self.fitted_on, "predicted": list(self.predicted),
                 "label": self.label}
 
 

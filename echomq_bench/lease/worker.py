@@ -70,6 +70,7 @@ class _Attempts:
         self.live: list[LiveRow] = []
         self.crashed: list[CrashRow] = []
         self.claims: list[float] = []
+        self.free_at: list[float] = []   # when each claimed job's work (or crash) was due to end
         self.holding: tuple[float, float, bool] = (0.0, 0.0, False)  # the job in hand: t0, t1, counted
 
     def __call__(self, e: Event) -> None:
@@ -80,6 +81,9 @@ class _Attempts:
             run.empty += 1
         elif e.outcome == "claimed":
             self.claims.append(e.t1)
+            if e.fate is not None:
+                busy_ms = e.fate.crash_ms if e.fate.action == "crash" else e.fate.work_ms
+                self.free_at.append(e.t1 + busy_ms / run.scale / 1000.0)
             if e.token > 1:
                 run.reclaim[(e.job_id, e.token)] = e.t1
             counted = run.window[0] <= e.t0 < run.window[1]
@@ -109,6 +113,18 @@ class _Attempts:
             run.open -= 1
 
 
+class _ScheduledPump(Pump):
+    """The pump, telling when each tick was due: how late a reap ran is a
+    physical delay, which the analysis keeps apart from the nominal ones
+    (docs/design/lease-model.md, "Recovery at a time scale")."""
+
+    due = math.nan
+
+    def pause(self) -> None:
+        self.due = self._due   # the tick served next was due here, however late it runs
+        super().pause()
+
+
 class _LeaseRun:
     def __init__(self, spec: dict[str, Any], index: int, settings: SweepSettings, lease_ms: float,
                  counters: Any, tag: str) -> None:
@@ -124,7 +140,8 @@ class _LeaseRun:
         self.lock = threading.Lock()
         self.books: list[_Attempts] = []
         self.reclaim: dict[tuple[str, int], float] = {}
-        self.reaps: list[tuple[float, float, int]] = []
+        self.reaps: list[tuple[float, float, int, float]] = []
+        self.pump: _ScheduledPump | None = None
         self.open = 0  # counted attempts still sleeping: the tail waits for them
         self.empty = 0
         self.target = 2 * settings.consumers + 50
@@ -141,16 +158,19 @@ class _LeaseRun:
 
     def _heard_reap(self, e: Event) -> None:
         if e.error is None:
-            self.reaps.append((e.t0, e.t1, e.count))
+            due = self.pump.due if self.pump is not None else math.nan
+            self.reaps.append((e.t0, e.t1, e.count, due))
 
     def _roles(self, rng: random.Random) -> list[Any]:
         s, keys = self.s, [self.keys]
-        roles: list[Any] = [
-            Producer(self.calls, keys, ProducerPolicy(backlog=self.target, refill_s=REFILL_S), strict=True),
-            Pump(self.calls, keys, PumpPolicy(interval_s=s.reap_every_ms / s.time_scale / 1000.0,
+        self.pump = _ScheduledPump(self.calls, keys,
+                                   PumpPolicy(interval_s=s.reap_every_ms / s.time_scale / 1000.0,
                                               reap_limit=s.reap_cap, promote=False, max_attempts=s.max_attempts,
                                               random_phase=True), self._heard_reap, random.Random(rng.random()),
-                 strict=True),
+                                   strict=True)
+        roles: list[Any] = [
+            Producer(self.calls, keys, ProducerPolicy(backlog=self.target, refill_s=REFILL_S), strict=True),
+            self.pump,
         ]
         policy = ConsumerPolicy(lease_ms=self.lease_real, work=s.dist(), time_scale=s.time_scale,
                                 crash_rate=s.crash_rate, max_attempts=s.max_attempts, idle_s=0.001)
@@ -221,7 +241,8 @@ class _LeaseRun:
             live=live,
             crashed=crashed,
             claim_t1=np.array(sorted(t for book in self.books for t in list(book.claims))),
-            reaps=np.array(self.reaps if self.reaps else np.zeros((0, 3))),
+            free_at=np.array(sorted(t for book in self.books for t in list(book.free_at))),
+            reaps=np.array(self.reaps if self.reaps else np.zeros((0, 4))),
             censored_live=max(0, self.open),
             censored_crashed=censored_crashed,
             empty_claims=self.empty,

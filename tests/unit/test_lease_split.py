@@ -17,11 +17,13 @@ from echomq_bench.lease.records import LeaseData, ReapCost, SweepData
 from echomq_bench.lease.report import recommend_for, write_run
 from echomq_bench.lease.split import ModelSplit, fit_part, halves, model_split, part, predicted_part
 from echomq_bench.lease.recommend import fmt_ms
-from echomq_bench.measurement.intervals import wilson
+from echomq_bench.lease.blocks import wilson_bounds
 from echomq_bench.report import build_report, record_text
 from tests.helpers import ROOT
 
 WINDOW = (100.0, 110.0)  # perf_counter seconds: a 10 s window, halves at 105
+LABEL = ("held out within one run: fitted on redis window 0-5 s, judged on redis window 5-10 s "
+         "(the same processes, server and machine, not a separate run)")
 # Work is always 100 ms; the pump reaps every 50 ms; the lease is 100 ms.
 SETTINGS = SweepSettings(work="const:100ms", leases_ms=(100.0,), reap_every_ms=50.0, duration_s=10.0,
                          mass_crash=0)
@@ -81,8 +83,8 @@ def test_the_halves_of_the_window_hold_every_attempt_once() -> None:
 def test_a_split_names_its_fit_run_and_the_runs_it_predicted() -> None:
     split = model_split("redis", 10.0)
     assert split.fitted_on == "redis window 0-5 s" and split.predicted == ("redis window 5-10 s",)
-    assert split.label == "out of sample: fitted on redis window 0-5 s, predicted redis window 5-10 s"
-    assert split.to_dict() == {"basis": "out_of_sample", "fitted_on": "redis window 0-5 s",
+    assert split.label == LABEL
+    assert split.to_dict() == {"basis": "held_out_half", "fitted_on": "redis window 0-5 s",
                                "predicted": ["redis window 5-10 s"], "label": split.label}
     assert model_split("valkey", 12.0).predicted == ("valkey window 6-12 s",)
     with pytest.raises(ValueError, match="predicted runs apart from the fit run 'a'"):
@@ -94,7 +96,12 @@ def test_a_split_names_its_fit_run_and_the_runs_it_predicted() -> None:
 def test_the_held_out_figures_are_the_predicted_half_alone() -> None:
     held = held_out_figures(predicted_part(lease_data()), 1.0)
     assert held["live"] == 12 and held["refused"] == 4 and held["crashes"] == 6
-    assert held["false_expiry"] == Interval(4 / 12, *wilson(4, 12))
+    # Over blocks of a quarter second (twice the lease), one execution in each of the first twelve, the
+    # four refused in four of them: the blocks vary as independent executions would, but for the
+    # cluster-robust variance's G / (G - 1) with G = 20 blocks, the design effect Wilson's interval takes.
+    deff = 20 / 19
+    assert held["false_expiry"].value == 4 / 12
+    assert (held["false_expiry"].lo, held["false_expiry"].hi) == pytest.approx(wilson_bounds(4 / deff, 12 / deff))
     # Six recoveries, 31.25 .. 109.375 ms: the median's 95% interval is the first to the last.
     assert held["recovery_median"] == Interval(70.3125, 31.25, 109.375)
 
@@ -120,7 +127,7 @@ def test_agreement_counts_only_where_the_held_out_half_could_refute_the_model() 
 def test_the_model_is_fed_the_fit_half_and_judged_on_the_predicted_half(tmp_path: Path) -> None:
     result = analyse(sweep_data())
     r = result.leases[0]
-    assert result.split.label == "out of sample: fitted on redis window 0-5 s, predicted redis window 5-10 s"
+    assert result.split.label == LABEL
     # The fit half's overheads are 25 ms each; the predicted half's 75 ms never reach the model.
     assert r.overhead_ms["median"] == 25.0 and r.overhead_ms["max"] == 25.0 and r.overhead_ms["crash_gap"] == 12.5
     # Const 100 ms work, lease 100 ms, overhead 25 ms: reaped when the tick falls in the first 25 of
@@ -136,7 +143,7 @@ def test_the_model_is_fed_the_fit_half_and_judged_on_the_predicted_half(tmp_path
     write_run(tmp_path, [result], [recommend_for(result)], {"test": True})
     printed = " ".join(line.strip() for line in record_text(tmp_path).splitlines())
     assert ("Model inside the measured 95% intervals (false expiry and median recovery): redis 1/1 leases, "
-            "out of sample: fitted on redis window 0-5 s, predicted redis window 5-10 s.") in printed
+            + LABEL + ".") in printed
     assert "the measured columns are the whole window" in printed
 
 
@@ -152,7 +159,7 @@ def test_the_record_carries_the_split_and_the_report_labels_it(tmp_path: Path) -
     assert row["false_expiry"] is True and row["recovery_median"] is True
     page = build_report([tmp_path / "run"], tmp_path / "report").html.read_text()
     assert ("Model inside the measured 95% intervals (false expiry and median recovery): redis 1/1 leases, "
-            "out of sample: fitted on redis window 0-5 s, predicted redis window 5-10 s.") in page
+            + LABEL + ".") in page
 
 
 def test_the_check_sample_renders_its_agreement_as_in_sample(tmp_path: Path) -> None:
@@ -180,18 +187,42 @@ def test_the_printed_record_shows_each_lease_the_mass_crash_the_reap_cost_and_th
     assert max(map(len, lines)) <= 100, text
     flat = " ".join(line.strip() for line in lines)
     r = result.leases[0]
-    # Sixteen executions of which four ran twice (Wilson interval), the overrun bound, the model's 0.5, four
-    # duplicates, a quarter of the work wasted; the model agrees on both figures.
-    row = next(re.split(r"\s{2,}", line) for line in lines if line.startswith("100 ms") and "fe ok" in line)
-    assert row == ["100 ms", f"{r.executions}", f"25% [{r.false_expiry.lo * 100:.0f}%-{r.false_expiry.hi * 100:.0f}%]",
-                   f"{r.overran_rate.hi * 100:.0f}%", "50%", f"{r.duplicates}", f"{r.wasted_share.value * 100:.0f}%",
-                   "fe ok, p50 ok"]
-    cost = next(re.split(r"\s{2,}", line) for line in lines if line.startswith("100 ms") and "fe ok" not in line)
-    assert cost[0] == "100 ms" and cost[3:5] == [fmt_ms(r.recovery["p99"].value), fmt_ms(r.model["recovery_p99"])]
-    assert cost[5] == f"{r.throughput.value:.1f}" and cost[-1] == fmt_ms(r.overhead_ms["median"])
+    # Sixteen executions of which four ran twice (the interval over blocks of time), the overrun bound, the
+    # model's 0.5, four duplicates, a quarter of the work wasted; the model agrees on both figures.
+    rows = [re.split(r"\s{2,}", line) for line in lines if line.startswith("100 ms")]
+    assert len(rows) == 3
+    expiry, recovery, cost = rows
+    assert expiry == ["100 ms", f"{r.executions}",
+                      f"25% [{r.false_expiry.lo * 100:.0f}%-{r.false_expiry.hi * 100:.0f}%]",
+                      f"{r.overran_rate.hi * 100:.0f}%", "50%", f"{r.duplicates}", f"{r.wasted_share.value * 100:.0f}%",
+                      "fe ok, p50 ok"]
+    # As measured beside the model, then at 1:1: this record kept no pump schedule, so that is as measured.
+    unscaled = r.recovery_unscaled["p99"]
+    assert recovery[3:] == [fmt_ms(r.recovery["p99"].value), fmt_ms(r.model["recovery_p99"]), fmt_ms(unscaled.value),
+                            f"{r.recovery_unscaled['n']:,}"]
+    assert r.recovery_unscaled["corrected"] is False and unscaled.value == r.recovery["p99"].value
+    assert cost == ["100 ms", f"{r.throughput.value:.1f}", f"{r.reap['calls_per_s']:.2f}", "-",
+                    fmt_ms(r.overhead_ms["median"])]
     assert ("Mass crash of 1,000 jobs, cap 100 per call: drained 2.42 s, 2.34 s after the deadline in 10/10 reap "
             "calls; model 10 calls, 2.25 s-2.5 s (agrees).") in flat
     assert "Server cost of one reap call: 6.8 µs empty, 232 µs at the cap of 100 (2.25 µs per job)" in flat
     assert f"Bottleneck: {result.bottleneck}." in flat
     assert "Check run at 100 ms: false expiry 25% [10%-52%] (OVER 0.1%), p99 recovery 109 ms (within 3 s)." in flat
     assert "redis: " + " ".join(rec.text.split()) in flat
+
+
+def test_the_check_run_is_where_the_model_meets_a_separate_run() -> None:
+    """--check runs the lease again: its verdict says whether the sweep's model, fitted on the
+    sweep, falls inside the separate run's intervals, and calls that out of sample."""
+    from echomq_bench.lease.report import verification_text
+
+    sweep = analyse(sweep_data())
+    again = analyse(dataclasses.replace(sweep_data(), settings=dataclasses.replace(SETTINGS, seed=2)))
+    holds, text = verification_text(recommend_for(sweep), again, sweep)
+    r = again.leases[0]
+    assert holds is False and text.startswith("check run at 100 ms: false expiry 25% ")
+    # 0.5 over sixteen executions is eight events expected: testable, and just over the whole window's
+    # 4 of 16 (fitted on the first half alone, the model never saw the slower second).
+    assert r.false_expiry.hi < 0.5
+    assert "; the sweep's model (out of sample, a separate run) puts false expiry at 50% (OUTSIDE its interval)" in text
+    assert verification_text(recommend_for(sweep), again)[1].count("model") == 0

@@ -61,6 +61,13 @@ class LeaseEntry(Entry):
     wasted_work_s: float | None = None
     wasted_share: IntervalEntry = one(IntervalEntry, IntervalEntry())
     recovery: Mapping[str, Any] = field(default_factory=dict)           # n, censored, median, p99 (intervals), max
+    # The same at scale 1, the physical delays counted once: what the tolerance is held against. Empty in a
+    # record from before it, whose recommendation judged the measured p99.
+    recovery_unscaled: Mapping[str, Any] = field(default_factory=dict)
+    # Per rate (false_expiry, overran, duplicates): events, executions, blocks of time, design_effect (the one its
+    # interval took), measured (its own), supported (clustering measured); and length_real_s. Empty in an older
+    # record, whose intervals were Wilson's over executions.
+    blocks: Mapping[str, Any] = field(default_factory=dict)
     deadline_to_claim: Mapping[str, Any] = field(default_factory=dict)  # median, p99 (intervals)
     throughput: IntervalEntry = one(IntervalEntry, IntervalEntry())
     reap: Mapping[str, Any] = field(default_factory=dict)               # calls, calls_per_s, server_usec_per_call
@@ -85,6 +92,10 @@ class RecommendationEntry(Entry):
     text: str | None = None
     budget: float | None = None
     tolerance_ms: float | None = None
+    verdict: str | None = optional()          # confirmed, edge, none (absent in an older record)
+    decide: str | None = optional()           # with an edge: what would decide it
+    recovery_p99_hi: float | None = optional()
+    crashes: int | None = optional()
 
 
 @dataclass(frozen=True)
