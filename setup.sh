@@ -189,5 +189,7 @@ house_checks() {
 case "$mode" in
   "") echo "setup.sh: ready. Try: .venv/bin/echomq-bench run" ;;
   run) exec .venv/bin/echomq-bench run "$@" ;;
-  test) house_checks; exec .venv/bin/python -m pytest "$@" ;;
+  # Two workers, a test file each at a time: the tests are correctness checks that start their own
+  # servers on free loopback ports, so two files share the machine's cores without sharing state.
+  test) house_checks; exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@" ;;
 esac
