@@ -18,13 +18,19 @@ ONE_VERB = ["-k", "test_verb and pending_size", "--bench-server", "redis"]
 MARK = "was measured on another machine fingerprint"
 
 
+def _outside_xdist(env: dict[str, str]) -> dict[str, str]:
+    """The environment without an xdist worker's marks: pytest-benchmark turns itself off in a process
+    that inherits them, and this run is a benchmark's own, not a worker's."""
+    return {k: v for k, v in env.items() if not k.startswith("PYTEST_XDIST")}
+
+
 def _bench(cwd: Path, *args: str) -> tuple[str, str]:
     """pytest over bench/ for one verb on redis, run in `cwd` (pytest-benchmark
     names its storage relative to the working folder): its stdout and stderr."""
     done = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "bench" / "test_verbs.py"), *ONE_VERB,
                            "--benchmark-storage=file://./saved", "-p", "no:cacheprovider", "-q", *args],
                           cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          env=_outside_xdist({**os.environ, "PYTHONPATH": str(ROOT)}))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return done.stdout, done.stderr
 

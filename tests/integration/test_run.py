@@ -54,7 +54,9 @@ def test_quick_run_on_every_build_answers_first(tmp_path: Path, monkeypatch: pyt
     assert report.index(QUICK_WARNING) < report.index(questions[0]) < report.index(questions[-1]) \
         < report.index("## Build matrix") < report.index("## Conformance")
     lines = printed.splitlines()
-    assert lines[0].startswith("WARNING: Quick run: too few trials") and max(map(len, lines)) <= 100
+    # In 100 columns, but for the lines that name the results folder: a path is not wrapped.
+    assert lines[0].startswith("WARNING: Quick run: too few trials")
+    assert max(len(line) for line in lines if str(tmp_path) not in line) <= 100
     assert [line for line in lines if line in questions] == questions
     # Two trials decide nothing, and the answer shows no interval it would not stand behind.
     joined = " ".join(line.strip() for line in lines)

@@ -56,7 +56,7 @@ def _first_screen(out: Path, version: str) -> None:
     assert list(answers) == QUESTIONS
     assert answers[QUESTIONS[0]] == [f"one server given ({version}): a choice between builds needs two; give two "
                                      "or more --server"]
-    assert "with a reap every 250 ms (cap 100)" in answers[QUESTIONS[1]][0], answers
+    assert "with a reap every 250 ms (cap 100)" in answers[QUESTIONS[1]][0].lower(), answers
     assert answers[QUESTIONS[2]][0].startswith(f"At cap 100, one reap call blocks {version} for "), answers
     assert answers[QUESTIONS[3]][0].startswith("From 1 to 8 consumers throughput grows"), answers
     parts = {p.name for p in out.iterdir() if (p / "summary.json").is_file()}

@@ -108,6 +108,16 @@ def _method(run: Run, record: ConsumersRecord, builds: int) -> str:
             f"ratios, n = rounds; under {MIN_TRIALS}, no interval.")
 
 
+def _one_trial_line(grown: dict[str, GrowthEntry]) -> str:
+    """A record from before rounds: one trial a point on every build, so one line for all of them, no
+    interval, rather than a line per build that each says the same thing."""
+    factors = [float(g.ratio.ratio) for g in grown.values() if g.ratio.ratio is not None and g.ratio.ratio > 0]
+    g = next(iter(grown.values()))
+    spread = f"{_factor(min(factors))}–{_factor(max(factors))}×" if factors else "-"
+    return (f"From {g.low} to {g.high} consumers throughput grows {spread} across {len(grown)} builds (one trial a "
+            f"point, n = 1; no interval): inconclusive, {MIN_TRIALS} trials a point would decide it.")
+
+
 def _grown(run: Run) -> tuple[ConsumersRecord, dict[str, GrowthEntry]]:
     record = ConsumersRecord.from_record(run.summary)
     rows: list[dict[str, Any]] = _trials(run).to_dict("records")
@@ -119,7 +129,8 @@ def answer(run: Run, out: Path) -> Answer | None:
     if points.empty:
         return None
     record, grown = _grown(run)
-    lines = [growth_line(build, g) for build, g in grown.items()]
+    lines = ([_one_trial_line(grown)] if record.trials is None and len(grown) > 1
+             else [growth_line(build, g) for build, g in grown.items()])
     png = charts.consumers_growth(points, out / "answer_consumers.png")
     foot = (f"Each consumer one connection with one call in flight, server and consumers unpinned on "
             f"{machine(run)}. {_method(run, record, len(grown))} A side is the bound when busy, or waiting for a "
