@@ -232,9 +232,11 @@ def test_failover_replica_takes_over_and_the_audit_accounts_for_every_job(build:
     result = run_failover(parse_server_spec(build), queues=3, rate=200, before_s=1.0, after_s=1.0)
     assert result.new_master != result.victim
     assert result.kill_to_resumed_s is not None and result.kill_to_resumed_s > 0
-    # The worker that only claims and completes, whose client nothing else refreshes, is served again.
+    # The worker that only claims and completes, whose client nothing else refreshes, is served again:
+    # its queue lives on the killed master, so an answer to a claim sent after the kill came from the
+    # promoted replica. Whether any claim failed first is timing: the cluster client may hold one
+    # claim in its own retries through the whole failover.
     assert result.kill_to_claim_only_s is not None and result.kill_to_claim_only_s > 0
-    assert result.claim_only_failed > 0
     report = AuditEntry.from_record(result.audit)
     assert (report.enqueued or 0) > 100 and (report.completed or 0) > 100
     assert report.passed, result.audit
