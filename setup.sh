@@ -175,6 +175,14 @@ install_node_peers
 .venv/bin/python -c 'from echomq_bench.servers import installed_builds
 for b in installed_builds(): print(f"setup.sh: build {b.name}: {b.version}, malloc {b.allocator}, {b.binary}")'
 
+tests_failed=0
+pytest_phase() {
+  # Exit status 5 is "no test selected": the arguments may name only tests of the other phase.
+  local status=0
+  .venv/bin/python -m pytest "$@" || status=$?
+  if [ "$status" != 0 ] && [ "$status" != 5 ]; then tests_failed=$status; fi
+}
+
 house_checks() {
   # The habits CI holds: the import contracts (the client never imports the
   # instrument; no cycle; commands over concerns over foundations) and the
@@ -191,5 +199,9 @@ case "$mode" in
   run) exec .venv/bin/echomq-bench run "$@" ;;
   # Two workers, a test file each at a time: the tests are correctness checks that start their own
   # servers on free loopback ports, so two files share the machine's cores without sharing state.
-  test) house_checks; exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@" ;;
+  # Tests marked serial judge server-bound trials and run afterwards, alone.
+  test) house_checks
+        pytest_phase -n 2 --dist loadfile -m "not serial" "$@"
+        pytest_phase -m serial "$@"
+        exit "$tests_failed" ;;
 esac

@@ -64,6 +64,7 @@ def test_compare_by_whole_trials_runs_each_build_once_a_trial_and_writes_its_sum
     assert (out / "meta.json").is_file() and (out / "redis-claim.hgrm").is_file()
 
 
+@pytest.mark.serial   # six of eight trials must be server-bound: a second test file on the cores would take them
 def test_six_counted_trials_call_the_planted_slow_claim_slower(tmp_path: Path, slowed_lua: Path) -> None:
     out = tmp_path / "cmp6"
     code = main(["compare", "--server", "redis", "--server", "valkey", "--scripts", f"valkey={slowed_lua}",
