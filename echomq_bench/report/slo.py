@@ -24,7 +24,7 @@ from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
 
 __all__ = ["slo_section", "slo_interval", "slo_searches", "slo_probe_table", "slo_method", "slo_build_lines",
-           "slo_rule", "INTERVAL_COLUMN"]
+           "slo_rule", "slo_row", "INTERVAL_COLUMN", "SEARCH_TEXT"]
 
 INTERVAL_COLUMN = "interval (coverage)"
 _FIGURES = re.compile(r"[0-9][0-9,.]*")
@@ -36,6 +36,17 @@ def _num(value: Any, fmt: str) -> str:
 
 def _rate(value: Any) -> str:
     return _num(value, ",.0f")
+
+
+# How every SLO rate was found, as both the capacity and the compare sections say it.
+SEARCH_TEXT = ("the latency timed from each claim's intended start: the median over searches, each a bisection of "
+               "the rate with every probe on a fresh server")
+
+
+def slo_row(name: str, e: SloEntry) -> dict[str, str]:
+    """The columns every table of SLO rates opens with."""
+    return {"build": name, "version": str(e.version or "?"), "rate/s": _rate(e.rate_per_s),
+            INTERVAL_COLUMN: slo_interval(e), "searches": slo_searches(e)}
 
 
 def _or(value: Any, default: Any) -> Any:
@@ -185,18 +196,14 @@ def _share(part: Any, whole: Any) -> float | None:
 def slo_section(run: Run, slo: SloBlock) -> list[Block]:
     """capacity --slo: each build's rate at the target, how it was found, and every probe."""
     target, builds = slo.target.text or "the target", slo.builds
-    rows = [{"build": name, "version": str(e.version or "?"), "rate/s": _rate(e.rate_per_s),
-             INTERVAL_COLUMN: slo_interval(e), "searches": slo_searches(e),
-             "closed loop/s": _rate(_median(e.capacity_per_s)),
+    rows = [{**slo_row(name, e), "closed loop/s": _rate(_median(e.capacity_per_s)),
              "of closed loop": _num(_share(e.rate_per_s, _median(e.capacity_per_s)), ".0%")}
             for name, e in builds.items()]
     bound = "; ".join(f"{n}: the probes that missed were {_missed(e)}" for n, e in builds.items())
     figure = slo.figure_text
     blocks: list[Block] = [
         Heading(f"Rate at {target}", anchor="capacity-slo"),
-        Para(f"{figure[0].upper()}{figure[1:]} at {target}, the latency timed from each claim's intended start "
-             "(echomq-bench capacity --slo): the median over searches, each a bisection of the rate with every "
-             "probe on a fresh server."),
+        Para(f"{figure[0].upper()}{figure[1:]} at {target} (echomq-bench capacity --slo), {SEARCH_TEXT}."),
         Table(pd.DataFrame(rows), f"Rate at {target} per build: {figure}", id="capacity-slo-table"),
         Notes(slo_method(slo) + [line for n, e in builds.items() for line in slo_build_lines(n, e)])]
     probes = slo_probe_table(run, slo)

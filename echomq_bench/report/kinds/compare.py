@@ -17,8 +17,7 @@ from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spre
 from echomq_bench.report import charts
 from echomq_bench.report.context import context_lines, machine
 from echomq_bench.report.doc import Answer, Block, Heading, Image, Notes, Para, Table
-from echomq_bench.report.slo import (INTERVAL_COLUMN, slo_build_lines, slo_interval, slo_method, slo_probe_table,
-                                     slo_searches)
+from echomq_bench.report.slo import SEARCH_TEXT, slo_build_lines, slo_method, slo_probe_table, slo_row
 
 __all__ = ["section", "answer", "one_server_answer", "verdict_sentence", "slo_sentence"]
 
@@ -128,9 +127,7 @@ def _min_trials(slo: SloBlock) -> int:
 
 def _slo_blocks(run: Run, slo: SloBlock) -> list[Block]:
     target, min_trials = slo.target, _min_trials(slo)
-    rows = [{"build": name, "version": str(e.version or "?"), "rate/s": format(e.rate_per_s or 0, ",.0f"),
-             INTERVAL_COLUMN: slo_interval(e), "searches": slo_searches(e),
-             "vs baseline": "baseline" if e.verdict == "baseline" else
+    rows = [{**slo_row(name, e), "vs baseline": "baseline" if e.verdict == "baseline" else
              f"{_label(RatioVerdictEntry.from_record(e.verdict_detail or {}), min_trials, n=False)} (vs {e.baseline})"}
             for name, e in slo.builds.items()]
     method = (f"Ratio: rate over the baseline's rate per repetition, {slo.ratio_method or '?'}; at least "
@@ -138,9 +135,8 @@ def _slo_blocks(run: Run, slo: SloBlock) -> list[Block]:
               f"±{float(slo.margin if slo.margin is not None else 0.02):.0%}.")
     blocks: list[Block] = [
         Heading(f"Build against build: rate at {target.text or 'the target'}", anchor="compare-slo"),
-        Para(f"Each build's {slo.figure_text} at {target.text or 'the target'}, the latency timed from each "
-             "claim's intended start: the median over searches, each a bisection of the rate with every probe on a "
-             "fresh server; the builds searched in turn in each repetition, and each repetition's rates paired."),
+        Para(f"Each build's {slo.figure_text} at {target.text or 'the target'}, {SEARCH_TEXT}; the builds searched "
+             "in turn in each repetition, and each repetition's rates paired."),
         Table(pd.DataFrame(rows), f"Rate at {target.text or '?'}: {slo.figure_text}", id="compare-slo-table"),
         Notes([*slo_method(slo), method, *(line for n, e in slo.builds.items() for line in slo_build_lines(n, e))])]
     probes = slo_probe_table(run, slo)
