@@ -148,6 +148,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="with --count time: rounds (default 20, quick 8)")
     add_list(parser, "--verbs", choice(list(CASES), "verb"), metavar="VERB", help="only these verbs (default all)")
     parser.add_argument("--no-confirm", action="store_true", help="do not re-measure flagged verbs")
+    parser.add_argument("--no-seed-price", action="store_true",
+                        help="with --count instructions: do not count the seed's scripts beside the project's (the "
+                             "seed's price: each of enqueue, claim and complete, project over seed; judged against "
+                             "nothing)")
     add_out(parser)
 
 
@@ -192,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
 
         return run_counts(args)
     why = _update_problem(args)
+    if args.no_seed_price:
+        why = "--no-seed-price is the count gate's (--count instructions): the timing gate counts no seed's scripts"
     if why:
         print(f"echomq-bench gate: error: {why}", file=sys.stderr)
         return 2

@@ -10,7 +10,10 @@ binary judges against it. The unit of replication is a fresh server
 process: each baseline pass, the judged count and its confirmation run on
 one of their own. The allowance per verb comes from that baseline's spread
 (echomq_bench.counts.verdict); a verb over it is counted again on a fresh
-server, and fails only if it is over it again.
+server, and fails only if it is over it again. Then, unless
+`--no-seed-price`, the seed's scripts are counted on one more fresh server
+per build and printed beside the project's (counts.seed_price): a lens that
+never fails the gate.
 
 Exit codes: 0 pass; 1 a verb costlier (named, with the part that grew);
 2 bad input, no valgrind or no baseline for this binary.
@@ -91,7 +94,7 @@ def run_counts(args: argparse.Namespace) -> int:
         print(f"echomq-bench gate: error: {why}", file=sys.stderr)
         return 2
     options = CountGateOptions(baseline=args.baseline, update=args.update, passes=args.passes or PASSES,
-                               verbs=args.verbs, confirm=not args.no_confirm)
+                               verbs=args.verbs, confirm=not args.no_confirm, seed_price=not args.no_seed_price)
     progress = Progress(label="gate --count instructions")
     found: list[Any] = []
     for spec in args.server:
@@ -99,7 +102,7 @@ def run_counts(args: argparse.Namespace) -> int:
     progress.done()
     run_dir = results.new_run_dir("counts", args.out)
     info = meta.collect([], count={"update": args.update, "passes": options.passes,
-                                   "builds": [str(s) for s in args.server]})
+                                   "builds": [str(s) for s in args.server], "seed_price": options.seed_price})
     # The servers ran under callgrind and are gone: what each record needs of them is its binary.
     info["servers"] = [{"name": r.build, "spec": r.build, "version": r.binary.version, "binary": r.binary.path}
                        for r in found]

@@ -6,6 +6,9 @@ The gate runs one server per build; a verb over its allowance is counted
 again on another fresh server, and fails only when that run is over it too.
 The record it leaves is of kind "counts": per build, the verdicts and each
 verb's instructions per server command (the report draws them as bars).
+After the project's run, judged or pooled, the seed's scripts are counted
+on one more fresh server of the build (counts.seed_price): a lens beside the
+verdicts that never changes them.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ from echomq_bench.counts.baseline import (PASSES, baseline_data, count_baseline_
                                           write_count_baseline)
 from echomq_bench.counts.identity import BinaryIdentity, binary_identity
 from echomq_bench.counts.measure import CountRun, count_spec
+from echomq_bench.counts.seed_price import count_seed_price
 from echomq_bench.counts.verdict import judge
 from echomq_bench.progress import ProgressFn, prefixed, silent
-from echomq_bench.records.kinds.counts import CountsBaselineFrom, CountsBuild, CountVerdictEntry, CountsRecord
+from echomq_bench.records.kinds.counts import (CountsBaselineFrom, CountsBuild, CountVerdictEntry, CountsRecord,
+                                               SeedPrice)
 from echomq_bench.records.record import Record
 
 __all__ = ["CountGateOptions", "CountGateResult", "count_gate", "counts_record", "part_rows"]
@@ -34,6 +39,7 @@ class CountGateOptions:
     verbs: Sequence[str] | None = None   # judge only these (every verb is counted: the sequence is fixed)
     confirm: bool = True
     lua_dir: Path | str | None = None
+    seed_price: bool = True              # count the seed's scripts beside the project's run
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class CountGateResult:
     verdicts: tuple[CountVerdictEntry, ...] = ()
     baseline_info: dict[str, Any] = field(default_factory=dict)
     updated: bool = False
+    seed_price: SeedPrice | None = None  # the seed's scripts against the first run's, when counted
 
     @property
     def regressions(self) -> list[str]:
@@ -68,7 +75,7 @@ class CountGateResult:
                                              revision=git.get("label") or str(git.get("commit") or "")[:10],
                                              recorded_on=(info.get("recorded_on") or {}).get("cpu_model", "")),
             verdicts=self.verdicts,
-            figures=self.figures())
+            figures=self.figures(), seed_price=self.seed_price)
 
     def rows(self) -> list[dict[str, Any]]:
         """Instructions per call by part, one row per (verb, part): the bars of the report."""
@@ -122,12 +129,16 @@ def count_gate(spec: Any, options: CountGateOptions = CountGateOptions(),
     def count(label: str) -> CountRun:
         return count_spec(spec, lua_dir=o.lua_dir, progress=prefixed(progress, f"{label}:"))
 
+    def price(project: CountRun) -> SeedPrice | None:
+        return count_seed_price(spec, project, prefixed(progress, "seed's scripts:")) if o.seed_price else None
+
     if o.update:
         passes = tuple(count(f"pass {n + 1}/{o.passes}") for n in range(o.passes))
         data = baseline_data(passes, {"cpu_model": cpu_model(), "cpu_flags_sha256": cpu_flags_sha256()},
                              meta.git_commit())
         write_count_baseline(path, data)
-        return CountGateResult(spec.name, binary, path, passes, baseline_info=data, updated=True)
+        return CountGateResult(spec.name, binary, path, passes, baseline_info=data, updated=True,
+                               seed_price=price(passes[0]))
     assert base is not None
     verbs = list(o.verbs or COUNTED)
     first = count("count")
@@ -138,7 +149,7 @@ def count_gate(spec: Any, options: CountGateOptions = CountGateOptions(),
         again = count("confirm")
         runs += (again,)
         found = _confirmed(found, again, base, verbs)
-    return CountGateResult(spec.name, binary, path, runs, tuple(found), baseline_info=base)
+    return CountGateResult(spec.name, binary, path, runs, tuple(found), baseline_info=base, seed_price=price(first))
 
 
 def counts_record(found: Sequence[CountGateResult], info: dict[str, Any]) -> Record:

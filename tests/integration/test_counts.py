@@ -151,3 +151,27 @@ def test_without_valgrind_the_count_part_writes_why_and_counts_nothing(
     _counts(specs, PLANS["quick"], tmp_path, silent)
     record = CountsRecord.from_record(read_record(tmp_path).summary)
     assert record.builds == () and record.skipped is not None and "valgrind is not installed" in record.skipped
+
+
+# -- the seed's price: the seed's scripts counted as the gate counts the project's ------------------------------
+
+
+def test_the_seed_s_scripts_are_counted_from_the_project_run_s_states_and_priced_against_it() -> None:
+    from echomq_bench.counts.measure import Counted, script_shas
+    from echomq_bench.counts.seed_price import SEED_SCRIPTS, VERBS, count_seed, seed_price
+    from echomq_bench.microbench.cases import Sizes
+
+    spec = parse_server_spec("redis7.0")
+    small = Counted(verbs=VERBS, warmup=50, sizes=Sizes(pending=2_000, active=1_000, schedule=1_000))
+    project = count_spec(spec, calls=CALLS, heavy_calls=50, counted=small)
+    # Raises (MicrobenchError) if any of the seed's verbs replied other than its prepared state must.
+    seed = count_seed(spec, project)
+    assert seed.settings == project.settings and tuple(seed.verbs) == VERBS
+    assert seed.scripts == script_shas(SEED_SCRIPTS) and seed.lua_dir == str(SEED_SCRIPTS)
+    assert all(seed.scripts[v] != project.scripts[v] for v in VERBS)
+    price = seed_price(project, seed)
+    assert price.cycle == VERBS and price.skipped is None
+    for v in price.verbs:
+        assert v.project > 0 and v.seed > 0, v
+    assert price.seed == pytest.approx(sum(seed.verbs[v].instructions for v in VERBS), abs=0.1)
+    assert price.project == pytest.approx(sum(project.verbs[v].instructions for v in VERBS), abs=0.1)

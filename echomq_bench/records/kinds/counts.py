@@ -2,8 +2,10 @@
 under callgrind on a fresh server, against the baseline of the same server
 binary, and the verbs that came out costlier.
 
-summary.json is `{"passed": ..., "builds": [<CountsBuild>, ...]}`. The main
-job writes one too, judged against no baseline: with `cycle`, the verbs of
+summary.json is `{"passed": ..., "builds": [<CountsBuild>, ...]}`. A gate
+run's build may hold `seed_price`: enqueue, claim and complete counted with
+the seed's scripts beside the project's (counts.seed_price), judged against
+nothing. The main job writes one too, judged against no baseline: with `cycle`, the verbs of
 one job's cycle whose instructions per call add up to the build's
 instructions per cycle, and `skipped` when some or all builds went uncounted.
 """
@@ -18,7 +20,8 @@ from echomq_bench.records.entries import Entry, many, one, optional
 from echomq_bench.records.headlines import LOWER, Headline, each
 from echomq_bench.records.record import Record
 
-__all__ = ["RECORD", "CountVerdictEntry", "CountsBaselineFrom", "CountsBuild", "CountsRecord", "headlines"]
+__all__ = ["RECORD", "CountVerdictEntry", "CountsBaselineFrom", "SeedVerbPrice", "SeedPrice", "CountsBuild",
+           "CountsRecord", "headlines"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +63,34 @@ class CountsBaselineFrom(Entry):
 
 
 @dataclass(frozen=True)
+class SeedVerbPrice(Entry):
+    """One verb's instructions per call with the project's scripts and with the seed's, and project over seed."""
+
+    verb: str
+    project: float
+    seed: float
+    ratio: float
+
+
+@dataclass(frozen=True)
+class SeedPrice(Entry):
+    """What the queue's checks cost against the seed's bare state machine on one build (counts.seed_price): a
+    lens beside the gate's verdicts, never one of them. The cycle is its verbs summed, per call."""
+
+    verbs: tuple[SeedVerbPrice, ...] = many(SeedVerbPrice)
+    project: float | None = None               # the cycle's instructions per call, the project's scripts
+    seed: float | None = None                  # ... the seed's
+    ratio: float | None = None                 # project over seed
+    scripts: Mapping[str, str] = field(default_factory=dict)   # verb -> SHA-1 of the seed's script counted
+    wall_s: float | None = None
+    skipped: str | None = optional()           # why the seed's scripts went uncounted
+
+    @property
+    def cycle(self) -> tuple[str, ...]:
+        return tuple(v.verb for v in self.verbs)
+
+
+@dataclass(frozen=True)
 class CountsBuild(Entry):
     build: str
     version: str | None = None
@@ -75,6 +106,7 @@ class CountsBuild(Entry):
     verdicts: tuple[CountVerdictEntry, ...] = many(CountVerdictEntry)
     # Per verb: instructions per call, and per server command its calls and instructions.
     figures: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    seed_price: SeedPrice | None = one(SeedPrice, written_when_none=False)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """A `counts` record: each verb's instructions per call under callgrind
 against the baseline of the same server binary, the part that grew where a
-verb got costlier, a chart of where each verb's instructions go, and the
-verdict per build as the section's last lines. The main job's record counts
+verb got costlier, a chart of where each verb's instructions go, the seed's
+price (the project's enqueue, claim and complete against the seed's
+scripts), and the verdict per build as the section's last lines. The main job's record counts
 cycles and judges nothing: its section is each build's instructions per
 cycle, which the build matrix sets beside the time ratios.
 """
@@ -14,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from echomq_bench.records.files import Run
-from echomq_bench.records.kinds.counts import CountsBuild, CountsRecord
+from echomq_bench.records.kinds.counts import CountsBuild, CountsRecord, SeedPrice
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
 
@@ -56,6 +57,17 @@ def _figure_table(b: CountsBuild) -> pd.DataFrame:
                      "costliest commands": ", ".join(f"{k} {float(c['instructions']) / float(f['instructions']):.0%}"
                                                      for k, c in top)})
     return pd.DataFrame(rows)
+
+
+def _seed_price_blocks(build: str, price: SeedPrice) -> list[Block]:
+    """The project's instructions per call against the seed's, per verb, then the cycle's line."""
+    if price.skipped is not None:
+        return [Para(f"{build}: the seed's scripts went uncounted: {price.skipped}.")]
+    frame = pd.DataFrame([{"verb": v.verb, "project / call": f"{v.project:,.0f}", "seed / call": f"{v.seed:,.0f}",
+                           "ratio": f"{v.ratio:.2f}"} for v in price.verbs])
+    cycle = (f"{' + '.join(price.cycle)}: {price.project or 0:,.0f} against {price.seed or 0:,.0f} "
+             f"(ratio {price.ratio or 0:.2f})")
+    return [Table(frame, f"{build}: the seed's price, instructions per call (judged against nothing)"), Para(cycle)]
 
 
 def verdict_line(b: CountsBuild) -> str:
@@ -130,6 +142,8 @@ def section(run: Run, out: Path) -> list[Block]:
             blocks.append(Table(_verdict_table(b), f"{b.build}: instructions per call against the baseline"))
             blocks.append(Para(_changed_scripts(b)))
         blocks.append(Table(_figure_table(b), f"{b.build}: where each verb's instructions go"))
+        if b.seed_price is not None:
+            blocks += _seed_price_blocks(b.build, b.seed_price)
     parts = run.tables.get("counts")
     if parts is not None and len(parts):
         from echomq_bench.report import charts
@@ -142,4 +156,9 @@ def section(run: Run, out: Path) -> list[Block]:
              f"pumps moving 100) after {settings.get('warmup', '?')} uncounted, on populations "
              f"{settings.get('sizes', '?')}; allowed: the one-sided 99.9% prediction bound of the baseline's runs, "
              "at least 0.5%; again: the confirming run's change."]
+    if any(b.seed_price is not None for b in builds):
+        notes.append("The seed's price: enqueue, claim and complete with the seed's scripts (echomq_bench/counts/seed: "
+                     "its claim verbatim, a minimal fenced complete, a minimal enqueue), counted on one more fresh "
+                     "server of the build from the same prepared states, populations, warm-up and calls; ratio: the "
+                     "project's count over the seed's, what the queue's checks add to the same transition.")
     return blocks + [Notes(notes + context_lines(run)), *(Para(verdict_line(b)) for b in builds)]
