@@ -23,7 +23,9 @@
   Errors:
     EMQARG     the job key prefix is not the pending set's base + 'job:', or
                lease_ms is not an integer in range; nothing is popped
-    EMQDAMAGE  the active or dead set holds another type; nothing is popped
+    EMQDAMAGE  the active set holds another type, or the dead set does
+               (checked only when there is a job to bury); the popped id
+               goes back where it was: nothing moves
     (server)   the server refused the read of the popped id's row (an ACL
                without HMGET; on a cluster, "non local key": the row has
                already moved to another node while the slot migrates). The
@@ -36,7 +38,63 @@
   popped; the prefix carries the queue's hash tag, so the row lives in the
   same cluster slot as the declared keys. The script checks that it is the
   queue's own before the pop: a row write refused after it would lose the job.
+
+  Cost: a healthy call is one ZPOPMIN, one HMGET, TIME, one ZADD and one
+  HSET. Its checks are one test each, made inline: the arguments (a
+  pattern match of lease_ms, a compare of the prefix against the pending
+  set's name), the row (state pending, a whole attempts, a payload) and
+  the id (its length and JOB_ID_SHAPE). The active set's type is checked
+  by the lease's ZADD itself, through pcall, before the row is written
+  (and by TYPE when pending is empty, where no ZADD runs). Any call these
+  tests do not accept runs the full checks below them from the start, in
+  the contract's order; the id popped on the way goes back at the score it
+  had, so they find the keyspace as the call did.
 ]]
+--- @include "jobIdShape"
+local rcall = redis.call
+local pendingKey = KEYS[1]
+local activeKey = KEYS[2]
+local deadKey = KEYS[3]
+local jobPrefix = ARGV[1]
+local leaseText = ARGV[2]
+-- Damaged ids one call buries before it gives up with {}: a bound on how
+-- long a keyspace full of damage can hold the server in one script.
+local DAMAGE_SCAN = 100
+-- The server's clock, read at most once per call.
+local now
+
+local lease = #leaseText < 11 and string.find(leaseText, '^%d+$') and tonumber(leaseText)
+if lease and lease >= 1 and lease <= 2147483647 and string.sub(pendingKey, -7) == 'pending'
+    and jobPrefix == string.sub(pendingKey, 1, -8) .. 'job:' then
+  local popped = redis.pcall('ZPOPMIN', pendingKey)
+  local id = popped[1]
+  if not id and not popped['err'] then
+    -- Nothing to lease, but an active set of another type still refuses the call.
+    local kind = rcall('TYPE', activeKey)['ok']
+    if kind == 'zset' or kind == 'none' then return {} end
+  end
+  if id then
+    -- One read and one write instead of HINCRBY, HSET and HGET: the script
+    -- is atomic, so reading attempts and writing it back bumped is the same
+    -- increment, one server call cheaper on every claim.
+    local jobKey = jobPrefix .. id
+    local row = redis.pcall('HMGET', jobKey, 'state', 'attempts', 'payload')
+    -- A job's first claim, the common one, reads its attempts without parsing it.
+    local attempts = row[2] == '0' and 0 or tonumber(row[2])
+    if row[1] == 'pending' and row[3] and attempts and attempts >= 0 and attempts % 1 == 0 and #id == 14
+        and string.find(id, JOB_ID_SHAPE) then
+      local t = rcall('TIME')
+      now = t[1] * 1000 + math.floor(t[2] / 1000)
+      local added = redis.pcall('ZADD', activeKey, now + lease, id)
+      if added == 1 or added == 0 then
+        rcall('HSET', jobKey, 'state', 'active', 'attempts', attempts + 1)
+        return {id, row[3], attempts + 1}
+      end
+    end
+    rcall('ZADD', pendingKey, popped[2], id)
+  end
+end
+
 --- @include "checkJobId"
 --- @include "checkJobPrefix"
 --- @include "intArg"
@@ -44,15 +102,8 @@
 --- @include "checkZsets"
 --- @include "readRow"
 --- @include "buryDamaged"
-local rcall = redis.call
-local pendingKey = KEYS[1]
-local activeKey = KEYS[2]
-local deadKey = KEYS[3]
-local jobPrefix = ARGV[1]
-local lease, leaseErr = intArg(ARGV[2], 'lease_ms', 1, 2147483647)
--- Damaged ids one call buries before it gives up with {}: a bound on how
--- long a keyspace full of damage can hold the server in one script.
-local DAMAGE_SCAN = 100
+local leaseErr
+lease, leaseErr = intArg(leaseText, 'lease_ms', 1, 2147483647)
 local err = checkJobPrefix(jobPrefix, pendingKey, 'pending') or leaseErr or checkZsets(activeKey)
 if err then return err end
 local deadChecked = false
@@ -63,19 +114,15 @@ for _ = 1, DAMAGE_SCAN do
   if #popped == 0 then return {} end
   local id = popped[1]
   local jobKey = jobPrefix .. id
-  -- One read and one write instead of HINCRBY, HSET and HGET: the script is
-  -- atomic, so reading attempts and writing it back bumped is the same
-  -- increment, one server call cheaper on every claim.
   -- The row is read even for a member that is not a JOB id, since burying
   -- it writes there: a read the server refuses must come before any write.
   local attempts, payload, denied = readRow(jobKey, 'pending', true)
   if denied then
     -- Not damage: the server would not let this call read the row (an ACL
     -- without HMGET; on a cluster, a row already moved to another node
-    -- while the slot migrates). Put the id back where ZPOPMIN found it
-    -- (score 0, so the same place): the keyspace is as it was, and the
-    -- server's refusal is the reply.
-    rcall('ZADD', pendingKey, 0, id)
+    -- while the slot migrates). Put the id back where ZPOPMIN found it:
+    -- the keyspace is as it was, and the server's refusal is the reply.
+    rcall('ZADD', pendingKey, popped[2], id)
     return redis.error_reply(denied)
   end
   if checkJobId(id) then
@@ -84,7 +131,7 @@ for _ = 1, DAMAGE_SCAN do
   if attempts then
     local token = attempts + 1
     rcall('HSET', jobKey, 'state', 'active', 'attempts', token)
-    rcall('ZADD', activeKey, serverTimeMs() + lease, id)
+    rcall('ZADD', activeKey, (now or serverTimeMs()) + lease, id)
     return {id, payload, token}
   end
   -- The dead set is checked only when a job must go there, which damage
@@ -92,7 +139,7 @@ for _ = 1, DAMAGE_SCAN do
   if not deadChecked then
     local refusal = checkZsets(deadKey)
     if refusal then
-      rcall('ZADD', pendingKey, 0, id)
+      rcall('ZADD', pendingKey, popped[2], id)
       return refusal
     end
     deadChecked = true

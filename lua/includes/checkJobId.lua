@@ -10,8 +10,9 @@
   'LZ...' above 'Ly...', so a string compare would accept an id past the
   bound and refuse one within it.
 ]]
+--- @include "jobIdShape"
 local function checkJobId(id)
-  if #id == 14 and string.find(id, '^JOB[0-9A-K][0-9A-Za-z]+$') then
+  if #id == 14 and string.find(id, JOB_ID_SHAPE) then
     return nil
   end
   local malformed = #id ~= 14 or not string.find(id, '^[A-Z][A-Z][A-Z][0-9A-Za-z]+$')
