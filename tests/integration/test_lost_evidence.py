@@ -57,12 +57,17 @@ class Runner(threading.Thread):
         self.join()
 
 
-def _reset_once_it_ran(proxy: FaultProxy, runner: Runner) -> threading.Thread:
-    """The enqueue's reply is still in the proxy when its job has run: reset then."""
+def _reset_once_it_ran(proxy: FaultProxy, runner: Runner, client: redis.Redis, row: str) -> threading.Thread:
+    """The enqueue's reply is held in the proxy until its job has run: reset then.
+    The proxy holds nothing back once the request has crossed (its row is there,
+    or the job ran already) and before the reply's delay is up; waiting for the
+    job itself inside that delay would ask a loaded machine to run it in time."""
     def cut() -> None:
+        assert wait_until(lambda: runner.ran.is_set() or client.exists(row) == 1, 5), "the enqueue never ran"
+        proxy.blackhole()
         assert runner.ran.wait(5), "the job never ran"
-        proxy.clear()
         proxy.reset()
+        proxy.clear()
     thread = threading.Thread(target=cut, daemon=True)
     thread.start()
     return thread
@@ -87,7 +92,7 @@ def test_under_the_defaults_a_resent_enqueue_runs_its_job_twice(proxy: FaultProx
     job_id = mint()
     with Runner(client, name) as runner:
         proxy.latency(IN_FLIGHT_MS)
-        cut = _reset_once_it_ran(proxy, runner)
+        cut = _reset_once_it_ran(proxy, runner, client, q.keys.job(job_id))
         enqueue = verbs.enqueue(q.keys, job_id, b"x")
         call = q.scripts["enqueue"](keys=enqueue.keys, args=enqueue.args, client=q.client)
         cut.join()
@@ -103,7 +108,7 @@ def test_a_lost_enqueue_whose_job_already_ran_is_outcome_unknown_and_runs_once(p
     job_id = mint()
     with Runner(client, name) as runner:
         proxy.latency(IN_FLIGHT_MS)
-        cut = _reset_once_it_ran(proxy, runner)
+        cut = _reset_once_it_ran(proxy, runner, client, q.keys.job(job_id))
         with pytest.raises(OutcomeUnknownError, match="sending it again could run the job twice"):
             q.enqueue(job_id, b"x")
         cut.join()
