@@ -54,8 +54,10 @@ local row = redis.pcall('HMGET', jobKey, 'state', 'attempts')
 if row[1] == 'active' and row[2] == tokenText and jobKey == string.sub(activeKey, 1, -7) .. 'job:' .. id then
   local delay = #delayText < 11 and string.find(delayText, '^%d+$') and tonumber(delayText)
   local maxAttempts = #maxText < 11 and string.find(maxText, '^%d+$') and tonumber(maxText)
-  if delay and delay <= 2147483647 and maxAttempts and maxAttempts >= 1 and maxAttempts <= 2147483647 then
-    local scheduled = tonumber(tokenText) < maxAttempts
+  -- A token that is no number only matches an attempts written outside the scripts: the full checks refuse it.
+  local token = tonumber(tokenText)
+  if token and delay and delay <= 2147483647 and maxAttempts and maxAttempts >= 1 and maxAttempts <= 2147483647 then
+    local scheduled = token < maxAttempts
     local target = scheduled and scheduleKey or deadKey
     local kind = rcall('TYPE', target)['ok']
     if kind == 'zset' or kind == 'none' then

@@ -170,7 +170,8 @@ def _trusted(state: dict[str, Any], call: tuple[Any, ...]) -> bool:
     status = row if row in ("pending", "active", "scheduled", "dead") else \
         {"pending": "pending", "active": "active", "schedule": "scheduled", "dead": "dead"}[where]
     attempts = row.split(" ", 1)[1] if row.startswith("attempts ") else "1"
-    well_formed = call[1] in ("good", "good2", "L-in-range") and call[2] != "x"
+    # retry reads the token as a number on its short path, so a token that is none goes to the full checks.
+    well_formed = call[1] in ("good", "good2", "L-in-range") and (call[2] != "x" or call[0] == "retry")
     return status == "active" and attempts == call[2] and not well_formed
 
 
