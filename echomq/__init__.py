@@ -27,12 +27,14 @@ from .args import INT31, MAX_LIMIT
 from .consume import ConsumeStep
 from .errors import (
     EchoMQError,
+    EvictionPolicyError,
     InvalidArgumentError,
     KeyspaceDamageError,
     MalformedReplyError,
     OutcomeUnknownError,
     OutOfMemoryError,
     RepliesLostError,
+    ServerBusyError,
     ServerReplyError,
     ServerUnavailableError,
     SlotMigratingError,
@@ -83,7 +85,9 @@ __all__ = [
     "OutOfMemoryError",
     "RepliesLostError",
     "SlotMigratingError",
+    "ServerBusyError",
     "ServerReplyError",
+    "EvictionPolicyError",
     "EvictionWarning",
 ]
 __version__ = "0.1.0"

@@ -55,8 +55,18 @@ def _integer(name: str, value: object) -> int:
 
 
 def check_bytes(name: str, value: object, cap: int) -> bytes:
+    """`value` as the bytes to send: bytes-like as they are, a str as UTF-8,
+    at most `cap` bytes. A str with a lone surrogate (json and
+    `errors="surrogateescape"` make them from bytes that are not UTF-8) has
+    no UTF-8 form, and is refused here rather than by the encoder."""
     if isinstance(value, str):
-        value = value.encode("utf-8")
+        try:
+            value = value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgumentError(
+                f"{name} is not valid text: {exc.reason} at character {exc.start} "
+                f"({value[exc.start:exc.end]!r}); pass bytes, or a str without lone surrogates; "
+                "nothing was sent") from None
     elif isinstance(value, (bytearray, memoryview)):
         value = bytes(value)
     if not isinstance(value, bytes):

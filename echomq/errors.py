@@ -5,8 +5,13 @@
     ├── WrongKindError              EMQKIND: an id of another kind (also ValueError)
     ├── InvalidArgumentError        EMQID, EMQARG: a malformed id or argument (also ValueError)
     ├── ServerUnavailableError      the server could not be reached in time
-    │   ├── RepliesLostError        the connection failed after calls were written:
-    │   │                           the calls whose replies were lost may have run
+    │   ├── RepliesLostError        the connection failed after calls were written,
+    │   │                           or a reply could not be read or came past the
+    │   │                           caller's deadline: the calls whose replies were
+    │   │                           lost may have run
+    │   ├── ServerBusyError         LOADING, BUSY: the server refused the call for
+    │   │                           now (loading its dataset, running a script);
+    │   │                           nothing ran
     │   └── SlotMigratingError      TRYAGAIN: the queue's cluster slot is moving to
     │                               another node and the call ran nothing; a later
     │                               call finds the keys
@@ -18,13 +23,20 @@
     │                               another type; the refused script moved nothing
     ├── MalformedReplyError         a reply the client cannot read as the contract's
     │                               (an id that is not ASCII, a token that is not a
-    │                               number): what it named is left to the server
-    └── ServerReplyError            any other error reply (NOPERM, BUSY, a script error),
+    │                               number, a frame that is not RESP): what it named
+    │                               is left to the server
+    ├── EvictionPolicyError         the server may evict the queue's own keys (an
+    │                               allkeys-* maxmemory-policy): no Queue is made on
+    │                               it unless the caller accepts that policy by name
+    └── ServerReplyError            any other error reply (NOPERM, a script error),
                                     with the server's message
 
 Wire errors are error replies whose first word is the code; `from_reply`
 maps them through one dict, and every reply no code names to
 ServerReplyError, so no call of the client raises outside this tree.
+What redis-py raises that is not an error reply is mapped by
+`echomq.wire.wire_errors`: a lost connection, a reply it cannot parse, an
+argument it cannot encode.
 redis-py strips the server's own OOM code into its OutOfMemoryError, which
 the Queue maps to ours; Redis 6.2 wraps an OOM refused inside a script as
 "Error running script ... -OOM", which is mapped by that text.
@@ -41,11 +53,13 @@ __all__ = [
     "InvalidArgumentError",
     "ServerUnavailableError",
     "RepliesLostError",
+    "ServerBusyError",
     "SlotMigratingError",
     "OutcomeUnknownError",
     "OutOfMemoryError",
     "KeyspaceDamageError",
     "MalformedReplyError",
+    "EvictionPolicyError",
     "ServerReplyError",
     "WIRE_CODES",
     "from_reply",
@@ -78,16 +92,28 @@ class ServerUnavailableError(EchoMQError):
 
 
 class RepliesLostError(ServerUnavailableError):
-    """One call or a pipeline went out, and its connection failed before
-    every reply came back. `replies` has one entry per call: its reply where
-    it was read, None at the positions in `lost`, whose calls may or may not
-    have run. Raised by the client's once-only senders; `Queue` and `Worker`
-    judge each lost complete, retry and enqueue from the job's row."""
+    """One call or a pipeline went out, and not every reply came back: the
+    connection failed, a reply could not be parsed, or the caller's deadline
+    passed; the connection is dropped. `replies` has one entry per call: its
+    reply where it was read, None at the positions in `lost`, whose calls
+    may or may not have run. Raised by the client's once-only senders;
+    `Queue` and `Worker` judge each lost complete, retry and enqueue from
+    the job's row."""
 
     def __init__(self, message: str, replies: list[Any], lost: tuple[int, ...]) -> None:
         super().__init__(message)
         self.replies = replies
         self.lost = lost
+
+
+class ServerBusyError(ServerUnavailableError):
+    """The server refused the call for now, and nothing ran: LOADING (it is
+    loading its dataset, after a start or a full resync) or BUSY (a script or
+    function has run past busy-reply-threshold). `code` is the server's. The
+    call may be sent again once the server answers: a claim or enqueue refused
+    so never reached the queue."""
+
+    code = "BUSY"
 
 
 class SlotMigratingError(ServerUnavailableError):
@@ -125,9 +151,20 @@ class MalformedReplyError(EchoMQError):
     version or a server that is not the one the Queue loaded scripts on. The
     call that got it may have changed the queue: a claim's job stays leased
     under a name the client cannot give, and returns through reap when the
-    lease expires."""
+    lease expires. Also a reply that is not RESP at all on redis-py's own
+    command path (promote, reap, browse), after which redis-py dropped the
+    connection; the once-only senders report that as RepliesLostError."""
 
     code = "EMQMALFORMED"
+
+
+class EvictionPolicyError(EchoMQError):
+    """The server's maxmemory-policy is allkeys-*: under memory pressure it
+    evicts any key, the queue's sets included, and a job whose id is evicted
+    from its set is left in no set. Raised when a Queue is made there, unless
+    the caller passed that policy as `accept_eviction`."""
+
+    code = "EMQEVICT"
 
 
 class ServerReplyError(EchoMQError):
@@ -145,6 +182,8 @@ WIRE_CODES: dict[str, type[EchoMQError]] = {
     "WRONGTYPE": KeyspaceDamageError,
     "OOM": OutOfMemoryError,
     "TRYAGAIN": SlotMigratingError,
+    "LOADING": ServerBusyError,
+    "BUSY": ServerBusyError,
 }
 # Codes a server wraps inside another reply: Redis 6.2 answers a command a
 # script ran with "Error running script (call to f_...): @user_script:1:

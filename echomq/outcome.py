@@ -54,10 +54,10 @@ from . import verbs
 from .errors import RepliesLostError
 from .scripts import Command, send_reloading
 from .verbs import ScriptCall
-from .wire import describe
+from .wire import REPLIES, describe
 
 __all__ = ["send_once", "send_all_once", "refresh_slots", "Row", "LostReplyOutcome", "Identity", "judge",
-           "judge_complete", "judge_retry", "judge_enqueue", "Leases", "LEASE_SAFETY", "REAP_ERROR"]
+           "judge_complete", "judge_retry", "judge_enqueue", "Leases", "ServerClock", "LEASE_SAFETY", "REAP_ERROR"]
 
 # A lease is trusted for this share of its length, less LEASE_SLACK_S: the
 # server times leases with its own clock, this side with its monotonic one.
@@ -99,8 +99,9 @@ def _sent(client: Any, node: Any, target: redis.Redis, commands: Sequence[Comman
     after the connection to `node` failed."""
     try:
         return send_all_once(target, commands)
-    except (redis.exceptions.AuthenticationError, redis.exceptions.MaxConnectionsError):
-        raise  # the node is there: refused credentials, or this client's own pool is full
+    except (redis.exceptions.AuthenticationError, redis.exceptions.BusyLoadingError,
+            redis.exceptions.MaxConnectionsError):
+        raise  # the node is there: refused credentials, loading its dataset, or this client's own pool is full
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, RepliesLostError):
         if node is not None:
             refresh_slots(client, node)
@@ -127,32 +128,61 @@ def refresh_slots(client: redis.RedisCluster, node: Any) -> None:
         pass
 
 
-def send_all_once(target: redis.Redis, commands: Sequence[Command]) -> list[Any]:
+def send_all_once(target: redis.Redis, commands: Sequence[Command], *, deadline: float | None = None) -> list[Any]:
     """The commands in one write on one connection of the client's own pool,
     each reply read once; an error reply comes back in its place as
-    redis-py's exception. Never resent: redis-py's `execute_command` and
+    redis-py's exception, LOADING too (redis-py raises it as a
+    ConnectionError, but it is a refusal: the replies after it are read all
+    the same). Never resent: redis-py's `execute_command` and
     `Pipeline.execute` both run inside the connection's Retry, which after a
     ConnectionError or TimeoutError reconnects and sends everything again,
     though the server may have run it. Connecting keeps that Retry (nothing
-    has been sent yet); a failure after the write began raises
-    RepliesLostError, with the replies read before and the rest lost."""
+    has been sent yet), and an argument redis-py cannot encode sends
+    nothing. A failure after the write began (a reset, a timeout, a reply
+    redis-py cannot parse) drops the connection, whose bytes no longer line
+    up with the calls, and raises RepliesLostError, with the replies read
+    before and the rest lost.
+
+    With `deadline` (a time.monotonic() instant) no reply is waited for past
+    it: a reply not yet buffered is awaited with the connection's
+    `can_read` for the time left, and one not there by then is lost as after
+    a timeout. Without it each read waits as the client's socket_timeout
+    says, with no call beyond the read itself."""
     with _connection(target) as conn:
+        packed = conn.pack_commands(commands)
         replies: list[Any] = []
         try:
-            conn.send_packed_command(conn.pack_commands(commands))
+            conn.send_packed_command(packed)
             for command in commands:
-                try:
-                    replies.append(target.parse_response(conn, command[0]))  # type: ignore[no-untyped-call]
-                except redis.exceptions.ResponseError as exc:
-                    replies.append(exc)
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+                replies.append(_read_reply(target, conn, command[0], deadline))
+        except (redis.exceptions.RedisError, OSError, UnicodeDecodeError) as exc:
             conn.disconnect()
             heard, sent = len(replies), len(commands)
             raise RepliesLostError(
-                f"server {describe(target)} unavailable: the connection failed after {_calls(sent)} went out "
-                f"({exc}); {_calls(sent - heard)} lost their replies and may have run",
+                f"server {describe(target)} unavailable: after {_calls(sent)} went out, {_calls(sent - heard)} "
+                f"lost their replies and may have run ({type(exc).__name__}: {exc}); the connection was dropped",
                 replies + [None] * (sent - heard), tuple(range(heard, sent))) from exc
         return replies
+
+
+def _read_reply(target: redis.Redis, conn: Any, command: Any, deadline: float | None) -> Any:
+    """One reply, or the error reply in its place, with the callback
+    `Redis.parse_response` would give it. Read with disconnect_on_error=False:
+    redis-py would drop the connection on the LOADING it raises, and with it
+    the replies still to come; any failure that is not a reply is the
+    caller's to drop the connection for."""
+    try:
+        if deadline is None:
+            response = conn.read_response(disconnect_on_error=False)
+        elif conn.can_read(timeout=max(deadline - time.monotonic(), 0.0)):
+            # A reply begun but not whole is read under the time left too.
+            response = conn.read_response(timeout=max(deadline - time.monotonic(), 0.0), disconnect_on_error=False)
+        else:
+            raise redis.exceptions.TimeoutError("no reply before the caller's deadline")
+    except REPLIES as exc:
+        return exc
+    callback = target.response_callbacks.get(command)  # type: ignore[no-untyped-call]
+    return callback(response) if callback is not None else response
 
 
 def _calls(count: int) -> str:
@@ -217,6 +247,28 @@ class Identity:
         if run_id is None or replid is None:
             return None
         return cls(str(run_id), str(replid))
+
+
+@dataclass(frozen=True)
+class ServerClock:
+    """The server's wall clock (INFO's server_time_usec) beside this process's
+    monotonic clock, read together. A lease runs on the server's clock and is
+    trusted on ours, so a server clock that steps forward (an operator's
+    `date -s`, a VM resumed and corrected) expires leases early while ours
+    still runs: two readings show by how much it moved ahead."""
+
+    server_s: float
+    local_s: float  # time.monotonic() when the reply was read
+
+    @classmethod
+    def of(cls, info: dict[str, Any], local_s: float) -> ServerClock | None:
+        """From an INFO reply; None when the server does not report its time (before Redis 6.2)."""
+        usec = info.get("server_time_usec")
+        return cls(int(usec) / 1e6, local_s) if isinstance(usec, (int, str)) and str(usec).isdigit() else None
+
+    def ahead_of(self, earlier: ServerClock) -> float:
+        """How much further the server's clock moved than ours since `earlier`, in seconds."""
+        return (self.server_s - earlier.server_s) - (self.local_s - earlier.local_s)
 
 
 @dataclass(frozen=True)
@@ -289,32 +341,37 @@ def judge(call: ScriptCall, row: Row | None, lease_live: bool) -> LostReplyOutco
 
 class Leases:
     """When this Queue sent each claim it got a job from: (id, token) -> the
-    monotonic time until which that lease surely holds, and the server's
-    identity as the Queue knew it then. Bounded: the oldest entries go
-    first; a forgotten lease only means less can be proved."""
+    monotonic time until which that lease surely holds, the server's
+    identity as the Queue knew it then, and the latest reading of the
+    server's clock. Bounded: the oldest entries go first; a forgotten lease
+    only means less can be proved."""
 
     def __init__(self, limit: int = MAX_LEASES) -> None:
-        self._until: OrderedDict[tuple[str, int], tuple[float, Identity | None]] = OrderedDict()
+        self._until: OrderedDict[tuple[str, int], tuple[float, Identity | None, ServerClock | None]] = OrderedDict()
         self._limit = limit
         self._lock = threading.Lock()
 
-    def add(self, job_id: str, token: int, sent: float, lease_ms: int, identity: Identity | None) -> None:
+    def add(self, job_id: str, token: int, sent: float, lease_ms: int, identity: Identity | None,
+            clock: ServerClock | None = None) -> None:
         until = sent + lease_ms / 1000 * LEASE_SAFETY - LEASE_SLACK_S
         with self._lock:
-            self._until[(job_id, token)] = (until, identity)
+            self._until[(job_id, token)] = (until, identity, clock)
             while len(self._until) > self._limit:
                 self._until.popitem(last=False)
 
-    def live(self, job_id: str, token: int, identity: Identity | None) -> bool:
+    def live(self, job_id: str, token: int, identity: Identity | None, clock: ServerClock | None = None) -> bool:
         """Whether the lease surely still holds on the dataset it was taken on:
         its time has not run out, and the server now is the one it was
-        claimed from (an unknown identity proves nothing)."""
+        claimed from (an unknown identity proves nothing). With the server's
+        clock read now and at the claim, a forward step of it since counts
+        as time the lease has run: the server reaps by its own clock."""
         with self._lock:
             entry = self._until.get((job_id, token))
         if entry is None or identity is None:
             return False
-        until, claimed_on = entry
-        return claimed_on == identity and time.monotonic() < until
+        until, claimed_on, then = entry
+        ahead = max(0.0, clock.ahead_of(then)) if clock is not None and then is not None else 0.0
+        return claimed_on == identity and time.monotonic() + ahead < until
 
     def drop(self, job_id: str, token: int) -> None:
         with self._lock:

@@ -47,7 +47,7 @@ import redis
 from .errors import EchoMQError, OutOfMemoryError, RepliesLostError, ServerUnavailableError
 from .outcome import send_all_once, send_once
 from .queue import Job, Queue, job_of_reply
-from .wire import reply_error, wire_errors
+from .wire import REPLIES, reply_error, wire_errors
 from .scripts import Client, Command, Scripts, send_reloading
 from .verbs import ScriptCall
 
@@ -58,7 +58,7 @@ def as_error(reply: Any) -> Any:
     """A pipelined reply with redis-py's error objects turned into the echomq tree."""
     if isinstance(reply, redis.exceptions.OutOfMemoryError):
         return OutOfMemoryError(f"OOM server is out of memory: {reply}")
-    if isinstance(reply, redis.exceptions.ResponseError):
+    if isinstance(reply, REPLIES):  # LOADING among them: a refusal, though redis-py makes it a ConnectionError
         return reply_error(reply)
     if isinstance(reply, redis.exceptions.RedisError):
         # A cluster pipeline's own failure in a call's place: its connection, or
@@ -67,17 +67,21 @@ def as_error(reply: Any) -> Any:
     return reply
 
 
-def send(queue: Queue, calls: Sequence[ScriptCall]) -> list[Any]:
+def send(queue: Queue, calls: Sequence[ScriptCall], *, deadline: float | None = None) -> list[Any]:
     """One round trip: per call its reply, or the exception its error reply
     maps to. No connection: ServerUnavailableError, nothing ran. A
     connection lost after the calls went out: RepliesLostError (a
     ServerUnavailableError) with the replies read before; the calls whose
     replies were lost may or may not have run. A call answered NOSCRIPT whose
-    resend could not go out holds the error that stopped it: it ran nothing."""
-    return send_calls(queue.client, queue.scripts, calls)
+    resend could not go out holds the error that stopped it: it ran nothing.
+    With a `deadline` (a time.monotonic() instant), a reply not read by then
+    is lost as after a timeout (on a redis.Redis; a cluster pipeline keeps
+    its own timeouts)."""
+    return send_calls(queue.client, queue.scripts, calls, deadline=deadline)
 
 
-def send_calls(client: Client, scripts: Scripts, calls: Sequence[ScriptCall]) -> list[Any]:
+def send_calls(client: Client, scripts: Scripts, calls: Sequence[ScriptCall], *,
+               deadline: float | None = None) -> list[Any]:
     """`send` over a client and its loaded scripts, for callers that hold no Queue."""
     if not calls:
         return []
@@ -89,7 +93,7 @@ def send_calls(client: Client, scripts: Scripts, calls: Sequence[ScriptCall]) ->
 
     cluster = isinstance(client, redis.RedisCluster)
     try:
-        replies = send_reloading(partial(_send, client), load, commands,
+        replies = send_reloading(partial(_send, client, deadline=deadline), load, commands,
                                  resend=partial(_resent_on_cluster, client) if cluster else None)
     except RepliesLostError as exc:
         raise RepliesLostError(str(exc), [as_error(r) for r in exc.replies], exc.lost) from exc.__cause__
@@ -104,7 +108,7 @@ def send_one(client: Client, scripts: Scripts, call: ScriptCall) -> Any:
         return send_once(client, scripts.sha(call.verb), call, lambda: scripts.load(client))
 
 
-def _send(client: Client, commands: Sequence[Command]) -> list[Any]:
+def _send(client: Client, commands: Sequence[Command], deadline: float | None = None) -> list[Any]:
     if isinstance(client, redis.RedisCluster):
         pipe = client.pipeline(transaction=False)  # type: ignore[no-untyped-call]
         for command in commands:
@@ -112,7 +116,7 @@ def _send(client: Client, commands: Sequence[Command]) -> list[Any]:
         with wire_errors(client):
             return list(pipe.execute(raise_on_error=False))
     with wire_errors(client):
-        return send_all_once(client, commands)
+        return send_all_once(client, commands, deadline=deadline)
 
 
 def _resent_on_cluster(client: Client, commands: Sequence[Command]) -> list[Any]:

@@ -14,18 +14,22 @@ from .errors import (InvalidArgumentError, MalformedReplyError, OutcomeUnknownEr
                      ServerUnavailableError, StaleTokenError)
 from .ids import check_job_id
 from .keys import QueueKeys
-from .outcome import Identity, Leases, LostReplyOutcome, Row, judge, judge_enqueue, send_once
+from .evidence import current_identity, follow_owner, judge_read, owner
+from .outcome import Identity, Leases, LostReplyOutcome, Row, ServerClock, judge, judge_enqueue, send_once
 from .scripts import Scripts
 from . import verbs
 from .verbs import ScriptCall
-from .wire import warn_if_evicting, wire_errors
+from .wire import check_eviction, wire_errors
 
-__all__ = ["Queue", "Job", "DEFAULT_MAX_PAYLOAD", "DEFAULT_REAP_LIMIT", "job_of_reply", "leased", "settle",
-           "server_identity"]
+__all__ = ["Queue", "Job", "DEFAULT_MAX_PAYLOAD", "DEFAULT_REAP_LIMIT", "DEFAULT_JUDGE_TIMEOUT_MS", "job_of_reply",
+           "buried", "leased", "settle"]
 
 DEFAULT_MAX_PAYLOAD = 1 << 20
 DEFAULT_REAP_LIMIT = 100
 MAX_SENDS = 3  # a complete or retry shown not to have landed is sent again, this many times in all
+# How long the client may spend finding out what a call whose reply was lost did,
+# its reads of the row and of the server's identity included; then OutcomeUnknownError.
+DEFAULT_JUDGE_TIMEOUT_MS = 10_000
 
 
 @dataclass(frozen=True)
@@ -69,23 +73,32 @@ class Queue:
         max_attempts: int = 3,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
         lua_dir: Path | str | None = None,
+        judge_timeout_ms: int = DEFAULT_JUDGE_TIMEOUT_MS,
+        accept_eviction: str | None = None,
     ) -> None:
         self.keys = QueueKeys(name)
         self.name = name
         self.max_attempts = check_int("max_attempts", max_attempts, 1, INT31)
         self.max_payload_bytes = check_int("max_payload_bytes", max_payload_bytes, 0, 512 << 20)
+        self.judge_timeout_s = check_int("judge_timeout_ms", judge_timeout_ms, 1, INT31) / 1000.0
+        if accept_eviction is not None and not isinstance(accept_eviction, str):
+            raise InvalidArgumentError(f"accept_eviction must be a policy name, got {type(accept_eviction).__name__}")
         if client.get_encoder().decode_responses:
             raise InvalidArgumentError("Queue needs a client with decode_responses=False: payloads are bytes")
         self.client = client
+        check_eviction(client, accept_eviction)
         with wire_errors(client):
             self.scripts = Scripts(client, lua_dir)
         self.leases = Leases()
         self.identity: Identity | None = None
+        # The server's clock as last read with the identity: leases carry it, so
+        # that a forward step of the server's clock voids their proof.
+        self.clock: ServerClock | None = None
+        self.judge_client: redis.Redis | None = None  # made at the first judging (_judge_client)
         # On a cluster, the node `identity` was read from: a claim the slot map
         # sends elsewhere (after a failover) reads the identity there first.
         self.identity_node: str | None = None
-        _current_identity(self)
-        warn_if_evicting(client)
+        current_identity(self)
 
     def _run(self, call: ScriptCall) -> Any:
         # A script's reply has the shape its header promises, not a type redis-py knows.
@@ -99,7 +112,7 @@ class Queue:
         try:
             return _text(_send_once(self, call))
         except RepliesLostError as lost:
-            outcome = judge_enqueue(_row(self, call, job_id, lost), data)
+            outcome = judge_enqueue(_row(self, call, job_id, lost, time.monotonic() + self.judge_timeout_s), data)
             if outcome.kind != "landed":
                 raise _unknown(call, job_id, lost, outcome) from lost.__cause__
         return outcome.reply
@@ -120,16 +133,21 @@ class Queue:
             return int(self.client.zcard(self.keys.pending))
 
     def claim(self, lease_ms: int) -> Job | None:
+        """The oldest pending job under a lease of `lease_ms`; None when pending is
+        empty. A claim that buried its scan limit of damaged ids handed out
+        nothing though jobs may wait behind them, so another claim is sent."""
         lease_ms = check_int("lease_ms", lease_ms, 1, INT31)
-        node = _follow_owner(self)
-        sent = time.monotonic()
-        try:
-            reply = _send_once(self, verbs.claim(self.keys, lease_ms), node)
-        except RepliesLostError as lost:
-            raise OutcomeUnknownError(
-                f"claim on {self.name}: the reply was lost ({lost}); a job it may have leased returns to "
-                f"pending once its lease of {lease_ms} ms expires and reap runs") from lost.__cause__
-        return leased(self, reply, sent, lease_ms)
+        while True:
+            node = follow_owner(self)
+            sent = time.monotonic()
+            try:
+                reply = _send_once(self, verbs.claim(self.keys, lease_ms), node)
+            except RepliesLostError as lost:
+                raise OutcomeUnknownError(
+                    f"claim on {self.name}: the reply was lost ({lost}); a job it may have leased returns to "
+                    f"pending once its lease of {lease_ms} ms expires and reap runs") from lost.__cause__
+            if not buried(reply):
+                return leased(self, reply, sent, lease_ms)
 
     def complete(self, job_id: str, token: int) -> str:
         check_job_id(job_id)
@@ -152,12 +170,19 @@ class Queue:
         return int(self._run(verbs.reap(self.keys, limit, self.max_attempts)))
 
 
+def buried(reply: Any) -> bool:
+    """Whether a claim's reply says it buried its scan limit of damaged ids
+    and handed out nothing: more jobs may wait, so claim again."""
+    return isinstance(reply, int) and not isinstance(reply, bool) and reply > 0
+
+
 def job_of_reply(reply: Any) -> Job | None:
-    """The Job a claim's reply hands out; None when the queue was empty.
+    """The Job a claim's reply hands out; None when the queue was empty, or
+    when the claim buried damaged ids instead (`buried`).
     MalformedReplyError when the reply is not the contract's {id, payload,
     token}: the scripts bury any member that is not a JOB id before handing
     it out, so this is a script or server of another version."""
-    if not reply:
+    if not reply or buried(reply):
         return None
     try:
         job_id, payload, token = reply
@@ -176,18 +201,22 @@ def leased(queue: Queue, reply: Any, sent: float, lease_ms: int) -> Job | None:
     knows: Queue.claim and the Worker's pipelined claims both come through here."""
     job = job_of_reply(reply)
     if job is not None:
-        queue.leases.add(job.id, job.token, sent, lease_ms, queue.identity)
+        queue.leases.add(job.id, job.token, sent, lease_ms, queue.identity, queue.clock)
     return job
 
 
-def settle(queue: Queue, call: ScriptCall, lost: Exception | None = None) -> str:
+def settle(queue: Queue, call: ScriptCall, lost: Exception | None = None, deadline: float | None = None) -> str:
     """Send a complete or retry call once; when its reply is lost, let the row
     decide (see Queue's docstring): the reply it had, StaleTokenError or
     OutcomeUnknownError. With `lost`, the call was already sent once (in a
     Worker's pipeline) and its reply lost: the row is read first, and the
-    call is sent again only when the row shows it did not land."""
+    call is sent again only when the row shows it did not land. The judging
+    ends by `deadline` (a time.monotonic() instant), by default the Queue's
+    judge_timeout_ms after the loss."""
     fence = verbs.fence(call)
     job_id, token = fence.job_id, fence.token
+    if deadline is None and lost is not None:
+        deadline = time.monotonic() + queue.judge_timeout_s
     for sends in range(MAX_SENDS):
         if sends > 0 or lost is None:
             try:
@@ -196,6 +225,7 @@ def settle(queue: Queue, call: ScriptCall, lost: Exception | None = None) -> str
                 return reply
             except RepliesLostError as exc:
                 lost = exc
+                deadline = deadline or time.monotonic() + queue.judge_timeout_s
             except StaleTokenError:
                 if lost is None:  # sent once and refused: the lease is gone
                     queue.leases.drop(job_id, token)
@@ -205,8 +235,10 @@ def settle(queue: Queue, call: ScriptCall, lost: Exception | None = None) -> str
                     raise
                 raise OutcomeUnknownError(f"{call.verb} {job_id} token {token}: a reply was lost ({lost}) and "
                                           f"the server is out of reach: {exc}") from exc
-        row = _row(queue, call, job_id, lost)
-        outcome = judge(call, row, queue.leases.live(job_id, token, _current_identity(queue)))
+        assert deadline is not None  # set by the loss that brought the call here
+        row = _row(queue, call, job_id, lost, deadline)
+        identity = current_identity(queue, deadline=deadline)
+        outcome = judge(call, row, queue.leases.live(job_id, token, identity, queue.clock))
         if outcome.kind == "not_landed":
             continue
         queue.leases.drop(job_id, token)
@@ -219,76 +251,21 @@ def settle(queue: Queue, call: ScriptCall, lost: Exception | None = None) -> str
     raise OutcomeUnknownError(f"{call.verb} {job_id} token {token}: sent {MAX_SENDS} times, no reply ({lost})")
 
 
-def server_identity(queue: Queue) -> Identity | None:
-    """The identity of the server that holds the queue's keys, from INFO;
-    None when it cannot be read (an ACL without INFO): no lease is then
-    proof of anything, and a lost complete whose row is gone is unknown. On
-    a cluster, the master the client's slot map gives the queue's keys:
-    after a failover, once the map was read again, the promoted replica."""
-    return _identity_at(queue, _owner(queue))[0]
-
-
-def _owner(queue: Queue) -> Any:
-    """On a cluster, the node the client's slot map gives the queue's keys; None on a plain client."""
-    client: Any = queue.client
-    if isinstance(client, redis.RedisCluster):
-        return client.get_node_from_key(queue.keys.pending)  # type: ignore[no-untyped-call]
-    return None
-
-
-def _identity_at(queue: Queue, node: Any) -> tuple[Identity | None, bool]:
-    """The identity INFO gives at `node` (None: the client's own server), and
-    whether the server answered: a refusal (an ACL without INFO) is an
-    answer, a connection failure is not."""
-    client: Any = queue.client
-    try:
-        info = client.info(target_nodes=node) if node is not None else client.info()
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-        return None, False
-    except redis.exceptions.RedisError:
-        return None, True
-    return (Identity.of(info) if isinstance(info, dict) else None), True
-
-
-def _current_identity(queue: Queue, node: Any = None) -> Identity | None:
-    """The server's identity now (on a cluster, at `node`, by default where
-    the slot map puts the queue); when it changed, later leases carry the new one."""
-    if node is None:
-        node = _owner(queue)
-    now, answered = _identity_at(queue, node)
-    if now is not None:
-        queue.identity = now
-    if answered and node is not None:
-        queue.identity_node = node.name
-    return now
-
-
-def _follow_owner(queue: Queue) -> Any:
-    """The node a claim goes to: on a cluster, the master the slot map gives
-    the queue now, whose identity is read first when it is not the node the
-    Queue's identity came from (the map moved the queue, as after a
-    failover), so that the leases taken there name the master that granted
-    them. None on a plain client."""
-    node = _owner(queue)
-    if node is not None and node.name != queue.identity_node:
-        _current_identity(queue, node)
-    return node
-
-
 def _send_once(queue: Queue, call: ScriptCall, node: Any = None) -> Any:
     with wire_errors(queue.client):
         return send_once(queue.client, queue.scripts.sha(call.verb), call,
                          lambda: queue.scripts.load(queue.client), node)
 
 
-def _row(queue: Queue, call: ScriptCall, job_id: str, lost: Exception | None) -> Row | None:
-    """The job's row as the judges read it, asked with the client's own retries."""
+def _row(queue: Queue, call: ScriptCall, job_id: str, lost: Exception | None, deadline: float) -> Row | None:
+    """The job's row as the judges read it, asked until `deadline`."""
     fields = ("state", "attempts", "last_error") + (("payload",) if call.verb == "enqueue" else ())
     try:
-        state, attempts, last_error, *payload = queue.client.hmget(queue.keys.job(job_id), *fields)
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        state, attempts, last_error, *payload = judge_read(queue, ("HMGET", queue.keys.job(job_id), *fields),
+                                                            owner(queue), deadline)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ServerUnavailableError) as exc:
         raise OutcomeUnknownError(f"{call.verb} {job_id}: a reply was lost ({lost}) and the server could "
-                                  f"not be asked what happened: {exc}") from exc
+                                  f"not be asked what happened within {queue.judge_timeout_s:g} s: {exc}") from exc
     except redis.exceptions.ResponseError as exc:  # the row's key holds another type
         raise OutcomeUnknownError(f"{call.verb} {job_id}: a reply was lost ({lost}) and the row cannot be "
                                   f"read: {exc}") from exc

@@ -9,6 +9,7 @@ switched on and off while traffic flows.
     proxy.blackhole(2.0)                # nothing forwarded for 2 s, connections held open
     proxy.half_open()                   # the server's side closed, the client's left silent
     proxy.drop_next_reply()             # the next reply is swallowed and its connection reset
+    proxy.corrupt_next_reply()          # the next reply's first byte becomes one RESP does not know
     proxy.clear()                       # all faults off
 
 A blackhole is a partition that heals: what was sent into it is held and
@@ -35,6 +36,8 @@ from typing import Any, Coroutine
 __all__ = ["FaultProxy", "Faults"]
 
 CHUNK = 65536
+# No RESP2 or RESP3 reply starts with this byte: a client cannot parse what follows.
+NOT_RESP = b"@"
 
 
 @dataclass
@@ -45,6 +48,7 @@ class Faults:
     jitter_s: float = 0.0
     bytes_per_s: float | None = None
     drop_replies: int = 0          # replies still to swallow, each with a reset
+    corrupt_replies: int = 0       # replies still to deliver with their first byte NOT_RESP
 
 
 @dataclass(eq=False)
@@ -63,7 +67,7 @@ class FaultProxy:
         self.upstream = (upstream_host, upstream_port)
         self.listen = (host, port)
         self.faults = Faults()
-        self.counts: Counter[str] = Counter()   # accepted, resets, half_open, replies_dropped
+        self.counts: Counter[str] = Counter()   # accepted, resets, half_open, replies_dropped, replies_corrupted
         self._rng = random.Random(seed)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
@@ -168,10 +172,18 @@ class FaultProxy:
         connection each came on: the call ran, its caller hears a reset."""
         self.faults.drop_replies = count
 
+    def corrupt_next_reply(self, count: int = 1) -> None:
+        """Deliver the next `count` replies from the server with their first
+        byte replaced by one RESP does not know: the call ran, its caller
+        cannot parse the answer. A reply is the next chunk the server sends,
+        which on a quiet connection is one call's reply whole."""
+        self.faults.corrupt_replies = count
+
     def clear(self) -> None:
         self.faults.latency_s = self.faults.jitter_s = 0.0
         self.faults.bytes_per_s = None
         self.faults.drop_replies = 0
+        self.faults.corrupt_replies = 0
         self.heal()
 
     @property
@@ -299,6 +311,10 @@ class FaultProxy:
                     self.counts["replies_dropped"] += 1
                     self._abort(link, rst=True)
                     return
+                if to_client and self.faults.corrupt_replies > 0:
+                    self.faults.corrupt_replies -= 1
+                    self.counts["replies_corrupted"] += 1
+                    data = NOT_RESP + data[1:]
                 free_at = await self._throttle(free_at, len(data))
                 if link.silent:
                     continue  # half-open: the server's side is gone, the client hears nothing

@@ -9,7 +9,7 @@ import pytest
 
 from echomq import verbs
 from echomq.keys import QueueKeys
-from echomq.outcome import (LEASE_SAFETY, Identity, Leases, Row, LostReplyOutcome, judge, judge_complete,
+from echomq.outcome import (LEASE_SAFETY, Identity, Leases, Row, LostReplyOutcome, ServerClock, judge, judge_complete,
                             judge_enqueue, judge_retry)
 
 ERR = b"boom"
@@ -117,3 +117,25 @@ def test_only_complete_and_retry_calls_carry_a_fence() -> None:
     assert verbs.fence(verbs.retry(KEYS, JID, 2, ERR, 0, 5)) == verbs.Fence(JID, 2, ERR, 5)
     with pytest.raises(ValueError, match="^only complete and retry calls are fenced by a token, not claim$"):
         verbs.fence(verbs.claim(KEYS, 1000))
+
+
+@pytest.mark.parametrize("step_s, live", [
+    (0.0, True),     # the server's clock kept pace with ours: 5 s of a 10 s lease have run
+    (-30.0, True),   # it stepped back: the server reaps later than we count, the proof stands
+    (2.0, True),     # 7 s have run on the server's clock, under the 9 s trusted
+    (4.5, False),    # 9.5 s have run there: past the trusted share
+    (120.0, False),  # stepped past the whole lease: the server may have reaped and handed it out
+])
+def test_a_forward_step_of_the_server_clock_counts_as_time_the_lease_has_run(step_s: float, live: bool) -> None:
+    now = time.monotonic()
+    at_claim = ServerClock(server_s=1_000_000.0, local_s=now - 5)
+    read_now = ServerClock(server_s=1_000_000.0 + 5 + step_s, local_s=now)
+    leases = Leases()
+    leases.add("JOB00000000001", 1, now - 5, 10_000, SERVER, at_claim)
+    assert leases.live("JOB00000000001", 1, SERVER, read_now) is live
+    assert leases.live("JOB00000000001", 1, SERVER)  # without a reading of the server's clock, ours alone
+
+
+def test_the_server_clock_is_read_from_info() -> None:
+    assert ServerClock.of({"server_time_usec": 1_700_000_000_123_456}, 7.0) == ServerClock(1_700_000_000.123456, 7.0)
+    assert ServerClock.of({"redis_version": "6.0.20"}, 7.0) is None   # before 6.2 the server does not say

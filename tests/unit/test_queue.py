@@ -17,7 +17,8 @@ def test_public_surface_is_exactly_the_eight_verbs() -> None:
         "WrongKindError", "InvalidArgumentError", "ServerUnavailableError",
         "Worker", "WorkerSettings", "WorkerStats", "WorkerHealth", "OutcomeUnknownError", "KeyspaceDamageError",
         "MalformedReplyError", "OutOfMemoryError", "RepliesLostError", "ServerReplyError", "EvictionWarning",
-        "SlotMigratingError", "QueueKeys", "check_queue_name", "INT31", "MAX_LIMIT", "verbs", "ids", "pipeline",
+        "SlotMigratingError", "ServerBusyError", "EvictionPolicyError",
+        "QueueKeys", "check_queue_name", "INT31", "MAX_LIMIT", "verbs", "ids", "pipeline",
         "ScriptCall", "ConsumeStep", "Client", "Scripts", "ScriptSource", "discover", "lua_dir",
         "send_reloading", "wire_errors",
     }
@@ -33,7 +34,8 @@ def test_public_surface_is_exactly_the_eight_verbs() -> None:
      "OutOfMemoryError", "OOM"),
     ("OOM command not allowed when used memory > 'maxmemory'.", "OutOfMemoryError", "OOM"),
     ("NOPERM User alice has no permissions to run the 'hmget' command", "ServerReplyError", "EMQREPLY"),
-    ("BUSY Redis is busy running a script.", "ServerReplyError", "EMQREPLY"),
+    ("BUSY Redis is busy running a script.", "ServerBusyError", "BUSY"),
+    ("LOADING Redis is loading the dataset in memory", "ServerBusyError", "LOADING"),
     ("TRYAGAIN Multiple keys request during rehashing of slot", "SlotMigratingError", "TRYAGAIN"),
     ("TRYAGAIN emq:{q}:job:JOB0000000000a may be on another node while slot 5 moves; nothing moved",
      "SlotMigratingError", "TRYAGAIN"),
@@ -53,6 +55,7 @@ def test_every_error_reply_maps_into_the_tree(reply: str, cls: str, code: str) -
     (redis.exceptions.ConnectionError("Connection refused"), "ServerUnavailableError"),
     (redis.exceptions.TryAgainError("Multiple keys request during rehashing of slot"), "SlotMigratingError"),
     (redis.exceptions.ResponseError("NOPERM no"), "ServerReplyError"),
+    (redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory"), "ServerBusyError"),
 ])
 def test_a_cluster_pipelines_failure_in_a_calls_place_maps_into_the_tree(raised: Exception, cls: str) -> None:
     from echomq import errors
