@@ -1,7 +1,10 @@
 """The pumps a Worker runs beside its rounds, and the health it shows.
 
-A thread of their own sends reap then promote in one round trip every
-interval. A round fails three ways: the server does not answer
+A thread of their own sends reap every `pump_interval_ms` and promote every
+`promote_interval_ms`, in one round trip when both are due (`PumpClock`).
+A retry the Worker schedules tells the clock when it falls due, and promote
+runs then: a retry's delay is honoured to within a round trip, not to
+within the cadence. A round fails three ways: the server does not answer
 (ServerUnavailableError), it refuses a call (an error reply), or anything
 else raises, a bug in the client included. Each is counted in the Worker's
 `errors`, logged and kept as its last error, and the next round goes on:
@@ -15,6 +18,7 @@ under one lock, and makes the `WorkerHealth` a caller reads from any thread.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
@@ -29,7 +33,7 @@ from .errors import EchoMQError
 from .queue import Queue
 from .verbs import ScriptCall
 
-__all__ = ["WorkerHealth", "Tally", "pump_thread"]
+__all__ = ["WorkerHealth", "Tally", "PumpClock", "pump_thread"]
 
 log = logging.getLogger("echomq.worker")
 
@@ -61,6 +65,10 @@ class WorkerHealth:
     last_error: str | None       # the latest failure counted in errors, "where: TypeName: message"
     #                              (where: claim, pump, reap or promote); None when there was none
     last_error_at: float | None  # when it was counted, as time.time()
+    last_round_at: float | None = None   # when the latest round trip of claims and settles ended, its lost
+    #                                      replies judged, as time.time(); an idle Worker still makes one
+    #                                      every poll_ms, so a stale value means stuck, not idle
+    waiting_since: float | None = None   # when the round trip under way began (time.time()); None between them
 
 
 class Tally:
@@ -76,13 +84,26 @@ class Tally:
         self._last_error_at: float | None = None
         self._traced: str | None = None  # the last unexpected failure logged with its traceback
         self._thread: threading.Thread | None = None
+        self._last_round_at: float | None = None
+        self._waiting_since: float | None = None
 
     def health(self, running: bool) -> WorkerHealth:
         with self._lock:
             thread = self._thread
             return WorkerHealth(running, thread is not None and thread.is_alive(), self.stats.rounds,
                                 self._pump_rounds, self._pump_failures, self.stats.errors,
-                                self._last_error, self._last_error_at)
+                                self._last_error, self._last_error_at, self._last_round_at, self._waiting_since)
+
+    @contextmanager
+    def round_trip(self) -> Iterator[None]:
+        """A round trip of the rounds, from its send to its last judged reply."""
+        with self._lock:
+            self._waiting_since = time.time()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._waiting_since, self._last_round_at = None, time.time()
 
     def pumping(self, thread: threading.Thread | None) -> None:
         """The pump thread from now on; None once it has ended."""
@@ -125,37 +146,87 @@ class Tally:
         return self._last_error, exc, trace
 
 
-def _pump_round(queue: Queue, calls: Sequence[ScriptCall]) -> tuple[dict[str, int], list[tuple[str, Any, int]]]:
+def _pump_round(queue: Queue, calls: Sequence[ScriptCall],
+                timeout_s: float) -> tuple[dict[str, int], list[tuple[str, Any, int]]]:
     """One round trip of the pump calls: what each moved, and each refusal.
-    Raises when no reply can be used, so that the round counts nothing it moved."""
-    replies = pipeline.send(queue, calls)
+    Raises when no reply can be used (none within `timeout_s` included: a
+    silent server must not hold the thread past the Worker's stop), so that
+    the round counts nothing it moved."""
+    replies = pipeline.send(queue, calls, deadline=time.monotonic() + timeout_s)
     refused = [(call.verb, reply, 1) for call, reply in zip(calls, replies) if isinstance(reply, Exception)]
     moved = {call.verb: int(reply) for call, reply in zip(calls, replies) if not isinstance(reply, Exception)}
     return moved, refused
 
 
-def _pump(queue: Queue, calls: Sequence[ScriptCall], interval_s: float, tally: Tally,
-          done: threading.Event) -> None:
-    while not done.wait(interval_s):
+class PumpClock:
+    """When the pump thread next sends each pump, and the wake-ups the rounds
+    ask for: a retry this Worker scheduled falls due at a known moment, so
+    promote runs then instead of waiting for its cadence."""
+
+    def __init__(self, reap_s: float, promote_s: float) -> None:
+        self.reap_s, self.promote_s = reap_s, promote_s
+        now = time.monotonic()
+        self.next_reap, self.next_promote = now + reap_s, now + promote_s
+        self._due: list[float] = []  # a heap of monotonic times at which a scheduled retry falls due
+        self._cond = threading.Condition()
+        self._done = False
+
+    def due_at(self, at: float) -> None:
+        """A retry scheduled by this Worker falls due at monotonic `at`: promote then."""
+        with self._cond:
+            heapq.heappush(self._due, at)
+            if self._due[0] == at:
+                self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._done = True
+            self._cond.notify()
+
+    def next_calls(self) -> tuple[bool, bool] | None:
+        """Wait for the next moment a pump is due: (reap, promote) to send then; None once stopped."""
+        with self._cond:
+            while not self._done:
+                now = time.monotonic()
+                promote_at = min(self.next_promote, self._due[0] if self._due else self.next_promote)
+                wake = min(self.next_reap, promote_at)
+                if now >= wake:
+                    reap, promote = now >= self.next_reap, now >= promote_at
+                    if reap:
+                        self.next_reap = now + self.reap_s
+                    if promote:
+                        self.next_promote = now + self.promote_s
+                        while self._due and self._due[0] <= now:
+                            heapq.heappop(self._due)
+                    return reap, promote
+                self._cond.wait(wake - now)
+            return None
+
+
+def _pump(queue: Queue, calls: dict[str, ScriptCall], clock: PumpClock, tally: Tally, timeout_s: float) -> None:
+    while (due := clock.next_calls()) is not None:
+        reap, promote = due
+        round_calls = [calls[verb] for verb, go in (("reap", reap), ("promote", promote)) if go]
         try:
-            moved, refused = _pump_round(queue, calls)
+            moved, refused = _pump_round(queue, round_calls, timeout_s)
             tally.pumped(moved, refused)
         except Exception as exc:  # unanswered, a reply that is not a count, a bug: no call of the round counts
-            tally.pumped({}, [("pump", exc, len(calls))])
+            tally.pumped({}, [("pump", exc, len(round_calls))])
 
 
 @contextmanager
-def pump_thread(queue: Queue, calls: Sequence[ScriptCall], interval_s: float, tally: Tally) -> Iterator[None]:
-    """`calls` sent every `interval_s` in a thread, the first one interval in,
-    until the block ends; the tally counts each round."""
-    done = threading.Event()
-    thread = threading.Thread(target=_pump, args=(queue, calls, interval_s, tally, done), name="echomq-pumps",
-                              daemon=True)
+def pump_thread(queue: Queue, reap: ScriptCall, promote: ScriptCall, clock: PumpClock, tally: Tally,
+                timeout_s: float) -> Iterator[None]:
+    """reap and promote sent on the clock's cadences in a thread, each first
+    one interval in (promote earlier when a retry falls due), in one round
+    trip when both are due, until the block ends; the tally counts each round."""
+    thread = threading.Thread(target=_pump, args=(queue, {"reap": reap, "promote": promote}, clock, tally, timeout_s),
+                              name="echomq-pumps", daemon=True)
     tally.pumping(thread)
     thread.start()
     try:
         yield
     finally:
-        done.set()
+        clock.stop()
         thread.join()
         tally.pumping(None)

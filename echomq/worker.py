@@ -3,19 +3,23 @@
     worker = Worker(queue, handle, WorkerSettings(concurrency=4))
     worker.run()            # until stop(), SIGINT or SIGTERM; or burst=True: until the queue is empty
 
-A round runs the handler on each job it holds (`concurrency` at a time),
-then sends every complete and retry of the round in one pipelined round
-trip, and the next round's `batch` claims ride in that same pipeline: a
-steady Worker makes one round trip per round. Claims go out alone only
-for the first round, and after claims that found nothing or failed (after
-a wait of `poll_ms`). A stopping Worker sends its settles without claims,
-so no job is leased that nobody will run. A
-handler that returns completes its job; one that raises retries it, after
-a full-jitter exponential backoff, and the retry script moves it to the
-dead set at the queue's max_attempts. A separate thread runs the pumps,
-reap then promote in one round trip, every `pump_interval_ms`, and goes on
-whatever a round raises (`echomq.pumps`); `health()` shows from any thread
-how the Worker fares.
+A round runs the handler on each job it holds (`concurrency` at a time; a
+plain or an `async def` handler, `echomq.handlers`), then sends every
+complete and retry of the round in one pipelined round trip, and the next
+round's `batch` claims ride in that same pipeline: a steady Worker makes one
+round trip per round. Claims go out alone only for the first round, and
+after claims that found nothing or failed (after a wait of `poll_ms`), and
+at once after claims that buried their scan limit of damaged ids (jobs may
+wait behind them). A stopping Worker sends its settles without claims, so no
+job is leased that nobody will run. A handler that returns completes its
+job; one that raises, whatever it raises, retries it, after a full-jitter
+exponential backoff, and the retry script moves it to the dead set at the
+queue's max_attempts. Only KeyboardInterrupt and SystemExit end run(), after
+the round's handled jobs are settled. A separate thread runs the pumps, reap
+every `pump_interval_ms` and promote every `promote_interval_ms` and when a
+retry this Worker scheduled falls due, and goes on whatever a round raises
+(`echomq.pumps`); `health()` shows from any thread how the Worker fares, and
+when its last round trip ended.
 
 Every call comes from the consume step (`echomq.consume`), which the load
 engine's consumers share, and is sent by `echomq.pipeline`: the Worker has
@@ -27,20 +31,19 @@ Each pipeline is sent once, whatever the client's retry settings, and its
 replies are judged call by call. When a complete's or retry's reply is lost, it
 is settled as `Queue.complete` and `Queue.retry` settle theirs
 (`echomq.queue.settle`): the job's row, and the lease its claim registered
-(`echomq.queue.leased`), decide. When a claim's reply is lost, it is
+(`echomq.queue.leased`), decide, within the Queue's judge_timeout_ms. A
+reply not read within `reply_timeout_ms` is lost. When a claim's reply is lost, it is
 counted as an error and not resent: the job it may have leased returns
 through reap once its lease expires (docs/design/outcomes.md).
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import random
 import signal
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Iterator, Sequence
@@ -52,14 +55,16 @@ from .errors import (EchoMQError, InvalidArgumentError, MalformedReplyError, Rep
                      ServerUnavailableError)
 from .args import INT31, MAX_LIMIT, check_int
 from .consume import OUTCOMES, ConsumeStep
-from .pumps import Tally, WorkerHealth, pump_thread
-from .queue import Job, Queue, leased, settle
+from .handlers import NOT_RUN, HandlerRunner, Result, error_text
+from .pumps import PumpClock, Tally, WorkerHealth, pump_thread
+from .queue import Job, Queue, buried, leased, settle
 from .verbs import ScriptCall
 
 __all__ = ["Worker", "WorkerSettings", "WorkerStats", "WorkerHealth", "Handler", "OnSettled", "OUTCOMES"]
 
 log = logging.getLogger("echomq.worker")
 
+# A plain function or an `async def` one (echomq.handlers); raise to retry the job.
 Handler = Callable[[Job], object]
 # Called once per claimed job after its round is settled, with one of OUTCOMES (echomq.consume).
 OnSettled = Callable[[Job, str], None]
@@ -77,7 +82,9 @@ class WorkerSettings:
     batch: int | None = None           # claims per round trip; None: the same as concurrency
     lease_ms: int = 30_000             # each claim's lease: the crash detector
     pumps: bool = True                 # run reap and promote on a cadence in this worker
-    pump_interval_ms: int | None = None  # None: lease_ms // 2
+    pump_interval_ms: int | None = None  # reap's cadence; None: lease_ms // 2
+    promote_interval_ms: int | None = None  # promote's cadence; None: pump_interval_ms. A retry this
+    #                                         Worker schedules is promoted when it falls due, either way
     reap_limit: int = 100
     promote_limit: int = 100
     retry_base_ms: int = 50            # retry delay: uniform over 0 .. min(cap, base * 2^(attempt-1))
@@ -85,16 +92,18 @@ class WorkerSettings:
     poll_ms: int = 250                 # wait after a round that claimed nothing, or a failed call
     burst: bool = False                # stop at the first round that claims nothing
     handle_signals: bool = True        # SIGINT and SIGTERM call stop() (main thread only)
+    reply_timeout_ms: int = 30_000     # a round trip's replies not read by then are lost replies, judged
 
     def __post_init__(self) -> None:
         ranges = {"concurrency": (1, MAX_CONCURRENCY), "batch": (1, MAX_BATCH), "lease_ms": (1, INT31),
-                  "pump_interval_ms": (1, INT31), "reap_limit": (1, MAX_LIMIT),
+                  "pump_interval_ms": (1, INT31), "promote_interval_ms": (1, INT31), "reply_timeout_ms": (1, INT31),
+                  "reap_limit": (1, MAX_LIMIT),
                   "promote_limit": (1, MAX_LIMIT), "retry_base_ms": (0, INT31), "retry_cap_ms": (0, INT31),
                   "poll_ms": (1, INT31)}
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name in ranges:
-                if value is not None or f.name not in ("batch", "pump_interval_ms"):
+                if value is not None or f.name not in ("batch", "pump_interval_ms", "promote_interval_ms"):
                     # Frozen, so set through object: the int the scripts will be sent, not an IntEnum.
                     object.__setattr__(self, f.name, check_int(f.name, value, *ranges[f.name]))
             elif not isinstance(value, bool):
@@ -108,6 +117,11 @@ class WorkerSettings:
     def pump_interval_s(self) -> float:
         ms = self.pump_interval_ms if self.pump_interval_ms is not None else max(1, self.lease_ms // 2)
         return ms / 1000.0
+
+    @property
+    def promote_interval_s(self) -> float:
+        ms = self.promote_interval_ms
+        return ms / 1000.0 if ms is not None else self.pump_interval_s
 
     def retry_delay_ms(self, attempt: int, rng: random.Random) -> int:
         """Full jitter after attempt number `attempt` (the claim's token)."""
@@ -139,9 +153,10 @@ def _is_error(reply: Any) -> bool:
 class Worker:
     """Claims jobs from one queue and runs a handler on each.
 
-    The handler is a plain (sync) callable taking the Job; its return value
-    is discarded, since a completed echomq job leaves nothing behind. Async
-    handlers are refused: wrap one in a sync function that runs it.
+    The handler takes the Job; a plain function or an `async def` one
+    (`echomq.handlers`: an async handler runs on an event loop the Worker
+    owns for its whole run). Its return value is discarded, since a
+    completed echomq job leaves nothing behind.
     """
 
     def __init__(self, queue: Queue, handler: Handler, settings: WorkerSettings | None = None, *,
@@ -150,9 +165,6 @@ class Worker:
             raise InvalidArgumentError(f"Worker needs an echomq Queue, got {type(queue).__name__}")
         if not callable(handler):
             raise InvalidArgumentError(f"handler must be callable, got {type(handler).__name__}")
-        if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(type(handler).__call__):
-            raise InvalidArgumentError("handler is async; Worker runs sync handlers: wrap it, e.g. "
-                                       "lambda job: asyncio.run(handler(job))")
         if settings is not None and not isinstance(settings, WorkerSettings):
             raise InvalidArgumentError(f"settings must be a WorkerSettings, got {type(settings).__name__}")
         self.queue = queue
@@ -165,6 +177,12 @@ class Worker:
         self._stop = threading.Event()
         self._running = threading.Lock()
         self._tally = Tally(self.stats)  # the rounds and the pump thread both count errors
+        self._clock: PumpClock | None = None
+        self._buried = False  # the latest claims buried damaged ids and found no job: more may wait
+        # A client whose socket_timeout is within reply_timeout_ms bounds every read itself:
+        # a deadline of the Worker's own would only add a poll per round trip.
+        timeout = getattr(getattr(queue.client, "connection_pool", None), "connection_kwargs", {}).get("socket_timeout")
+        self._reads_bounded = timeout is not None and 0 < timeout * 1000 <= self.settings.reply_timeout_ms
 
     def stop(self) -> None:
         """Send no more claims; the jobs in hand (the round running, and any that
@@ -178,55 +196,74 @@ class Worker:
         return self._tally.health(running=self._running.locked())
 
     def run(self) -> WorkerStats:
-        """Rounds until stop() (or, with burst, a round that claims nothing); the stats."""
+        """Rounds until stop() (or, with burst, a round that claims nothing); the stats.
+        A KeyboardInterrupt or SystemExit a handler raises ends it once the
+        round's handled jobs are settled, and is raised again."""
         if not self._running.acquire(blocking=False):
             raise RuntimeError("this Worker is already running")
         try:
-            with self._signals(), self._pumps(), self._pool() as pool:
-                self._rounds(pool)
+            with self._signals(), self._pumps(), HandlerRunner(self.handler, self.settings.concurrency) as runner:
+                self._rounds(runner)
             return self.stats
         finally:
             self._running.release()
 
     # -- the rounds ----------------------------------------------------------
 
-    def _rounds(self, pool: ThreadPoolExecutor | None) -> None:
+    def _rounds(self, runner: HandlerRunner) -> None:
         """Claim alone, then round after round while each settle pipeline's claims bring jobs."""
         jobs = None if self._stop.is_set() else self._claim_alone()
         while True:
             while jobs:  # leased to this Worker: run and settled even once it is stopping
-                jobs = self._round(jobs, pool)
+                jobs = self._round(jobs, runner)
             # None: no claims went out (stopping), or every one failed. []: they found nothing.
-            if self._stop.is_set() or (jobs == [] and self.settings.burst):
+            if self._stop.is_set():
                 return
-            if self._stop.wait(self.settings.poll_ms / 1000.0):
+            if jobs == [] and self._buried:  # not empty: the claims buried damage, jobs may wait behind it
+                jobs = self._claim_alone()
+                continue
+            if (jobs == [] and self.settings.burst) or self._stop.wait(self.settings.poll_ms / 1000.0):
                 return
             jobs = self._claim_alone()
 
     def _claim_alone(self) -> list[Job] | None:
         """A round trip of claims only: the jobs they leased, or None when every one failed."""
-        claims = self._step.claims
-        sent = time.monotonic()
-        return self._leased(self._send(claims), sent)
+        with self._tally.round_trip():
+            sent = time.monotonic()
+            return self._leased(self._send(self._step.claims), sent)
 
-    def _round(self, jobs: list[Job], pool: ThreadPoolExecutor | None) -> list[Job] | None:
+    def _round(self, jobs: list[Job], runner: HandlerRunner) -> list[Job] | None:
         """Run the jobs and settle them in one round trip, which carries the next
         round's claims unless the Worker is stopping: the jobs those claims leased;
-        None when none went out or every one failed."""
-        settles = self._settle_calls(jobs, self._handle(jobs, pool))
+        None when none went out or every one failed. A worker-ending exception
+        from a handler is raised once the round's handled jobs are settled."""
+        results = runner.run(jobs)
+        if runner.ending is not None:
+            self._stop.set()
+        handled = [(job, result) for job, result in zip(jobs, results) if result is not NOT_RUN]
+        for job, result in zip(jobs, results):
+            if result is NOT_RUN:  # never run: its lease expires and reap hands it out again
+                self._count(job, "unsettled")
+        settles = self._settle_calls(handled)
         claims = () if self._stop.is_set() else self._step.claims
-        sent = time.monotonic()
-        replies = self._send([*settles, *claims])
-        self._settled(jobs, settles, replies[:len(settles)])
-        return self._leased(replies[len(settles):], sent) if claims else None
+        with self._tally.round_trip():
+            sent = time.monotonic()
+            replies = self._send([*settles, *claims])
+            self._settled([job for job, _ in handled], settles, replies[:len(settles)])
+            leased = self._leased(replies[len(settles):], sent) if claims else None
+        if runner.ending is not None:
+            raise runner.ending
+        return leased
 
     def _send(self, calls: Sequence[ScriptCall]) -> list[Any]:
         """One pipeline, sent once: per call its reply, or where the reply was
-        lost the RepliesLostError that lost it; when nothing could be sent, each
+        lost (the connection failed, or no reply came within reply_timeout_ms)
+        the RepliesLostError that lost it; when nothing could be sent, each
         is the ServerUnavailableError. A call answered NOSCRIPT whose resend
         could not go out holds the error that stopped it among the others."""
+        deadline = None if self._reads_bounded else time.monotonic() + self.settings.reply_timeout_ms / 1000.0
         try:
-            return pipeline.send(self.queue, calls)
+            return pipeline.send(self.queue, calls, deadline=deadline)
         except RepliesLostError as exc:
             lost = set(exc.lost)
             return [exc if i in lost else reply for i, reply in enumerate(exc.replies)]
@@ -240,6 +277,7 @@ class Worker:
         leased returns through reap once its lease expires."""
         lease_ms = self.settings.lease_ms
         jobs, failed = [], []
+        self._buried = any(buried(reply) for reply in replies)
         for reply in replies:
             try:
                 job = None if _is_error(reply) else leased(self.queue, reply, sent, lease_ms)
@@ -257,41 +295,41 @@ class Worker:
         self.stats.rounds += 1
         return jobs
 
-    def _handle(self, jobs: list[Job], pool: ThreadPoolExecutor | None) -> list[BaseException | None]:
-        if pool is None:
-            return [self._call(job) for job in jobs]
-        return list(pool.map(self._call, jobs))
-
-    def _call(self, job: Job) -> BaseException | None:
-        try:
-            self.handler(job)
-        except Exception as exc:  # the job failed, not the worker: retry it
-            log.info("job %s attempt %d failed: %s: %s", job.id, job.token, type(exc).__name__, exc)
-            return exc
-        return None
-
-    def _settle_calls(self, jobs: list[Job], failures: Sequence[BaseException | None]) -> list[ScriptCall]:
-        step = self._step
-        return [step.settle(job.id, job.token) if exc is None else
-                step.settle(job.id, job.token, self._error_text(exc), self.settings.retry_delay_ms(job.token, self.rng))
-                for job, exc in zip(jobs, failures)]
+    def _settle_calls(self, handled: Sequence[tuple[Job, Result]]) -> list[ScriptCall]:
+        step, cap = self._step, min(MAX_ERROR_BYTES, self.queue.max_payload_bytes)
+        calls = []
+        for job, failure in handled:
+            if failure is None:
+                calls.append(step.settle(job.id, job.token))
+                continue
+            assert isinstance(failure, BaseException)
+            text = error_text(failure, cap)
+            log.info("job %s attempt %d failed: %s", job.id, job.token, text.decode("utf-8"))
+            calls.append(step.settle(job.id, job.token, text, self.settings.retry_delay_ms(job.token, self.rng)))
+        return calls
 
     def _settled(self, jobs: list[Job], calls: list[ScriptCall], replies: list[Any]) -> None:
         failure = next((r for r in replies if isinstance(r, ServerUnavailableError)), None)
         if failure is not None:
             log.warning("settling %d jobs: %s; a lost reply is judged from its job's row, and a job whose "
                         "call was not sent returns through reap once its lease expires", len(calls), failure)
+        # One deadline for the round's judging: a silent server costs judge_timeout_ms once, not per job.
+        deadline = time.monotonic() + self.queue.judge_timeout_s
         for job, call, reply in zip(jobs, calls, replies):
             if isinstance(reply, RepliesLostError):
-                reply = self._resolve(call, reply)
+                reply = self._resolve(call, reply, deadline)
             self.queue.leases.drop(job.id, job.token)  # settled or given up: no proof is needed again
-            self._count(job, self._outcome(job, call.verb, reply))
+            outcome = self._outcome(job, call.verb, reply)
+            if outcome == "retried" and self._clock is not None:
+                # Due on the server no later than delay_ms after this reply: promote then.
+                self._clock.due_at(time.monotonic() + int(call.args[3]) / 1000.0)
+            self._count(job, outcome)
 
-    def _resolve(self, call: ScriptCall, lost: RepliesLostError) -> Any:
+    def _resolve(self, call: ScriptCall, lost: RepliesLostError, deadline: float) -> Any:
         """A call whose reply was lost, settled as Queue.complete and Queue.retry
-        settle theirs: its reply, or the error they would raise."""
+        settle theirs, judged by `deadline`: its reply, or the error they would raise."""
         try:
-            return settle(self.queue, call, lost)
+            return settle(self.queue, call, lost, deadline)
         except (EchoMQError, redis.exceptions.RedisError) as exc:  # StaleTokenError, OutcomeUnknownError, ...
             return exc
 
@@ -314,28 +352,15 @@ class Worker:
             except Exception:  # an observer's bug must not stop the jobs
                 log.exception("on_settled raised for job %s (%s)", job.id, outcome)
 
-    def _error_text(self, exc: BaseException) -> bytes:
-        cap = min(MAX_ERROR_BYTES, self.queue.max_payload_bytes)
-        text = f"{type(exc).__name__}: {exc}".encode("utf-8")
-        # Cut on a character boundary so that last_error stays valid UTF-8.
-        return text[:cap].decode("utf-8", "ignore").encode("utf-8")
-
     # -- what runs beside the rounds ------------------------------------------
 
     def _pumps(self) -> AbstractContextManager[None]:
         s, q = self.settings, self.queue
         if not s.pumps:
             return nullcontext()
-        calls = [verbs.reap(q.keys, s.reap_limit, q.max_attempts), verbs.promote(q.keys, s.promote_limit)]
-        return pump_thread(q, calls, s.pump_interval_s, self._tally)
-
-    @contextmanager
-    def _pool(self) -> Iterator[ThreadPoolExecutor | None]:
-        if self.settings.concurrency == 1:
-            yield None
-            return
-        with ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="echomq-handler") as pool:
-            yield pool
+        self._clock = PumpClock(s.pump_interval_s, s.promote_interval_s)
+        return pump_thread(q, verbs.reap(q.keys, s.reap_limit, q.max_attempts), verbs.promote(q.keys, s.promote_limit),
+                           self._clock, self._tally, s.reply_timeout_ms / 1000.0)
 
     @contextmanager
     def _signals(self) -> Iterator[None]:

@@ -42,11 +42,11 @@ def pump_fault(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     raised: list[float] = []
     send = pipeline.send
 
-    def faulty(queue: Queue, calls: Sequence[ScriptCall]) -> list[Any]:
+    def faulty(queue: Queue, calls: Sequence[ScriptCall], **kw: Any) -> list[Any]:
         if not raised and calls and calls[0].verb == "reap":
             raised.append(time.time())
             raise RuntimeError(INJECTED)
-        return send(queue, calls)
+        return send(queue, calls, **kw)
 
     monkeypatch.setattr(pipeline, "send", faulty)
     return raised
@@ -148,10 +148,10 @@ def test_a_system_exit_in_a_pump_round_ends_the_thread_and_health_shows_it(
     """What is not an Exception is not the pumps' to swallow: the thread ends, uncounted, and says so."""
     send = pipeline.send
 
-    def exiting(queue: Queue, calls: Sequence[ScriptCall]) -> list[Any]:
+    def exiting(queue: Queue, calls: Sequence[ScriptCall], **kw: Any) -> list[Any]:
         if calls and calls[0].verb == "reap":
             raise SystemExit("the pump thread is told to end")
-        return send(queue, calls)
+        return send(queue, calls, **kw)
 
     monkeypatch.setattr(pipeline, "send", exiting)
     worker = Worker(queue, lambda job: None, _settings())
