@@ -153,3 +153,41 @@ def test_whatever_a_handler_raises_retries_its_job_and_the_rounds_go_on(
     assert client.zrange(queue.keys.schedule, 0, -1) == [first.encode()]
     assert _last_error(client, queue, first).startswith(starts)
     assert not client.exists(*(queue.keys.job(jid) for jid in rest)) and queue.pending_size() == 0
+
+
+# -- what ends the Worker --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ending", [KeyboardInterrupt, SystemExit])
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_an_exception_that_ends_the_worker_settles_the_handled_jobs_first(
+        client: redis.Redis, queue: Queue, ending: type[BaseException], concurrency: int) -> None:
+    """A round of four: the first returns, the second ends the Worker. The
+    handled jobs are settled before run() raises it again, and no job the
+    round had not started is run: it waits for its lease."""
+    ids = _enqueue(queue, 4)
+    ran: list[str] = []
+
+    def handler(job: Job) -> None:
+        ran.append(job.id)
+        if job.id == ids[1]:
+            raise ending("the operator stops the worker")
+
+    settled: list[tuple[str, str]] = []
+    settings = WorkerSettings(concurrency=concurrency, batch=4, burst=True, pumps=False, handle_signals=False)
+    worker = Worker(queue, handler, settings, on_settled=lambda job, outcome: settled.append((job.id, outcome)))
+    with pytest.raises(ending):
+        worker.run()
+
+    outcomes = dict(settled)
+    assert outcomes[ids[0]] == "completed" and outcomes[ids[1]] == "retried"
+    assert set(outcomes) == set(ids)  # every job of the round is accounted for
+    for jid in ids[2:]:
+        # Run before the interrupt (on another thread) and completed, or never started and left to its lease.
+        assert outcomes[jid] == ("completed" if jid in ran else "unsettled")
+    assert ids[2] not in ran or concurrency > 1
+    assert not client.exists(queue.keys.job(ids[0]))
+    assert client.zscore(queue.keys.schedule, ids[1]) is not None
+    unsettled = [jid for jid, outcome in settled if outcome == "unsettled"]
+    assert all(client.zscore(queue.keys.active, jid) is not None for jid in unsettled)
+    assert client.zcard(queue.keys.pending) == 0  # the stopping round sent no claims
