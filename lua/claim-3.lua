@@ -12,17 +12,22 @@
   Reply:
     {id, payload, token}  token is the job's attempts after this claim
     {}                    pending is empty (of jobs whose rows can be read)
+    n (integer)           no job handed out: the call buried n = DAMAGE_SCAN
+                          damaged ids and stopped; more may wait, so call again
 
   Damage: a popped member that is not a JOB id (any ZADD can put one in
   pending, and no complete or retry would accept it), or whose row is
-  missing, holds another type, is not in state pending, or lacks a whole
-  attempts or a payload, is buried in the dead set (buryDamaged, last_error
-  'damaged: ... at claim') and the next id is popped, up to DAMAGE_SCAN of
-  them per call; it is never handed out.
+  missing, holds another type, is not in state pending, or lacks an
+  attempts of plain digits below 2^53 (readRow) or a payload, is buried in
+  the dead set (buryDamaged, last_error 'damaged: ... at claim') and the
+  next id is popped, up to DAMAGE_SCAN of them per call; it is never handed
+  out. A call that buried DAMAGE_SCAN and found no job says so with the
+  count, not {}: the caller must not take it for an empty queue.
 
   Errors:
-    EMQARG     the job key prefix is not the pending set's base + 'job:', or
-               lease_ms is not an integer in range; nothing is popped
+    EMQARG     the call has not 3 KEYS and 2 ARGV, the job key prefix is not
+               the pending set's base + 'job:', or lease_ms is not an
+               integer in range; nothing is popped
     EMQDAMAGE  the active set holds another type, or the dead set does
                (checked only when there is a job to bury); the popped id
                goes back where it was: nothing moves
@@ -40,11 +45,12 @@
   queue's own before the pop: a row write refused after it would lose the job.
 
   Cost: a healthy call is one ZPOPMIN, one HMGET, TIME, one ZADD and one
-  HSET. Its checks are one test each, made inline: the arguments (a
-  pattern match of lease_ms, a compare of the prefix against the pending
-  set's name), the row (state pending, a whole attempts, a payload) and
-  the id (its length and JOB_ID_SHAPE). The active set's type is checked
-  by the lease's ZADD itself, through pcall, before the row is written
+  HSET. Its checks are one test each, made inline: the counts of KEYS and
+  ARGV, the arguments (a pattern match of lease_ms, a compare of the prefix
+  against the pending set's name), the row (state pending; attempts '0',
+  else fewer than 16 plain digits; a payload) and the id (its length and
+  JOB_ID_SHAPE). The active set's type is checked by the lease's ZADD
+  itself, through pcall, before the row is written
   (and by TYPE when pending is empty, where no ZADD runs). Any call these
   tests do not accept runs the full checks below them from the start, in
   the contract's order; the id popped on the way goes back at the score it
@@ -52,13 +58,21 @@
 ]]
 --- @include "jobIdShape"
 local rcall = redis.call
-local pendingKey = KEYS[1]
-local activeKey = KEYS[2]
-local deadKey = KEYS[3]
-local jobPrefix = ARGV[1]
-local leaseText = ARGV[2]
--- Damaged ids one call buries before it gives up with {}: a bound on how
--- long a keyspace full of damage can hold the server in one script.
+-- KEYS and ARGV are named once each: the global lookups this saves pay for the test of
+-- their counts. Every script spells the refusal inline in the same words (a test holds
+-- them equal): a shared helper put a function in every script, and counted, that cost
+-- even the verbs that never call it.
+local keys, argv = KEYS, ARGV
+if #keys ~= 3 or #argv ~= 2 then
+  return redis.error_reply('EMQARG claim takes 3 keys and 2 arguments, got ' .. #keys .. ' and ' .. #argv)
+end
+local pendingKey = keys[1]
+local activeKey = keys[2]
+local deadKey = keys[3]
+local jobPrefix = argv[1]
+local leaseText = argv[2]
+-- Damaged ids one call buries before it gives up, answering their count: a
+-- bound on how long a keyspace full of damage can hold the server in one script.
 local DAMAGE_SCAN = 100
 -- The server's clock, read at most once per call.
 local now
@@ -79,10 +93,12 @@ if lease and lease >= 1 and lease <= 2147483647 and string.sub(pendingKey, -7) =
     -- increment, one server call cheaper on every claim.
     local jobKey = jobPrefix .. id
     local row = redis.pcall('HMGET', jobKey, 'state', 'attempts', 'payload')
-    -- A job's first claim, the common one, reads its attempts without parsing it.
-    local attempts = row[2] == '0' and 0 or tonumber(row[2])
-    if row[1] == 'pending' and row[3] and attempts and attempts >= 0 and attempts % 1 == 0 and #id == 14
-        and string.find(id, JOB_ID_SHAPE) then
+    -- A job's first claim, the common one, reads its attempts without parsing it. Any
+    -- other must be plain digits, fewer than 16 and so below 2^53 (readRow judges the
+    -- rest), before it is read as a number: tonumber would take 'inf', '0x10' and '1e3'.
+    local text = row[2]
+    local attempts = text == '0' and 0 or text and #text < 16 and string.find(text, '^%d+$') and text + 0
+    if row[1] == 'pending' and row[3] and attempts and #id == 14 and string.find(id, JOB_ID_SHAPE) then
       local t = rcall('TIME')
       now = t[1] * 1000 + math.floor(t[2] / 1000)
       local added = redis.pcall('ZADD', activeKey, now + lease, id)
@@ -146,4 +162,5 @@ for _ = 1, DAMAGE_SCAN do
   end
   buryDamaged(jobPrefix, deadKey, id, payload .. ' at claim')
 end
-return {}
+-- Every turn buried one: not {}, which would tell the caller that pending is empty.
+return DAMAGE_SCAN

@@ -15,21 +15,31 @@
   Errors:
     EMQID      malformed id
     EMQKIND    the id's kind is not JOB
-    EMQARG     the job row is not the row of id beside the pending set
+    EMQARG     the call has not 2 KEYS and 2 ARGV, or the job row is not the
+               row of id beside the pending set
     EMQDAMAGE  the row's key holds another type than a hash, or the pending
                set another type than a sorted set; nothing is written
 
   Cost: a healthy call is one HLEN, then one ZADD and one HSET or the
-  answer duplicate, after one length test and one pattern match of the id
-  (JOB_ID_SHAPE) and one compare of the row's key. Any other call (an id
-  the pattern leaves to checkJobId, a refusal) runs the full checks from the start, in the
-  contract's order: the healthy path has written nothing when it gives way.
+  answer duplicate, after the counts of KEYS and ARGV, one length test and
+  one pattern match of the id (JOB_ID_SHAPE) and one compare of the row's
+  key. Any other call (an id the pattern leaves to checkJobId, a refusal)
+  runs the full checks from the start, in the contract's order: the
+  healthy path has written nothing when it gives way.
 ]]
 --- @include "jobIdShape"
-local pendingKey = KEYS[1]
-local jobKey = KEYS[2]
-local id = ARGV[1]
-local payload = ARGV[2]
+-- KEYS and ARGV are named once each: the global lookups this saves pay for the test of
+-- their counts. Every script spells the refusal inline in the same words (a test holds
+-- them equal): a shared helper put a function in every script, and counted, that cost
+-- even the verbs that never call it.
+local keys, argv = KEYS, ARGV
+if #keys ~= 2 or #argv ~= 2 then
+  return redis.error_reply('EMQARG enqueue takes 2 keys and 2 arguments, got ' .. #keys .. ' and ' .. #argv)
+end
+local pendingKey = keys[1]
+local jobKey = keys[2]
+local id = argv[1]
+local payload = argv[2]
 
 if #id == 14 and string.find(id, JOB_ID_SHAPE) and jobKey == string.sub(pendingKey, 1, -8) .. 'job:' .. id then
   local fields = redis.pcall('HLEN', jobKey)

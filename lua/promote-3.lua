@@ -18,27 +18,38 @@
   moves. Damage inside a row (an attempts no script wrote) is met by claim.
 
   Errors:
-    EMQARG     the job key prefix is not the schedule set's base + 'job:', or
-               limit is not an integer in range; nothing moves
+    EMQARG     the call has not 3 KEYS and 2 ARGV, the job key prefix is not
+               the schedule set's base + 'job:', or limit is not an integer
+               in range; nothing moves
     EMQDAMAGE  the pending or dead set holds another type; nothing moves
 
   A due id whose row the server will not let it read (on a cluster, a row
   already moved to another node while the slot migrates) refuses the call
-  with the server's error before anything moves.
+  with the server's error before anything moves. Whether the slot moves is
+  asked at most once per call (rowInFlight), however many rows are missing.
 
   Cost is O(log N + k) for k due entries (dueIds, dropFirst).
 
-  Cost: the arguments pass one test each, made inline (a pattern match of
-  limit, a compare of the prefix against the schedule set's name), and a
-  call with nothing due ends after TIME and one range read. Arguments these tests do not
-  accept get the full checks, in the contract's order.
+  Cost: the arguments pass one test each, made inline (the counts of KEYS
+  and ARGV, a pattern match of limit, a compare of the prefix against the
+  schedule set's name), and a call with nothing due ends after TIME and
+  one range read. Arguments these tests do not accept get the full checks,
+  in the contract's order.
 ]]
 local rcall = redis.call
-local scheduleKey = KEYS[1]
-local pendingKey = KEYS[2]
-local deadKey = KEYS[3]
-local jobPrefix = ARGV[1]
-local limitText = ARGV[2]
+-- KEYS and ARGV are named once each: the global lookups this saves pay for the test of
+-- their counts. Every script spells the refusal inline in the same words (a test holds
+-- them equal): a shared helper put a function in every script, and counted, that cost
+-- even the verbs that never call it.
+local keys, argv = KEYS, ARGV
+if #keys ~= 3 or #argv ~= 2 then
+  return redis.error_reply('EMQARG promote takes 3 keys and 2 arguments, got ' .. #keys .. ' and ' .. #argv)
+end
+local scheduleKey = keys[1]
+local pendingKey = keys[2]
+local deadKey = keys[3]
+local jobPrefix = argv[1]
+local limitText = argv[2]
 -- unpack puts every row on Lua's C stack, which holds about 8000 values.
 local ROWS_PER_EXISTS = 1000
 

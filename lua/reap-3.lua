@@ -17,13 +17,15 @@
     count reaped (integer), never more than limit
 
   Damage: an expired id whose row is missing, holds another type, is not in
-  state active or lacks a whole attempts is buried in the dead set
+  state active or lacks an attempts of plain digits up to 2^53 (readRow) is
+  buried in the dead set
   (buryDamaged, last_error 'damaged: ... at reap'); the rest of the batch
   moves as usual, and the count includes it.
 
   Errors:
-    EMQARG     the job key prefix is not the active set's base + 'job:', or
-               limit or max_attempts is not an integer in range; nothing moves
+    EMQARG     the call has not 3 KEYS and 3 ARGV, the job key prefix is not
+               the active set's base + 'job:', or limit or max_attempts is
+               not an integer in range; nothing moves
     EMQDAMAGE  the pending or dead set holds another type; nothing moves
 
   Cost is O(log M + k) for an active set of M and k expired (dueIds, dropFirst).
@@ -31,18 +33,30 @@
   split by attempts is reap's own, so promote reads no attempts it would not
   use.
 
-  Cost: the arguments pass one test each, made inline (a pattern match of
-  each integer, a compare of the prefix against the active set's name),
-  and a call with nothing expired ends after TIME and one range read. Arguments these tests
-  do not accept get the full checks, in the contract's order.
+  Cost: the arguments pass one test each, made inline (the counts of KEYS
+  and ARGV, a pattern match of each integer, a compare of the prefix
+  against the active set's name), and a call with nothing expired ends
+  after TIME and one range read. Arguments these tests do not accept get
+  the full checks, in the contract's order. Each expired row is judged
+  inline (state active, attempts of fewer than 16 plain digits); readRow reads any
+  other again and names its damage, asking whether the slot moves
+  (rowInFlight) at most once per call.
 ]]
 local rcall = redis.call
-local activeKey = KEYS[1]
-local pendingKey = KEYS[2]
-local deadKey = KEYS[3]
-local jobPrefix = ARGV[1]
-local limitText = ARGV[2]
-local maxText = ARGV[3]
+-- KEYS and ARGV are named once each: the global lookups this saves pay for the test of
+-- their counts. Every script spells the refusal inline in the same words (a test holds
+-- them equal): a shared helper put a function in every script, and counted, that cost
+-- even the verbs that never call it.
+local keys, argv = KEYS, ARGV
+if #keys ~= 3 or #argv ~= 3 then
+  return redis.error_reply('EMQARG reap takes 3 keys and 3 arguments, got ' .. #keys .. ' and ' .. #argv)
+end
+local activeKey = keys[1]
+local pendingKey = keys[2]
+local deadKey = keys[3]
+local jobPrefix = argv[1]
+local limitText = argv[2]
+local maxText = argv[3]
 
 local limit = #limitText < 7 and string.find(limitText, '^%d+$') and tonumber(limitText)
 local maxAttempts = #maxText < 11 and string.find(maxText, '^%d+$') and tonumber(maxText)
@@ -80,11 +94,16 @@ local err = checkZsets(pendingKey, deadKey)
 if err then return err end
 -- Every row is read before the first write, so a refused read moves nothing.
 local found = {}
+-- Looked up once for the loop, not once per row.
+local rpcall, find = redis.pcall, string.find
 for i = 1, #expired do
   -- A healthy row is judged inline; readRow reads again and says what is wrong with any other.
-  local row = redis.pcall('HMGET', jobPrefix .. expired[i], 'state', 'attempts')
-  local attempts = row[1] == 'active' and tonumber(row[2])
-  if not (attempts and attempts >= 0 and attempts % 1 == 0) then
+  local row = rpcall('HMGET', jobPrefix .. expired[i], 'state', 'attempts')
+  -- Plain digits, fewer than 16 and so below 2^53, before the text is read as a number (by + 0,
+  -- which costs no call): tonumber would take 'inf', '0x10' and '1e3'.
+  local text = row[2]
+  local attempts = row[1] == 'active' and text and #text < 16 and find(text, '^%d+$') and text + 0
+  if not attempts then
     local why, denied
     attempts, why, denied = readRow(jobPrefix .. expired[i], 'active', false)
     if denied then return redis.error_reply(denied) end

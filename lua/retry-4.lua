@@ -23,32 +23,41 @@
   Errors:
     EMQID     malformed id
     EMQKIND   the id's kind is not JOB
-    EMQARG    the job row is not the row of id beside the active set, or
-              token, delay_ms or max_attempts is not an integer in range
+    EMQARG    the call has not 4 KEYS and 5 ARGV, the job row is not the row
+              of id beside the active set, or token, delay_ms or
+              max_attempts is not an integer in range
     EMQSTALE  the job is not active, or its attempts moved past this token
     EMQDAMAGE the row's key holds another type, or the active set or the
               set the job moves to another type than a sorted set; nothing
               moves
 
   Cost: a healthy call is one HMGET, one TYPE of the set the job moves to,
-  one ZREM, (TIME,) one ZADD and one HSET. It is accepted at once when the
-  row is active at exactly the token text sent and is the row of id beside
-  the active set (as in complete: only claim writes state active, after
-  checking the id, with a whole attempts), and delay_ms and max_attempts
-  pass one pattern match each. Any other call, or a ZREM the server
-  refuses (which has written nothing), runs the full checks from the start,
-  in the contract's order.
+  one ZREM, (TIME,) one ZADD and one HSET, after the counts of KEYS and
+  ARGV. It is accepted at once when the row is active at exactly the token
+  text sent and is the row of id beside the active set (as in complete:
+  only claim writes state active, after checking the id, with an attempts
+  of plain digits), and delay_ms and max_attempts pass one pattern match
+  each. Any other call, or a ZREM the server refuses (which has written
+  nothing), runs the full checks from the start, in the contract's order.
 ]]
 local rcall = redis.call
-local activeKey = KEYS[1]
-local scheduleKey = KEYS[2]
-local deadKey = KEYS[3]
-local jobKey = KEYS[4]
-local id = ARGV[1]
-local tokenText = ARGV[2]
-local lastError = ARGV[3]
-local delayText = ARGV[4]
-local maxText = ARGV[5]
+-- KEYS and ARGV are named once each: the global lookups this saves pay for the test of
+-- their counts. Every script spells the refusal inline in the same words (a test holds
+-- them equal): a shared helper put a function in every script, and counted, that cost
+-- even the verbs that never call it.
+local keys, argv = KEYS, ARGV
+if #keys ~= 4 or #argv ~= 5 then
+  return redis.error_reply('EMQARG retry takes 4 keys and 5 arguments, got ' .. #keys .. ' and ' .. #argv)
+end
+local activeKey = keys[1]
+local scheduleKey = keys[2]
+local deadKey = keys[3]
+local jobKey = keys[4]
+local id = argv[1]
+local tokenText = argv[2]
+local lastError = argv[3]
+local delayText = argv[4]
+local maxText = argv[5]
 
 local row = redis.pcall('HMGET', jobKey, 'state', 'attempts')
 if row[1] == 'active' and row[2] == tokenText and jobKey == string.sub(activeKey, 1, -7) .. 'job:' .. id then

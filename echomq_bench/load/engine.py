@@ -54,7 +54,8 @@ What happened is told twice: `role.tally` counts (verb, outcome) pairs, and
 `on_event`, when given, receives one `Event` per job and call. Outcomes:
 
     enqueue   enqueued duplicate oom unanswered error
-    claim     claimed empty unanswered error   (claimed carries the Fate)
+    claim     claimed empty buried unanswered error   (claimed carries the Fate;
+              buried: no job, the call buried `count` damaged ones and more may wait)
     work      done      (work finished; the settle call is sent next)
     crash     abandoned (the job is left to its lease)
     complete  accepted refused unanswered error
@@ -257,6 +258,10 @@ class Consumer(_Role):
             if is_error(reply):
                 trouble = True
                 self._fail("claim", _outcome(reply), q, "", 0, t0, t1, error=reply)
+            elif isinstance(reply, int):
+                # Not an empty queue: the claim stopped at its scan limit of damaged jobs. The
+                # round counts as work found, so the next comes at once and claims past them.
+                self._emit("claim", "buried", q, "", 0, t0, t1, count=reply)
             elif not reply:
                 self._emit("claim", "empty", q, "", 0, t0, t1)
             else:

@@ -54,8 +54,9 @@ CLAIM, COMPLETE, ENQUEUE = 0, 1, 2
 # bytes wide: the templates below keep the id's place at that width.
 ID_HOLE = hole("id", ID_WIDTH)
 TOKEN_HOLE = hole("token", 8)
-COUNTERS = ("claims", "claimed", "empty", "completed", "stale", "errors", "enqueued", "duplicate",
-            "w_claimed", "w_completed", "w_enqueued", "w_empty", "w_stale", "a_completed",
+# buried: damaged jobs buried by claims that handed none out (a count for a reply, not {}).
+COUNTERS = ("claims", "claimed", "empty", "buried", "completed", "stale", "errors", "enqueued", "duplicate",
+            "w_claimed", "w_completed", "w_enqueued", "w_empty", "w_buried", "w_stale", "a_completed",
             # Open loop: claims sent inside the window, whenever due; then the claims due inside it: how
             # many, sent (after it closed, of them), answered, unanswered when the worker stopped waiting,
             # and the cycles they began that were left unfinished then.
@@ -281,6 +282,12 @@ class PipelinedConsumer(_Pipelined):
             c["empty"] += 1
             if counted:
                 c["w_empty"] += 1
+        elif isinstance(reply, int):
+            # Not empty and not an error: the claim stopped at its scan limit of damaged jobs, and
+            # the slot it frees claims again.
+            c["buried"] += reply
+            if counted:
+                c["w_buried"] += reply
         else:
             self.tally.error(reply)
         timed = self._timed(start, counted)

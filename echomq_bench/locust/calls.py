@@ -4,6 +4,7 @@
 inside a Locust process: each call, or pipeline of calls, is one Locust
 request of type "echomq", named by its verb. An outcome that is expected is
 counted under its own name, never as a failure: "claim (empty)",
+"claim (buried)" (no job: the call buried its scan limit of damaged ones),
 "retry (scheduled)", "retry (dead)". A failure is what should not happen: a
 refused complete from a lease holder, an enqueue of a fresh id that was not
 enqueued, a wire error; its exception goes to Locust and then on to the role,
@@ -182,6 +183,8 @@ class LocustCalls:
 
 
 def _judge_one(verb: str, reply: Any) -> tuple[str, BaseException | None]:
+    if verb == "claim" and isinstance(reply, int):
+        return "claim (buried)", None
     if verb == "claim" and not reply:
         return "claim (empty)", None
     if verb == "retry":

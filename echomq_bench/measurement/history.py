@@ -227,7 +227,8 @@ def _ok(verb: str, reply: Any, job: str | None, token: int | None) -> tuple[str 
     if verb == "claim":
         if isinstance(reply, (list, tuple)) and len(reply) >= 3:
             return _text(reply[0]), int(reply[2]), None
-        return None, None, None
+        # No job: {} (pending empty), or the count of damaged jobs the claim buried before it stopped.
+        return None, None, str(reply) if isinstance(reply, int) else None
     if isinstance(reply, int):
         return job, token, str(reply)
     return job, token, _q(_text(reply)) if reply is not None else None

@@ -12,16 +12,27 @@
   says so, and a missing row there is damage. Any other refusal (an ACL
   without cluster|nodes) leaves the question open, so it is the call's
   refusal too: a guess of "no cluster" would bury the job mid-move.
+
+  The server is asked once per call: every row a call reads is its queue's,
+  in the one slot of the queue's hash tag, so the answer for the first
+  missing row holds for all. A pump over 100,000 missing rows would
+  otherwise run CLUSTER NODES, whose text grows with the cluster, per row.
 ]]
+-- nil until asked; then false (no move here) or the refusal the call answers.
+local slotMoving
 local function rowInFlight(jobKey)
+  if slotMoving ~= nil then return slotMoving or nil end
+  slotMoving = false
   local nodes = redis.pcall('CLUSTER', 'NODES')
   if type(nodes) ~= 'string' then
     local why = type(nodes) == 'table' and nodes['err'] or 'CLUSTER NODES gave no text'
-    if string.find(why, 'cluster support disabled', 1, true) then return nil end
-    return why
+    if not string.find(why, 'cluster support disabled', 1, true) then slotMoving = why end
+    return slotMoving or nil
   end
   local slot = redis.call('CLUSTER', 'KEYSLOT', jobKey)
   local own = string.match(nodes, '[^\n]*myself[^\n]*') or ''
-  if not string.find(own, '[' .. slot .. '-', 1, true) then return nil end
-  return 'TRYAGAIN ' .. jobKey .. ' may be on another node while slot ' .. slot .. ' moves; nothing moved'
+  if string.find(own, '[' .. slot .. '-', 1, true) then
+    slotMoving = 'TRYAGAIN ' .. jobKey .. ' may be on another node while slot ' .. slot .. ' moves; nothing moved'
+  end
+  return slotMoving or nil
 end

@@ -56,7 +56,7 @@ def expired_leases(q: Queue, n: int) -> list[str]:
 DAMAGE: dict[str, tuple[Callable[[redis.Redis, str], Any], str]] = {
     "missing": (lambda c, key: c.delete(key), "row missing"),
     "string": (lambda c, key: (c.delete(key), c.set(key, "x")), "row is not a hash"),
-    "unreadable attempts": (lambda c, key: c.hset(key, "attempts", "many"), "attempts is not a whole number"),
+    "unreadable attempts": (lambda c, key: c.hset(key, "attempts", "many"), "attempts is not plain digits up to 2^53"),
 }
 
 
@@ -130,7 +130,8 @@ def test_a_spoiled_row_that_promote_cannot_tell_is_buried_by_claim(q: Queue) -> 
     q.client.hset(q.keys.job(job_id), "attempts", "many")
     assert q.promote(100) == 1 and where(q, job_id) == ["pending"]
     assert q.claim(60_000) is None and where(q, job_id) == ["dead"]
-    assert q.client.hget(q.keys.job(job_id), "last_error") == b"damaged: attempts is not a whole number at claim"
+    why = q.client.hget(q.keys.job(job_id), "last_error")
+    assert why == b"damaged: attempts is not plain digits up to 2^53 at claim"
 
 
 def test_a_row_in_the_wrong_state_for_its_set_is_damage(q: Queue) -> None:
@@ -217,8 +218,8 @@ def test_a_server_that_may_evict_rows_is_named_by_queue_and_check(
         Queue(client, "quiet")   # noeviction, the servers' default: nothing to say
     client.config_set("maxmemory-policy", "allkeys-lru")
     try:
-        with pytest.warns(EvictionWarning, match="maxmemory-policy allkeys-lru: it may evict job rows"):
-            Queue(client, "loud")
+        with pytest.warns(EvictionWarning, match="maxmemory-policy allkeys-lru, accepted: it may evict"):
+            Queue(client, "loud", accept_eviction="allkeys-lru")
         _say_servers([any_build])(any_build.name, "?", None)
         printed = capsys.readouterr().out.splitlines()
         assert printed[1].startswith("settings: maxmemory-policy allkeys-lru, appendonly no, save ''")

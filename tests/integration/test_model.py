@@ -279,7 +279,7 @@ class QueueMachine(RuleBasedStateMachine):
         elif how == "attempts spoiled":
             self.client.hset(key, "attempts", "many")
             self.m.rows[jid][b"attempts"] = b"many"
-            self.m.damaged[jid] = "attempts is not a whole number"
+            self.m.damaged[jid] = "attempts is not plain digits up to 2^53"
         else:
             self.client.delete(key)
             self.client.set(key, "x")

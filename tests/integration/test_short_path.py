@@ -64,7 +64,9 @@ IDS = st.sampled_from(["good", "good2", "L-in-range", "L-past-bound", "hello", "
 TOKENS = st.sampled_from(["1", "1", "1", "1", "2", "01", "0", "1e0", " 1", "9007199254740993", "x", "x"])
 INTS = st.sampled_from(["0", "1", "2", "100", "007", "00000000007", "2147483647", "2147483648", "1e3", "", "-1"])
 ROWS = st.sampled_from(["pending", "active", "scheduled", "missing", "string", "attempts x", "attempts 1.5",
-                        "attempts -1", "attempts inf", "no payload", "dead"])
+                        "attempts -1", "attempts inf", "attempts 1e3", "attempts 0x10", "attempts 12345678901234567",
+                        "attempts 9007199254740992", "attempts 9007199254740991", "attempts  7", "no payload",
+                        "dead"])
 SETS = st.sampled_from(["ok", "ok", "ok", "string"])
 
 
