@@ -103,7 +103,9 @@ def test_url_servers_skip_what_needs_the_process(server: EmbeddedServer, tmp_pat
 def test_fault_load_clients_never_resend(build: str) -> None:
     """redis-py resends a timed-out command by default: a complete that landed
     comes back EMQSTALE. The fault load's clients never resend, and Queue
-    sends a complete once: with the server asleep, it cannot learn the outcome."""
+    sends a complete once: with the server asleep past the judging deadline,
+    it cannot learn the outcome; when the server wakes within it, the judge
+    reads the row the sent complete deleted, and the call is "ok"."""
     import signal
     import threading
 
@@ -112,20 +114,26 @@ def test_fault_load_clients_never_resend(build: str) -> None:
 
     srv = start(build)
     try:
-        q = Queue(worker_client(srv, replace(LoadSettings(), socket_timeout_s=0.3)), "resend")
-        q.enqueue(mint(), b"x")
-        job = q.claim(60_000)
-        os.kill(srv.pid, signal.SIGSTOP)  # type: ignore[arg-type]
-        wake = threading.Timer(0.8, os.kill, (srv.pid, signal.SIGCONT))
-        wake.start()
-        with pytest.raises(OutcomeUnknownError):
-            q.complete(job.id, job.token)  # type: ignore[union-attr]
-        wake.join()
-        with srv.client() as admin:  # the server serves the sent complete when it wakes: the row goes
-            deadline = time.monotonic() + 5
-            while admin.exists(q.keys.job(job.id)) and time.monotonic() < deadline:  # type: ignore[union-attr]
-                time.sleep(0.01)
-            assert admin.exists(q.keys.job(job.id)) == 0  # type: ignore[union-attr]
+        client = worker_client(srv, replace(LoadSettings(), socket_timeout_s=0.3))
+        for judge_timeout_ms, asleep_s in ((200, 0.8), (10_000, 0.8)):
+            q = Queue(client, f"resend-{judge_timeout_ms}", judge_timeout_ms=judge_timeout_ms)
+            q.enqueue(mint(), b"x")
+            job = q.claim(60_000)
+            assert job is not None
+            os.kill(srv.pid, signal.SIGSTOP)  # type: ignore[arg-type]
+            wake = threading.Timer(asleep_s, os.kill, (srv.pid, signal.SIGCONT))
+            wake.start()
+            if judge_timeout_ms < asleep_s * 1000:
+                with pytest.raises(OutcomeUnknownError):
+                    q.complete(job.id, job.token)
+            else:  # the judge waits the server out: the complete that ran is ours, never EMQSTALE
+                assert q.complete(job.id, job.token) == "ok"
+            wake.join()
+            with srv.client() as admin:  # the server serves the sent complete when it wakes: the row goes
+                deadline = time.monotonic() + 5
+                while admin.exists(q.keys.job(job.id)) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert admin.exists(q.keys.job(job.id)) == 0
     finally:
         srv.stop()
 
