@@ -50,12 +50,11 @@ from typing import Any
 
 import redis
 
-from echomq import QueueKeys
 from echomq_bench.faults.claimprobe import ClaimProbe, probe_jobs
 from echomq_bench.faults.clusterload import ClusterLoad, Progress, cluster_client
 from echomq_bench.faults.failover_result import failover_record
-from echomq_bench.faults.historyrun import places
 from echomq_bench.load.audit import audit
+from echomq_bench.load.drain import drain, held_ids, places
 from echomq_bench.load.engine import now
 from echomq_bench.load.recorders import LedgerRecorder
 from echomq_bench.records.kinds.failover import FailoverRun
@@ -171,7 +170,7 @@ def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float
     load.stop_producer()
     times = replace(times, load_s=now() - t_load)
     probe.stop()
-    _drain(cluster, names, DRAIN_S)
+    drain(cluster_client(cluster), names, DRAIN_S)  # lost claims come back when their lease expires
     load.stop()
     result = _result(cluster, names, (victim.name, new_master), times, progress)
     answered = probe.answered_at - t_kill if probe.answered_at is not None else None
@@ -181,12 +180,7 @@ def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float
 
 def _history(cluster: EmbeddedCluster, names: list[str], history_dir: Path) -> dict[str, Any]:
     """The history check against what each of the queues' sets holds now."""
-    client = cluster_client(cluster)
-    final: dict[str, set[str]] = {}
-    for name in names:
-        for place, ids in places(client, QueueKeys(name)).items():
-            final.setdefault(place, set()).update(ids)
-    return check_files(history_dir.glob("*.jsonl"), final).to_dict()
+    return check_files(history_dir.glob("*.jsonl"), places(cluster_client(cluster), names)).to_dict()
 
 
 @dataclass(frozen=True)
@@ -215,31 +209,11 @@ def _wait_promoted(cluster: EmbeddedCluster, masters_before: set[str], victim: s
         time.sleep(0.05)
 
 
-def _drain(cluster: EmbeddedCluster, names: list[str], seconds: float) -> None:
-    """Let the consumers empty the queues: lost claims come back when their lease expires."""
-    client = cluster_client(cluster)
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            left = sum(int(client.zcard(f"emq:{{{n}}}:{kind}")) for n in names for kind in ("pending", "active"))
-        except redis.RedisError:
-            left = -1
-        if left == 0:
-            return
-        time.sleep(0.1)
-
-
 def _result(cluster: EmbeddedCluster, names: list[str], nodes: tuple[str, str], times: _Times,
             progress: Progress) -> FailoverRun:
     client = cluster_client(cluster)
     recorder = progress.ledger
-    on_server: set[str] = set()
-    for n in names:
-        for kind in ("pending", "active", "schedule", "dead"):
-            for member in client.zrange(f"emq:{{{n}}}:{kind}", 0, -1):
-                assert isinstance(member, bytes)  # asked without scores, on a client that does not decode
-                on_server.add(member.decode())
-    doubts = recorder.resolve(on_server)
+    doubts = recorder.resolve(held_ids(client, names))
     report = audit(client, names, recorder.ledger)
     return FailoverRun(
         name=cluster.name, version=cluster.version(), queues=tuple(names), victim=nodes[0], new_master=nodes[1],

@@ -32,9 +32,9 @@ import redis
 
 from echomq import QueueKeys
 from echomq_bench.faults.clusterload import PAUSE_AFTER_ERROR_S, ClusterLoad, LoadPolicies, Progress, cluster_client
-from echomq_bench.faults.historyrun import places
 from echomq_bench.faults.reshard_result import judged, reshard_record
 from echomq_bench.load.audit import audit
+from echomq_bench.load.drain import drain, places
 from echomq_bench.load.engine import now
 from echomq_bench.load.policy import ConsumerPolicy, ProducerPolicy, PumpPolicy
 from echomq_bench.load.recorders import LedgerRecorder
@@ -55,7 +55,7 @@ FAULT = "reshard"  # the fault kind the history names, while the slot moves
 KEYS_PER_MIGRATE = 1  # one, so that the queue spends most of the move split across two nodes
 LISTED_KEYS = 1000  # keys listed, then shuffled, at a time
 PAUSE_S = 0.005  # between MIGRATE calls: the load runs in the gaps
-DRAIN_S = 10.0
+DRAIN_S = 10.0  # at most, for the consumers to settle every job; a lease lost in a refused call comes back by reap
 
 
 def reshard_spec(spec: ServerSpec) -> ServerSpec:
@@ -105,14 +105,11 @@ def _run(cluster: EmbeddedCluster, queues: int, claim_rate: float, moving_s: flo
         time.sleep(0.5)
         load.stop_producer()
         load_s = now() - t_load
-        _drain(cluster, names)
+        drain(cluster_client(cluster), names, DRAIN_S)
     finally:
         load.stop()
     client = cluster_client(cluster)
-    final: dict[str, set[str]] = {}
-    for name in names:
-        for place, ids in places(client, QueueKeys(name)).items():
-            final.setdefault(place, set()).update(ids)
+    final = places(client, names)
     in_no_set, without_row = _strays(cluster, names, set().union(*final.values()))
     doubts = progress.ledger.resolve(set().union(*final.values()))
     return judged(ReshardRun(
@@ -175,17 +172,6 @@ def _move_for(cluster: EmbeddedCluster, slot: int, owner: str, seconds: float, l
     spent = time.monotonic() - start
     log(f"moved slot {slot} {moves} times between masters: {keys_moved} keys in {spent:.2f} s")
     return Moves(moves, keys_moved, spent)
-
-
-def _drain(cluster: EmbeddedCluster, names: list[str]) -> None:
-    """Let the consumers empty the queues: a lease lost in a refused call comes back when reap finds it."""
-    client = cluster_client(cluster)
-    deadline = time.monotonic() + DRAIN_S
-    while time.monotonic() < deadline:
-        kinds = ("pending", "active", "schedule")
-        if sum(int(client.zcard(getattr(QueueKeys(n), kind))) for n in names for kind in kinds) == 0:
-            return
-        time.sleep(0.1)
 
 
 def _strays(cluster: EmbeddedCluster, names: list[str], in_sets: set[str]) -> tuple[int, int]:

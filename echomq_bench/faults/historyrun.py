@@ -12,20 +12,14 @@ from typing import Any, Mapping
 
 import redis
 
-from echomq import Client, QueueKeys
+from echomq import QueueKeys
 from echomq_bench.faults.base import Injection, Lease
 from echomq_bench.faults.load import Fleet
-from echomq_bench.load.bulk import member_ids
+from echomq_bench.load.drain import places
 from echomq_bench.measurement.historycheck import FAILING, HistoryCheck, check_files
 from echomq_bench.records.kinds.faults import CheckEntry
 
-__all__ = ["places", "mark_struck", "history_check", "history_rows"]
-
-
-def places(client: Client, keys: QueueKeys) -> dict[str, set[str]]:
-    """What each of the queue's four sets holds."""
-    return {place: set(member_ids(client, key)) for place, key in (
-        ("pending", keys.pending), ("active", keys.active), ("scheduled", keys.schedule), ("dead", keys.dead))}
+__all__ = ["mark_struck", "history_check", "history_rows"]
 
 
 def mark_struck(fleet: Fleet, kind: str, injection: Injection | None) -> None:
@@ -41,7 +35,7 @@ def history_check(fleet: Fleet, admin: redis.Redis, keys: QueueKeys, expects_los
     """The check and the record of it; once the fleet has stopped. Where a
     loss is expected (a restart with nothing on disk), the check holds when
     the history shows one and nothing else fails."""
-    result: HistoryCheck = check_files(fleet.history_paths(), places(admin, keys))
+    result: HistoryCheck = check_files(fleet.history_paths(), places(admin, [keys]))
     if expects_loss:
         others = [k for k in FAILING if k != "lost" and result.counts[k]]
         ok = result.counts["lost"] > 0 and not others and not result.unpaired

@@ -21,13 +21,14 @@ import redis
 from echomq import EchoMQError, QueueKeys
 from echomq_bench.errors import BenchError
 from echomq_bench.faults.ambiguous import Ambiguity, classify
-from echomq_bench.faults.base import Ctx, Injection, Plan, Scenario, active_tokens, held_attempts, members
+from echomq_bench.faults.base import Ctx, Injection, Plan, Scenario, active_tokens, held_attempts
 from echomq_bench.faults.historyrun import history_check, mark_struck
 from echomq_bench.faults.netscenarios import Through
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.faults.load import Evidence, Fleet, LoadSettings, read_logs
 from echomq_bench.load.audit import AuditReport, Ledger, audit
 from echomq_bench.load.bulk import drop_queue
+from echomq_bench.load.drain import drain as drain_queues, held_ids
 from echomq_bench.records.kinds.faults import AuditEntry, CheckEntry, ScenarioEntry
 from echomq_bench.servers import redacted_url
 
@@ -38,21 +39,9 @@ __all__ = ["Audited", "run_scenario", "audit_held", "drain"]
 # Running one scenario
 
 
-def drain(ctx: Ctx, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    k = ctx.keys
-    while time.monotonic() < deadline:
-        try:
-            # One transaction: three separate reads let a reap move a job from active to
-            # pending between them, and the queue read as drained with that job still pending.
-            pipe = ctx.admin.pipeline(transaction=True)
-            for key in (k.pending, k.active, k.schedule):
-                pipe.zcard(key)
-            if sum(pipe.execute()) == 0:
-                return
-        except redis.RedisError:
-            pass
-        time.sleep(0.05)
+def drain(ctx: Ctx, timeout: float) -> bool:
+    """Wait for the scenario's queue to settle (`echomq_bench.load.drain`)."""
+    return drain_queues(ctx.admin, [ctx.keys], timeout)
 
 
 def _cpu(client: redis.Redis) -> tuple[float, str]:
@@ -128,7 +117,7 @@ def _run(outcome: ScenarioEntry, spec: Any, scenario: Scenario, plan: Plan, base
 
 def _judge(scenario: Scenario, ctx: Ctx, injection: Injection, ev: Evidence) -> dict[str, Any]:
     """The scenario's figures and verdict, from the audit and the workers' logs."""
-    places = members(ctx.admin, ctx.keys) | injection.data.get("held", set())
+    places = held_ids(ctx.admin, [ctx.keys]) | injection.data.get("held", set())
     zombies = {(z.jid, z.token) for z in injection.data.get("zombies", ())}
     held = audit_held(ctx, ev, places, zombies, scenario.expects_loss)
     own, recovery = scenario.check(ctx, injection, ev, held.ledger, held.report)

@@ -16,14 +16,12 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from echomq import Client, QueueKeys
-from echomq_bench.load.bulk import member_ids
+from echomq import Client
+from echomq_bench.load import drain
 from echomq_bench.measurement.history import History
 from echomq_bench.measurement.historycheck import HistoryCheck, check_files
 
 __all__ = ["history_path", "held_ids", "final_places", "shipped", "check_run"]
-
-PLACES = ("pending", "active", "schedule", "dead")
 
 
 def history_path(folder: Path, run_id: str, name: str) -> Path:
@@ -33,15 +31,12 @@ def history_path(folder: Path, run_id: str, name: str) -> Path:
 
 def held_ids(client: Client, queues: Iterable[str]) -> set[str]:
     """Every id the queues hold (before a run: jobs no enqueue of this run made)."""
-    return {i for name in queues for place in PLACES for i in member_ids(client, f"{QueueKeys(name).base}{place}")}
+    return drain.held_ids(client, queues)
 
 
 def final_places(client: Client, queues: Iterable[str]) -> dict[str, set[str]]:
-    out: dict[str, set[str]] = {p: set() for p in PLACES}
-    for name in queues:
-        for place in PLACES:
-            out[place] |= set(member_ids(client, f"{QueueKeys(name).base}{place}"))
-    return out
+    """The ids each of the queues' sets holds at the end, for the history check."""
+    return drain.places(client, queues)
 
 
 def shipped(history: History) -> dict[str, Any]:
