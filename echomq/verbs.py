@@ -66,17 +66,18 @@ class Fence:
     token: int
     error: bytes | None = None         # retry only
     max_attempts: int | None = None    # retry only
+    delay_ms: int | None = None        # retry only
 
 
 def fence(call: ScriptCall) -> Fence:
-    """The job, token (and for a retry its error and max_attempts) a complete or retry call carries."""
+    """The job, token (and for a retry its error, max_attempts and delay) a complete or retry call carries."""
     if call.verb == "complete":
         job_id, token = call.args
         return Fence(str(job_id), int(token))
     if call.verb == "retry":
-        job_id, token, error, _delay_ms, max_attempts = call.args
+        job_id, token, error, delay_ms, max_attempts = call.args
         text = error.encode("utf-8") if isinstance(error, str) else bytes(error)
-        return Fence(str(job_id), int(token), text, int(max_attempts))
+        return Fence(str(job_id), int(token), text, int(max_attempts), int(delay_ms))
     raise ValueError(f"only complete and retry calls are fenced by a token, not {call.verb}")
 
 

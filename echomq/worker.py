@@ -322,7 +322,7 @@ class Worker:
             outcome = self._outcome(job, call.verb, reply)
             if outcome == "retried" and self._clock is not None:
                 # Due on the server no later than delay_ms after this reply: promote then.
-                self._clock.due_at(time.monotonic() + int(call.args[3]) / 1000.0)
+                self._clock.due_at(time.monotonic() + (verbs.fence(call).delay_ms or 0) / 1000.0)
             self._count(job, outcome)
 
     def _resolve(self, call: ScriptCall, lost: RepliesLostError, deadline: float) -> Any:

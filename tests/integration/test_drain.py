@@ -14,25 +14,27 @@ from echomq_bench.load.drain import drain, held_ids, places, unsettled
 from echomq_bench.servers import EmbeddedCluster, spread_queues
 
 
-def test_a_job_only_in_the_schedule_keeps_its_queue_from_draining(client: redis.Redis) -> None:
-    queue = Queue(client, f"dr-{secrets.token_hex(3)}", max_attempts=3)
+def _retried(client: redis.Redis, max_attempts: int, delay_ms: int) -> tuple[Queue, str, str]:
+    """A queue of one job, claimed once and given back by retry: the queue, the id, and retry's reply."""
+    queue = Queue(client, f"dr-{secrets.token_hex(3)}", max_attempts=max_attempts)
     jid = mint()
     queue.enqueue(jid, b"x")
     job = queue.claim(lease_ms=60_000)
     assert job is not None
-    assert queue.retry(job.id, job.token, "later", delay_ms=60_000) == "scheduled"
+    return queue, jid, queue.retry(job.id, job.token, "given back", delay_ms=delay_ms)
+
+
+def test_a_job_only_in_the_schedule_keeps_its_queue_from_draining(client: redis.Redis) -> None:
+    queue, jid, reply = _retried(client, max_attempts=3, delay_ms=60_000)
+    assert reply == "scheduled"
     assert places(client, [queue.name])["scheduled"] == {jid}
     assert unsettled(client, queue.keys) == 1
     assert drain(client, [queue.name], 0.2) is False
 
 
 def test_a_queue_whose_jobs_are_all_dead_is_drained(client: redis.Redis) -> None:
-    queue = Queue(client, f"dr-{secrets.token_hex(3)}", max_attempts=1)
-    jid = mint()
-    queue.enqueue(jid, b"x")
-    job = queue.claim(lease_ms=60_000)
-    assert job is not None
-    assert queue.retry(job.id, job.token, "no more", delay_ms=0) == "dead"
+    queue, jid, reply = _retried(client, max_attempts=1, delay_ms=0)
+    assert reply == "dead"
     assert drain(client, [queue.keys], 5.0) is True  # the dead set is where a job ends, not where it waits
     assert places(client, [queue.keys]) == {"pending": set(), "active": set(), "scheduled": set(), "dead": {jid}}
 

@@ -114,7 +114,7 @@ def test_a_call_is_judged_by_its_own_verb_token_error_and_max_attempts() -> None
 
 
 def test_only_complete_and_retry_calls_carry_a_fence() -> None:
-    assert verbs.fence(verbs.retry(KEYS, JID, 2, ERR, 0, 5)) == verbs.Fence(JID, 2, ERR, 5)
+    assert verbs.fence(verbs.retry(KEYS, JID, 2, ERR, 0, 5)) == verbs.Fence(JID, 2, ERR, 5, 0)
     with pytest.raises(ValueError, match="^only complete and retry calls are fenced by a token, not claim$"):
         verbs.fence(verbs.claim(KEYS, 1000))
 
