@@ -42,7 +42,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from echomq import QueueKeys
+from echomq._instrument import QueueKeys
 from echomq_bench.capacity.cluster_result import ClusterCapacityResult, NodeResult
 from echomq_bench.capacity.settings import DEFAULT_SETTINGS, CapacityError, CapacitySettings
 from echomq_bench.servers import Placement, format_placements, spread_queues

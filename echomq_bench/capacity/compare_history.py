@@ -37,7 +37,7 @@ def spreads_for(result: CompareResult, path: Path | None = None) -> dict[tuple[s
     out: dict[tuple[str, str], RunSpread] = {}
     for build, against in result.pairs_judged():
         mine = result.verdict(build, HEADLINE, against)
-        if mine is None or mine.within_se is None or not math.isfinite(mine.ratio):
+        if mine is None or mine.within_se is None or mine.ratio is None or not math.isfinite(mine.ratio):
             continue
         runs = result.of(build)
         fingerprint = server_fingerprint_id(runs[0].server) if runs else None

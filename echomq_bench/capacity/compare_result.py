@@ -29,7 +29,8 @@ from echomq_bench.measurement.runspread import RunSpread
 from echomq_bench.measurement.stats import round_ratio, spread
 from echomq_bench.measurement.verdicts import (LEVEL, MARGIN, METHOD, MIN_TRIALS, TWO_LEVEL_METHOD, RatioVerdict,
                                                judge)
-from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spread, RatioVerdictEntry, company_of
+from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spread, company_of
+from echomq_bench.records.verdicts import RatioVerdictEntry
 from echomq_bench.servers import ServerSpec
 
 __all__ = ["Build", "Judging", "Trial", "CompareResult", "METRICS", "INTERLEAVE_TEXT", "HEADLINE", "CLOSED_LOOP_P99",
@@ -216,18 +217,11 @@ def _spread(values: Sequence[float]) -> Spread:
     return Spread(**spread(values))
 
 
-def _ratios(result: CompareResult, build: str) -> dict[str, Any]:
-    """Each metric's ratio to the baseline, its interval, verdict and label, and the verdicts whole."""
-    out: dict[str, Any] = {}
-    verdicts: dict[str, RatioVerdictEntry] = {}
-    for metric in METRICS:
-        v = result.verdict(build, metric)
-        verdicts[metric] = (RatioVerdictEntry.from_record(v.to_dict()) if v is not None
-                            else RatioVerdictEntry(text=CLOSED_LOOP_P99))
-        if v is not None:
-            out.update({f"{metric}_ratio": v.ratio, f"{metric}_ci95": tuple(v.ci) if v.ci else None,
-                        f"{metric}_verdict": v.text, f"{metric}_label": v.label()})
-    return {**out, "verdicts": verdicts, "verdict": verdicts[HEADLINE].text}
+def _verdicts(result: CompareResult, build: str) -> dict[str, RatioVerdictEntry]:
+    """Each metric's verdict against the baseline; one not judged says why."""
+    verdicts = {metric: result.verdict(build, metric) for metric in METRICS}
+    return {metric: RatioVerdictEntry.of(v) if v is not None else RatioVerdictEntry(said=CLOSED_LOOP_P99)
+            for metric, v in verdicts.items()}
 
 
 def _entry(result: CompareResult, build: Build) -> CompareEntry:
@@ -254,9 +248,9 @@ def _entry(result: CompareResult, build: Build) -> CompareEntry:
     if second is not None:
         within = result.verdict(build.name, HEADLINE, against=second)
         assert within is not None   # the headline is judged in either loop
-        entry = replace(entry, allocator_baseline=second,
-                        within_allocator=RatioVerdictEntry.from_record(within.to_dict()))
+        entry = replace(entry, allocator_baseline=second, within_allocator=RatioVerdictEntry.of(within))
+    verdicts = _verdicts(result, build.name)
     return replace(entry, trials_counted=sum(saturated), trials_excluded=len(saturated) - sum(saturated),
                    excluded_trials=tuple(i + 1 for i, ok in enumerate(saturated) if not ok),
                    throughput_trial_ratios=tuple(result.trial_ratios(build.name, "throughput")),
-                   **_ratios(result, build.name))
+                   verdicts=verdicts, verdict=verdicts[HEADLINE].text)

@@ -30,6 +30,7 @@ from echomq_bench.capacity.slo_stats import (NEVER_HELD_RULE, SLO_INTERVAL_METHO
                                              search_interval, slo_verdict, verdict_text)
 from echomq_bench.measurement.verdicts import LEVEL, MARGIN, METHOD, MIN_TRIALS, RatioVerdict
 from echomq_bench.records.kinds.capacity import SloBlock, SloEntry, SloTarget, slo_figure
+from echomq_bench.records.verdicts import RatioVerdictEntry
 
 __all__ = ["Probe", "Search", "SloResult", "PASS_RULE"]
 
@@ -192,8 +193,8 @@ class SloResult:
             v = slo_verdict(rates, margin)
             # A verdict counts trials; here each is a repetition of the searches.
             text = verdict_text(v, rates, build, base)
-            builds[build] = replace(entry, baseline=base, ratio=v.ratio, ratio_ci95=v.ci, verdict=text,
-                                    label=v.label().replace(v.text, text), verdict_detail={**v.to_dict(), "text": text},
+            builds[build] = replace(entry, baseline=base, verdict=text,
+                                    verdict_detail=RatioVerdictEntry.of(replace(v, said=text)),
                                     search_ratios=rates.ratios)
         return replace(block, ratio_method=METHOD, margin=margin, builds=builds)
 

@@ -140,7 +140,7 @@ def slo_verdict(rates: PairedRates, margin: float = MARGIN) -> RatioVerdict:
 
 def verdict_text(v: RatioVerdict, rates: PairedRates, build: str, baseline: str) -> str:
     """`slower`, `inconclusive (3 searches)`, `inconclusive (valkey never held in 1 of 7)`."""
-    notes = [f"{v.n} searches"] if v.verdict == INCONCLUSIVE and v.n < MIN_TRIALS else []
+    notes = [f"{v.n} searches"] if v.verdict == INCONCLUSIVE and (v.n or 0) < MIN_TRIALS else []
     for who, count in ((build, rates.never_held), (baseline, rates.baseline_never_held)):
         if count:
             notes.append(f"{who} never held in {count} of {rates.repetitions}")

@@ -18,16 +18,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from echomq_bench.capacity.result import CapacityFigures, CapacityResult
-from echomq_bench.capacity.runner import SLOT_S, measure, run_alternating, run_capacity
-from echomq_bench.capacity.session import target_of
-from echomq_bench.capacity.settings import CapacityError, CapacitySettings
+from echomq_bench.capacity.result import CapacityFigures
+from echomq_bench.capacity.runner import measure
+from echomq_bench.capacity.settings import CapacitySettings
 
 if TYPE_CHECKING:
     from echomq_bench.capacity.slo_result import SloResult
 
-__all__ = ["CapacitySettings", "CapacityResult", "CapacityError", "run_capacity", "run_alternating", "measure",
-           "write_capacity", "write_slo", "target_of", "configure", "run", "SLOT_S"]
+__all__ = ["write_capacity", "write_slo", "configure", "run"]
 
 
 # --------------------------------------------------------------------------
@@ -93,11 +91,11 @@ def _run_slo(args: argparse.Namespace) -> int:
     """Search each build's rate at the target, write the record, print it as the report renders it."""
     import sys
 
+    from echomq_bench.capacity.compare import unique_builds
     from echomq_bench.capacity.compare_result import Build
     from echomq_bench.capacity.slo import run_slo
     from echomq_bench.capacity.slo_spec import DEFAULT_HELD, DEFAULT_RESOLUTION
     from echomq_bench.capacity.workload import settings_from_args
-    from echomq_bench.commands.compare import unique_builds
     from echomq_bench.measurement.verdicts import MIN_TRIALS
     from echomq_bench.progress import Progress
     from echomq_bench.records.files import new_run_dir
@@ -122,7 +120,7 @@ def _run_slo(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """Measure each build, write the record, and print it as the report renders it."""
     from echomq_bench.capacity.cluster import ClusterCapacityResult
-    from echomq_bench.commands.compare import unique_builds
+    from echomq_bench.capacity.compare import unique_builds
     from echomq_bench.progress import Progress
     from echomq_bench.records.files import new_run_dir
     from echomq_bench.capacity.workload import settings_from_args

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Sequence
 
-from echomq_bench.conformance.stories import Line, run_check
+from echomq_bench.conformance.check import ServerReport, keep, play, verdict
+from echomq_bench.conformance.stories import Line
 
-__all__ = ["Line", "run_check", "configure", "run", "play", "keep"]
-
-Row = dict[str, Any]
+__all__ = ["configure", "run", "RELIED_ON", "settings_lines"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -27,48 +25,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     parser.description = "Play the contract's conformance stories (J1-J6, L1-L6) on each server."
     add_out(parser, "none: the lines are printed only")
-
-
-# Told of each server before its stories (lines None) and after them: a report, not a progress line.
-ServerReport = Callable[[str, str, "list[Line] | None"], None]
-
-
-def play(servers: Iterable[Any], report: ServerReport, each_line: Callable[[Line], None] = lambda line: None,
-         ) -> tuple[bool, list[Row]]:
-    """Every story on every server: whether all passed, and one row per story and server.
-    `report(name, version, lines)` is called before a server's stories (lines None) and after
-    them; `each_line` as each story ends, so a long check shows its progress."""
-    rows: list[Row] = []
-    ok = True
-    for server in servers:
-        version = server.version()
-        report(server.name, version, None)
-        lines = []
-        for line in run_check(server.client()):
-            each_line(line)
-            lines.append(line)
-        report(server.name, version, lines)
-        rows += [{"server": server.name, "version": version, "story": f"{line.tag} {line.name}",
-                  "ok": line.ok, "text": line.text} for line in lines]
-        ok &= all(line.ok for line in lines)
-    return ok, rows
-
-
-def keep(out: Path, servers: Sequence[Any], ok: bool, rows: list[Row], **settings: Any) -> Path:
-    """The record of one check: kind "check", its verdict and the story table."""
-    from echomq_bench.records import meta
-    from echomq_bench.records.kinds.check import CheckRecord
-    from echomq_bench.records.record import Record
-    from echomq_bench.records.writer import write_record
-
-    info = meta.collect(servers, part="check", **settings)
-    return write_record(out, Record(kind="check", summary=CheckRecord(passed=ok).to_record(), meta=info,
-                                    tables={"check": tuple(rows)}))
-
-
-def verdict(lines: list[Line]) -> str:
-    passed = sum(line.ok for line in lines)
-    return f"{'PASS' if passed == len(lines) else 'FAIL'} {passed}/{len(lines)}"
 
 
 # The settings the queue relies on: what a full server does to job rows, whether

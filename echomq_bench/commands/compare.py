@@ -1,8 +1,9 @@
 """Is build B faster than build A? Trials on fresh servers, with confidence intervals.
 
 How the builds share a trial (`--interleave`) and how the ratios are read is
-`echomq_bench.capacity.compare`; this module holds the command's arguments,
-its files and its files; what it prints is its record, through the report's renderer.
+`echomq_bench.capacity.compare`, the files it writes
+`echomq_bench.capacity.compare_files`; this module holds the command's
+arguments, and what it prints is its record, through the report's renderer.
 With `--slo TARGET`, each build's highest rate at that latency target is then
 searched `--slo-trials` times on fresh servers (`echomq_bench.capacity.slo`),
 and its ratio to the baseline's rate is a second headline.
@@ -12,25 +13,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict, replace
 from pathlib import Path
 
-from echomq import discover
-from echomq_bench.capacity.compare import (DEFAULT_TRIALS, INTERLEAVE, INTERLEAVE_TEXT, METRICS, PAIR_BY,
-                                           PRECISION_CAP, SHARED_CORE_PIPELINE, Build, CompareResult, Judging,
-                                           Trial, run_compare, unique_builds)
+from echomq._instrument import discover
+from echomq_bench.capacity.compare import (DEFAULT_TRIALS, INTERLEAVE, INTERLEAVE_TEXT, PAIR_BY, PRECISION_CAP,
+                                           SHARED_CORE_PIPELINE, Build, Judging, run_compare, unique_builds)
+from echomq_bench.capacity.compare_files import write_compare
 from echomq_bench.measurement.verdicts import MARGIN, MIN_TRIALS
 from echomq_bench.capacity.runner import SLOT_S
 from echomq_bench.capacity.settings import refuse_clusters
 from echomq_bench.capacity.slo import run_slo, slo_refusal
-from echomq_bench.capacity.slo_result import SloResult
 from echomq_bench.capacity.slo_spec import DEFAULT_RESOLUTION
 from echomq_bench.capacity.workload import add_workload_options, settings_from_args
 from echomq_bench.options import add_quick, duration_s, fraction, number
 from echomq_bench.progress import Progress
 
-__all__ = ["Build", "Trial", "CompareResult", "run_compare", "write_compare", "METRICS", "configure", "run",
-           "unique_builds"]
+__all__ = ["configure", "run", "scripts_option"]
 
 QUICK_TRIALS = 2
 DEFAULT_DURATION_S = 5.0
@@ -85,36 +83,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_slo_options(parser, MIN_TRIALS, "after the trials, each build's rate with its interval and its ratio "
                                         "to the baseline's, paired by repetition, as a second headline",
                     held=RANKING_HELD)
-
-
-def write_compare(out: Path, result: CompareResult, argv: list[str] | None = None,
-                  slo: SloResult | None = None) -> Path:
-    """The run's files in `out`: meta.json, compare.csv (trial x build x metric), summary.json, merged .hgrm;
-    with `slo`, its block in summary.json and a row per probe in slo.csv."""
-    from echomq_bench.records import meta
-    from echomq_bench.records.record import Record
-    from echomq_bench.records.writer import write_record
-
-    out.mkdir(parents=True, exist_ok=True)
-    info = meta.collect(servers=(), argv=argv, workload=asdict(result.settings), trials=len(result.of(
-        result.builds[0].name)), interleave=result.interleave,
-        order=INTERLEAVE_TEXT[result.interleave],
-        scripts={b.name: str(b.lua_dir) if b.lua_dir else None for b in result.builds})
-    info["servers"] = [{**result.of(b.name)[0].server, "name": b.name, "scripts": result.of(b.name)[0].scripts}
-                       for b in result.builds]
-    for b in result.builds:
-        for verb in ("claim", "complete", "cycle"):
-            hist = result.merged_latency(b.name, verb)
-            if hist.count:
-                hist.write_hgrm(out / f"{b.name}-{verb}.hgrm")
-    record = result.record()
-    tables = {"compare": result.rows(),
-              "timeline": [row for t in result.trials for row in t.result.timeline_rows(trial=t.trial, order=t.order)]}
-    if slo is not None:
-        record = replace(record, slo=slo.compared({b.name: result.baseline_of(b.name) for b in result.builds},
-                                                  result.margin))
-        tables["slo"] = slo.rows()
-    return write_record(out, Record(kind="compare", summary=record.to_record(), meta=info, tables=tables))
 
 
 def run(args: argparse.Namespace) -> int:

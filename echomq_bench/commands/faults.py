@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from echomq_bench.faults.historyrun import history_rows
 from echomq_bench.faults.load import LoadSettings
 from echomq_bench.faults.runner import run_scenario
-from echomq_bench.faults.scenarios import FULL, QUICK, SCENARIOS, Plan
+from echomq_bench.faults.scenarios import FULL, QUICK, SCENARIOS
 from echomq_bench.faults.nemesis import MAX_SOAK_S, MIN_SOAK_S
 from echomq_bench.options import DurationError, add_list, add_out, add_quick, choice, parse_duration_ms, work_dist
 from echomq_bench.progress import Progress
@@ -58,8 +58,7 @@ if TYPE_CHECKING:
     from echomq_bench.records.kinds.faults import ScenarioEntry
     from echomq_bench.records.record import Record
 
-__all__ = ["SCENARIOS", "Plan", "QUICK", "FULL", "run_scenario", "faults_record", "configure",
-           "run"]
+__all__ = ["faults_record", "load_settings", "configure", "run"]
 
 
 # --------------------------------------------------------------------------

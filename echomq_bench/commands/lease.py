@@ -29,7 +29,7 @@ from echomq_bench.lease.settings import QUICK
 from echomq_bench.lease.sweep import DEFAULT_WORK, SettingsError, SweepSettings
 from echomq_bench.progress import Progress
 
-__all__ = ["configure", "run", "settings_from_args", "QUICK"]
+__all__ = ["configure", "run", "settings_from_args"]
 
 # The quick form the main job calls: ~35 s per server.
 

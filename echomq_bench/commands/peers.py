@@ -19,12 +19,11 @@ from echomq_bench.records import files as results
 from echomq_bench.measurement.verdicts import MIN_TRIALS
 from echomq_bench.peers import BASELINE, MODES, PEERS, get
 from echomq_bench.peers.base import PAYLOAD_BYTES, PeerMissingError, version_of
-from echomq_bench.peers.result import PeerRun, Phase
 from echomq_bench.peers.rounds import HEADLINE, PeersSettings, check_empty, choose_queues, remove_tree, run_rounds
-from echomq_bench.peers.runner import MAX_CONSUMERS, MAX_JOBS, QUEUE_NAME, RunnerError, measure
+from echomq_bench.peers.runner import MAX_CONSUMERS, MAX_JOBS
 from echomq_bench.peers.summary import build_record, command_rows, ratio_rows, tidy_rows
 
-__all__ = ["configure", "run", "measure", "choose_queues", "PeerRun", "Phase", "RunnerError", "QUEUE_NAME"]
+__all__ = ["configure", "run"]
 
 DEFAULT_JOBS = 2_000
 QUICK_JOBS = 1_000

@@ -25,8 +25,9 @@ Every point is one call's server time from INFO commandstats (the server's
 own clock), the median of `repeats` calls, with the M sizes interleaved so
 a drifting machine slows them alike.
 
-The curve's data and measurement are `echomq_bench.reapcost`; this module
-holds the command's arguments and `run_reap_curve`, which writes the run.
+The curve's data and measurement are `echomq_bench.reapcost`, the run on
+each server and its record `echomq_bench.reapcost.run`; this module holds
+the command's arguments.
 What the terminal shows is the record, rendered as the report renders it
 (`echomq_bench.report.kinds.reapcost`).
 """
@@ -36,46 +37,12 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
-from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from echomq_bench.progress import Progress
-from echomq_bench.reapcost import FULL, QUICK, VERBS, Curve, CurveSettings, Drain, Point, measure_curves, run_record
+from echomq_bench.reapcost import FULL, QUICK, VERBS
+from echomq_bench.reapcost.run import run_reap_curve
 
-__all__ = ["CurveSettings", "FULL", "QUICK", "Point", "Drain", "Curve", "measure_curves", "run_reap_curve",
-           "configure", "run"]
-
-
-def run_reap_curve(servers: Sequence[Any], *, quick: bool = False, out_dir: Path | str | None = None,
-                   settings: CurveSettings | None = None, verbose: bool = True, note: str | None = None) -> Path:
-    """Measure the curves on each server, in each form, and write the record
-    (results/<run-id>/: meta.json, reapcost.csv, drain.csv, summary.json).
-    `note`, kept in meta.json, is why the sizes are what they are, for the
-    report to say beside them. Returns the run's folder; the charts are the
-    report's, drawn from the record."""
-    from echomq_bench.records import meta, files as results
-
-    settings = settings or (QUICK if quick else FULL)
-    per_server = []
-    for server in servers:
-        progress = Progress(label=f"reapcost {server.name}") if verbose else None
-        with server.client() as client:
-            per_server.append(measure_curves(client, server=server.name, version=server.version(),
-                                             settings=settings, progress=progress))
-        if progress:
-            progress.done()
-    curves = [c for forms in per_server for c in forms.values()]
-    run_dir = results.new_run_dir("reapcost", out_dir)
-    info = meta.collect(servers, reapcost={
-        "sizes": list(settings.sizes), "caps": list(settings.caps), "repeats": settings.repeats,
-        "orphans": settings.orphans, "cadences_ms": list(settings.cadences_ms), "drain_size": settings.drain_size,
-        "verbs": list(settings.verbs), "forms": list(settings.forms), "quick": quick,
-        **({"note": note} if note else {})})
-    results.write_record(run_dir, results.Record(
-        kind="reapcost", summary=run_record(curves).to_record(), meta=info,
-        tables={"reapcost": [r for c in curves for r in (*c.tidy_rows(), *c.ratio_rows())],
-                "drain": [r for c in curves for r in c.drain_rows()]}))
-    return run_dir
+__all__ = ["configure", "run"]
 
 
 # -- CLI -----------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from echomq_bench.progress import Progress, ProgressFn, prefixed
 from echomq_bench.records import meta, files as results
-from echomq_bench.commands.reapcost import QUICK, CurveSettings
+from echomq_bench.reapcost import QUICK, CurveSettings
 from echomq_bench.lease.settings import SweepSettings
 from echomq_bench.servers import ServerSpec
 
@@ -137,7 +137,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _check(specs: list[ServerSpec], out: Path) -> bool:
     """The same check and record as `echomq-bench check --out`, told in one line per server."""
-    from echomq_bench.commands.check import keep, play, verdict
+    from echomq_bench.conformance.check import keep, play, verdict
     from echomq_bench.servers import running
 
     def report(name: str, version: str, lines: list[Line] | None) -> None:
@@ -198,7 +198,7 @@ def build_comparison(builds: list[Build], plan: Plan, progress: ProgressFn) -> C
     """The main job's build comparison, as its measurement scripts repeat it: every build against
     the first (the reference), on the plan's trials."""
     from echomq_bench.capacity.compare import SHARED_CORE_PIPELINE, Judging, run_compare
-    from echomq_bench.commands.capacity import CapacitySettings
+    from echomq_bench.capacity.settings import CapacitySettings
 
     settings = CapacitySettings(duration_s=plan.compare_s, ceiling_requests=plan.ceiling_requests,
                                 pipeline=SHARED_CORE_PIPELINE)
@@ -208,7 +208,7 @@ def build_comparison(builds: list[Build], plan: Plan, progress: ProgressFn) -> C
 
 def _compare(specs: list[ServerSpec], plan: Plan, out: Path, progress: ProgressFn) -> None:
     from echomq_bench.capacity.compare import Build
-    from echomq_bench.commands.compare import write_compare
+    from echomq_bench.capacity.compare_files import write_compare
 
     result = build_comparison([Build(s) for s in baseline_first(specs)], plan, progress)
     write_compare(out, result, argv=sys.argv)
@@ -264,7 +264,7 @@ def reap_settings(specs: list[ServerSpec], plan: Plan) -> tuple[CurveSettings, s
 
 
 def _reapcost(specs: list[ServerSpec], plan: Plan, out: Path) -> None:
-    from echomq_bench.commands.reapcost import run_reap_curve
+    from echomq_bench.reapcost.run import run_reap_curve
     from echomq_bench.servers import running
 
     settings, note = reap_settings(specs, plan)

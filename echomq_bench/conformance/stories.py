@@ -17,7 +17,8 @@ from typing import Callable, Iterator
 
 import redis
 
-from echomq import Job, Queue, StaleTokenError, WrongKindError, discover, mint, parse_id, verbs
+from echomq import Job, Queue, StaleTokenError, WrongKindError, mint, parse_id
+from echomq._instrument import discover, verbs
 from echomq_bench.load.bulk import drop_queue
 
 __all__ = ["Line", "Failed", "STORIES", "run_check", "expect", "wire_error", "server_ms"]

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from echomq import lua_dir
+from echomq._instrument import lua_dir
 from echomq_bench.counts.measure import script_shas
 from echomq_bench.microbench.baseline import recorded_shas, script_sha1, shown
 

@@ -106,7 +106,7 @@ class CountRun:
 
 def script_shas(folder: Path | str | None = None) -> dict[str, str]:
     """Each verb's script SHA-1, as EVALSHA names it (includes expanded)."""
-    from echomq import discover
+    from echomq._instrument import discover
 
     return {verb: hashlib.sha1(src.text.encode()).hexdigest() for verb, src in discover(folder).items()}
 

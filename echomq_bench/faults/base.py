@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import redis
 
-from echomq import QueueKeys
+from echomq._instrument import QueueKeys
 from echomq_bench.faults.load import Evidence, Fleet, Worker, last_event
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.load.audit import AuditReport, Ledger

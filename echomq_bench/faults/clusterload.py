@@ -14,7 +14,7 @@ from typing import Any
 
 import redis
 
-from echomq import QueueKeys
+from echomq._instrument import QueueKeys
 from echomq_bench.load.calls import RedisCalls
 from echomq_bench.load.engine import (
     ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop, now, start_thread,

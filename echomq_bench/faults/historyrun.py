@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import redis
 
-from echomq import QueueKeys
+from echomq._instrument import QueueKeys
 from echomq_bench.faults.base import Injection, Lease
 from echomq_bench.faults.load import Fleet
 from echomq_bench.load.drain import places

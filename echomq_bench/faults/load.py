@@ -38,7 +38,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from echomq import QueueKeys, ServerUnavailableError
+from echomq import ServerUnavailableError
+from echomq._instrument import QueueKeys
 from echomq_bench.faults.evidence import Answer, Evidence, last_event, read_logs
 from echomq_bench.load.calls import Calls, RedisCalls
 from echomq_bench.load.harness import Child, Harness

@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 import redis
 
-from echomq import EchoMQError, QueueKeys
+from echomq import EchoMQError
+from echomq._instrument import QueueKeys
 from echomq_bench.errors import BenchError
 from echomq_bench.faults.ambiguous import Ambiguity, classify
 from echomq_bench.faults.base import Ctx, Injection, Plan, Scenario, active_tokens, held_attempts

@@ -28,7 +28,8 @@ from typing import Any, Callable
 
 import redis
 
-from echomq import EchoMQError, QueueKeys
+from echomq import EchoMQError
+from echomq._instrument import QueueKeys
 from echomq_bench.errors import BenchError, SettingsError
 from echomq_bench.progress import ProgressFn
 from echomq_bench.faults.base import QUICK, Ctx, Injection, members

@@ -8,9 +8,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from echomq_bench.formatting import fmt_ms, fmt_pct
 from echomq_bench.lease.analysis import SweepResult, pooled_inputs
 from echomq_bench.lease.model import ModelInputs, false_expiry, recovery_samples
-from echomq_bench.lease.recommend import Recommendation, fmt_ms, fmt_pct
+from echomq_bench.lease.recommend import Recommendation
 from echomq_bench.measurement.stats import median, quantile
 
 __all__ = ["draw"]

@@ -14,13 +14,13 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+from echomq_bench.formatting import fmt_ms, fmt_pct
 from echomq_bench.lease.analysis import LeaseResult, SweepResult, pooled_inputs
 from echomq_bench.lease.model import false_expiry
 from echomq_bench.lease.verdict import FITS, OVER, budget_state, tolerance_state
-from echomq_bench.lease.wording import Row, chosen_text, fmt_ms, fmt_pct, open_text
+from echomq_bench.lease.wording import Row, chosen_text, open_text
 
-__all__ = ["Candidate", "Recommendation", "recommend", "recommend_for", "model_lease_for_budget", "fmt_ms",
-           "fmt_pct"]
+__all__ = ["Candidate", "Recommendation", "recommend", "recommend_for", "model_lease_for_budget"]
 
 CONFIRMED, EDGE_ANSWER, NONE_ANSWER = "confirmed", "edge", "none"
 

@@ -10,15 +10,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from echomq_bench.formatting import fmt_ms, fmt_pct
 from echomq_bench.lease.analysis import LeaseResult, SweepResult, agreement
-from echomq_bench.lease.recommend import (Candidate, Recommendation, fmt_ms, fmt_pct, model_lease_for_budget, recommend,
-                                          recommend_for)
+from echomq_bench.lease.recommend import Candidate, Recommendation, model_lease_for_budget, recommend, recommend_for
 from echomq_bench.measurement.workdist import WORK_HISTOGRAM
 from echomq_bench.records.kinds.lease import LeaseCheck, LeaseEntry, LeaseRecord, LeaseServer, RecommendationEntry
 from echomq_bench.records.record import Record
 from echomq_bench.records.writer import write_record
 
-__all__ = ["Candidate", "Recommendation", "recommend", "fmt_ms", "fmt_pct", "write_run",
+__all__ = ["Candidate", "Recommendation", "recommend", "write_run",
            "model_lease_for_budget", "summary_dict", "verification_text", "recommend_for"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from echomq import INT31, MAX_LIMIT
+from echomq._instrument import INT31, MAX_LIMIT
 from echomq_bench.errors import SettingsError
 from echomq_bench.measurement.workdist import Distribution, parse_dist
 

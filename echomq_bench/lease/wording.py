@@ -7,35 +7,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from echomq_bench.formatting import fmt_ms, fmt_pct
 from echomq_bench.lease.verdict import EDGE, FEW, MIN_CRASHES, OVER, UNMEASURED, more_to_decide
 
-__all__ = ["Row", "fmt_ms", "fmt_pct", "chosen_text", "decision", "open_text"]
-
-
-def fmt_ms(ms: float | None) -> str:
-    """A duration as a person writes it: 250 ms, 2.5 s, 1.5 min."""
-    if ms is None or not math.isfinite(ms):
-        return "-"
-    if ms >= 60_000:
-        return f"{ms / 60_000:.3g} min"
-    if ms >= 1000:
-        return f"{ms / 1000:.3g} s"
-    if ms >= 10:
-        return f"{ms:.0f} ms"
-    return f"{ms:.2g} ms"
-
-
-def fmt_pct(p: float | None) -> str:
-    if p is None or not math.isfinite(p):
-        return "-"
-    if p == 0:
-        return "0%"
-    pct = p * 100
-    if pct >= 10:
-        return f"{pct:.0f}%"
-    if pct >= 1:
-        return f"{pct:.1f}%"
-    return f"{pct:.2g}%"
+__all__ = ["Row", "chosen_text", "decision", "open_text"]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import redis
 
-from echomq import QueueKeys
+from echomq._instrument import QueueKeys
 from echomq_bench.errors import MeasurementError
 from echomq_bench.load.calls import RedisCalls
 from echomq_bench.load.harness import Line

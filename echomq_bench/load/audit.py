@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 
-from echomq import Client, QueueKeys
+from echomq._instrument import Client, QueueKeys
 from echomq_bench.load.bulk import member_ids
 
 __all__ = ["Ledger", "AuditReport", "audit"]

@@ -28,8 +28,8 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 import redis
 
-from echomq import Client, QueueKeys, mint, parse_id
-from echomq import ids as id_format
+from echomq import mint, parse_id
+from echomq._instrument import Client, QueueKeys, ids as id_format
 from echomq_bench.errors import MeasurementError
 from echomq_bench.load.wire import CommandTemplate, Target, as_bytes, hole, resp
 

@@ -25,7 +25,7 @@ call and a pipeline both go out once whatever the client's retry settings,
 through the client's own senders (`echomq.pipeline`); a reply lost after
 the call went out is `RepliesLostError`, a ServerUnavailableError. The one
 resend is the client's, of calls answered NOSCRIPT, which ran nothing
-(`echomq.send_reloading`): after a restart without persistence, or a
+(`echomq._instrument.send_reloading`): after a restart without persistence, or a
 SCRIPT FLUSH, the scripts are loaded again and those calls sent once more.
 On a RedisCluster a pipeline goes through redis-py's ClusterPipeline, which
 follows redirects and resends as its cluster retries say.
@@ -38,7 +38,8 @@ from typing import Any, Protocol, Sequence
 
 import redis
 
-from echomq import Client, EchoMQError, InvalidArgumentError, ScriptCall, Scripts, pipeline, wire_errors
+from echomq import EchoMQError, InvalidArgumentError
+from echomq._instrument import Client, ScriptCall, Scripts, pipeline, wire_errors
 
 __all__ = ["Calls", "RedisCalls", "is_error"]
 

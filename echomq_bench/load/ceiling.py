@@ -20,7 +20,7 @@ from typing import Any
 
 from echomq_bench.measurement import serverstats
 from echomq_bench.load.bulk import drop_queue, fill
-from echomq import QueueKeys, verbs
+from echomq._instrument import QueueKeys, verbs
 from echomq_bench.load.wire import Target, as_bytes
 from echomq_bench.progress import ProgressFn, silent
 

@@ -26,7 +26,7 @@ from typing import Iterable
 
 import redis
 
-from echomq import Client, QueueKeys
+from echomq._instrument import Client, QueueKeys
 
 __all__ = ["PLACES", "drain", "unsettled", "places", "held_ids"]
 

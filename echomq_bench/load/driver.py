@@ -44,7 +44,7 @@ import selectors
 import time
 from typing import Any
 
-from echomq import QueueKeys
+from echomq._instrument import QueueKeys
 from echomq_bench.load.bulk import IdBlock
 from echomq_bench.load.pipelined import PipelinedConsumer, PipelinedProducer, Tally, Working
 from echomq_bench.load.wire import connect

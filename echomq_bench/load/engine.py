@@ -76,8 +76,8 @@ import time
 from collections import Counter
 from typing import Any, Callable, Sequence
 
-from echomq import (ConsumeStep, OutOfMemoryError, QueueKeys, ScriptCall, ServerUnavailableError, StaleTokenError,
-                    mint, verbs)
+from echomq import OutOfMemoryError, ServerUnavailableError, StaleTokenError, mint
+from echomq._instrument import ConsumeStep, QueueKeys, ScriptCall, verbs
 from echomq_bench.load.calls import Calls, is_error
 from echomq_bench.load.policy import (
     ConsumerPolicy, Event, Fate, OnEvent, ProducerPolicy, PumpPolicy, Stop, now,

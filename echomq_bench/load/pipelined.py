@@ -39,7 +39,7 @@ from typing import Any, Callable, cast
 
 import hiredis
 
-from echomq import ConsumeStep, QueueKeys, verbs
+from echomq._instrument import ConsumeStep, QueueKeys, verbs
 from echomq_bench.load.bulk import IdBlock
 from echomq_bench.load.policy import ConsumerPolicy, ProducerPolicy
 from echomq_bench.load.wire import CommandTemplate, encode_call, hole

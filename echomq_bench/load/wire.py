@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import hiredis
 
-from echomq import ScriptCall
+from echomq._instrument import ScriptCall
 
 __all__ = ["Target", "connect", "resp", "as_bytes", "encode_call", "hole", "CommandTemplate", "read_replies"]
 

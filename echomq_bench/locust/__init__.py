@@ -23,7 +23,7 @@ connection), calls (a user's one client over a wire: the engine's calls
 protocol, a zombie's complete and the crash notes, each call a Locust
 request; the books recorder), client (the books, the drain gate, the
 request names), session (one run in one process: producers, pump,
-zombies), report (settle, audit, steps, audit.json), control (Locust's
+zombies), report (settle, audit, steps, the run's record), control (Locust's
 events), users (the abstract users, their policy, and the shape).
 """
 

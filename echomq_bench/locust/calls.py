@@ -32,7 +32,8 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from gevent import GreenletExit
 
-from echomq import ScriptCall, ServerUnavailableError, StaleTokenError
+from echomq import ServerUnavailableError, StaleTokenError
+from echomq._instrument import ScriptCall
 from echomq_bench.load.calls import is_error
 from echomq_bench.load.policy import Event
 from echomq_bench.locust.client import (CRASH_RECORD_TTL_MS, CRASH_TO_CLAIM, DEADLINE_TO_CLAIM, RECOVERY_TYPE,

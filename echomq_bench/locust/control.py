@@ -12,8 +12,9 @@
                     drain and send its books (runner.send_message) and
                     waits for them
     test_stop       the coordinator settles, audits, checks the history of
-                    every process, prints and writes audit.json; a failed
-                    audit or history check sets process_exit_code = 1
+                    every process, prints and writes the run's record into
+                    the folder test_start picked (the histories are in it);
+                    a failed audit or history check sets process_exit_code = 1
     quitting        the same when a run is cut short (Ctrl-C, SIGTERM)
     quit            an embedded server stops
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -35,16 +37,19 @@ from gevent.event import Event
 from echomq_bench.load.audit import audit
 from echomq_bench.servers import (Cluster, EmbeddedServer, Server, format_placements,
                                    master_clients, parse_server_spec, redacted_url, spread_queues, start)
-from echomq import EchoMQError, QueueKeys
+from echomq import EchoMQError
+from echomq._instrument import QueueKeys
 from echomq_bench.errors import BenchError
+from echomq_bench.records.kinds.locust import RunEntry
 from echomq_bench.records.meta import collect
+from echomq_bench.records.writer import write_record
 from echomq_bench import servers
 from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage
 from echomq_bench.locust.client import REQUEST_TYPE, Books
 from echomq_bench.locust.histories import check_run, final_places, held_ids, history_path, shipped
 from echomq_bench.locust.options import DEFAULTS, Settings, SettingsError, add_options
-from echomq_bench.locust.report import (Outcome, StepSample, machine_busy_s, node_table, output_dir, settle,
-                                        step_table, write_outputs)
+from echomq_bench.locust.report import (Outcome, StepSample, load_shape, machine_busy_s, node_table, record_dir,
+                                        request_rows, settle, step_table, timeline_rows)
 from echomq_bench.locust.session import RUN_OPTION, RunInfo, Session
 
 __all__ = ["Controller", "DRAIN_MESSAGE", "BOOKS_MESSAGE"]
@@ -86,6 +91,7 @@ class Controller:
         self.placements: list[Any] = []  # on a cluster: the queues' masters
         self.node_clients: dict[str, Any] = {}
         self.node_before: dict[str, Any] = {}
+        self.run_dir: Path | None = None  # the coordinator's results folder of the current run
 
     @property
     def cluster(self) -> bool:
@@ -97,7 +103,7 @@ class Controller:
         events.test_start.add_listener(self.on_test_start)
         events.test_stopping.add_listener(self.on_test_stopping)
         events.test_stop.add_listener(self.on_test_stop)
-        events.quitting.add_listener(self.on_quitting)
+        events.quitting.add_listener(self.on_test_stop)  # a run cut short (Ctrl-C, SIGTERM) ends the same way
         events.quit.add_listener(self.on_quit)
 
     # -- init --------------------------------------------------------------
@@ -197,8 +203,8 @@ class Controller:
             self._warn_if_not_empty(run)
             if self.session is not None:
                 self.session.close()
-            self.session = Session(environment, settings, run, history_path(output_dir(options), run.run_id,
-                                                                            self.role))
+            self.run_dir = record_dir(options)
+            self.session = Session(environment, settings, run, history_path(self.run_dir, run.run_id, self.role))
         except (BenchError, EchoMQError, OSError) as exc:
             log.error("echomq: cannot start the run: %s", exc)
             gevent.spawn(environment.runner.quit if getattr(options, "headless", False) else environment.runner.stop)
@@ -329,10 +335,6 @@ class Controller:
         if self.role != "worker" and self.session is not None and not self.finished:
             self._finish()
 
-    def on_quitting(self, environment: Any, **_: Any) -> None:
-        if self.role != "worker" and self.session is not None and not self.finished:
-            self._finish()
-
     def on_quit(self, **_: Any) -> None:
         if self.session is not None:
             self.session.close()
@@ -348,9 +350,10 @@ class Controller:
         assert session is not None
         self._collect()
         self.finished = True
-        env = self.environment
+        env, folder = self.environment, self.run_dir
+        assert folder is not None, "on_test_start picks the folder before a run can finish"
         try:
-            outcome = self._audit(session)
+            outcome = self._audit(session, folder)
         except Exception as exc:  # the audit itself failed: that is a failed run, said plainly
             log.exception("echomq: the audit could not run")
             print(f"echomq: audit FAILED to run: {type(exc).__name__}: {exc}", flush=True)
@@ -358,15 +361,15 @@ class Controller:
             return
         print(outcome.format(), flush=True)
         try:
-            path = write_outputs(outcome, output_dir(env.parsed_options))
-            log.info("echomq: audit written to %s", path)
+            write_record(folder, outcome.record())
+            print(f"echomq: results in {folder} (echomq-bench report {folder})", flush=True)
         except OSError as exc:
-            log.error("echomq: cannot write audit.json: %s", exc)
+            log.error("echomq: cannot write the results folder %s: %s", folder, exc)
             env.process_exit_code = 1
         if not outcome.passed:
             env.process_exit_code = 1
 
-    def _audit(self, session: Session) -> Outcome:
+    def _audit(self, session: Session, folder: Path) -> Outcome:
         books = session.books
         for data in self.collected.values():
             books.merge_message(data)
@@ -376,18 +379,19 @@ class Controller:
         seconds = (session.drained_at or time.perf_counter()) - session.started
         recovery = {name: {**lat.summary_ms(), "count": float(lat.count)}
                     for name, lat in books.recovery.items() if lat.count}
-        run = {"run_id": session.run.run_id, "queues": list(session.run.queues),
-               "load_processes": session.run.load_processes, "role": self.role,
-               "server": f"{self.server_version} ({self._started().describe()})"}
-        settings = session.settings
-        history = check_run(session.history, self.histories, output_dir(self.environment.parsed_options),
-                            session.run.run_id, final_places(self.admin, session.run.queues), self.initial)
+        server = self._started()
+        run = RunEntry(session.run.run_id, tuple(session.run.queues), session.run.load_processes, self.role,
+                       f"{self.server_version} ({server.describe()})", server.name, self.server_version)
+        settings, stats = session.settings, self.environment.runner.stats
+        history = check_run(session.history, self.histories, folder, session.run.run_id,
+                            final_places(self.admin, session.run.queues), self.initial)
         return Outcome(
             scenario=self.scenario, run=run, report=report, settled=settled, counters=dict(books.counters),
             recovery=recovery, seconds=seconds, cycles_per_s=report.completed / seconds if seconds else 0.0,
             missing_processes=len(self.expected - set(self.collected)),
             steps=step_table(self.samples, settings.step_time_ms / 1000.0),
-            meta=collect([self._started()], scenario=self.scenario, **settings.describe()),
+            meta=collect([server], scenario=self.scenario, **load_shape(self.environment.parsed_options),
+                         **settings.describe()),
             nodes=node_table(self.placements, dict(books.completed), usages, seconds) if self.cluster else [],
-            history=history,
+            history=history, requests=request_rows(stats), timeline=timeline_rows(stats),
         )

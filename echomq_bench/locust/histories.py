@@ -1,7 +1,7 @@
 """The run's history across Locust's processes: each load process records
 its own (echomq_bench.locust.session), a worker ships its history with its
-books, and the coordinator writes one file per process beside audit.json and
-checks them together (echomq_bench.measurement.historycheck).
+books, and the coordinator writes one file per process into the run's
+results folder and checks them together (echomq_bench.measurement.historycheck).
 
 Times in a history are each machine's monotonic clock. When every process
 ran on the coordinator's machine they are one clock; a worker on another
@@ -16,7 +16,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from echomq import Client
+from echomq._instrument import Client
 from echomq_bench.load import drain
 from echomq_bench.measurement.history import History
 from echomq_bench.measurement.historycheck import HistoryCheck, check_files

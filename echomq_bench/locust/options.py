@@ -20,7 +20,8 @@ from typing import Any, Callable
 
 from echomq_bench.measurement.workdist import DistError, parse_dist
 from echomq_bench.options import DurationError, parse_duration_ms
-from echomq import INT31, InvalidArgumentError, MAX_LIMIT, check_queue_name
+from echomq import InvalidArgumentError
+from echomq._instrument import INT31, MAX_LIMIT, check_queue_name
 from echomq_bench.errors import SettingsError
 from echomq_bench.servers import ServerSpec, ServerSpecError, parse_server_spec
 
@@ -52,6 +53,7 @@ DEFAULTS: dict[str, Any] = {
     "idle_wait": "5ms",
     "steps": "",
     "step_time": "10s",
+    "out": None,
 }
 
 
@@ -160,6 +162,9 @@ def add_options(parser: Any, defaults: dict[str, Any]) -> None:
         type=_checked(parse_steps), web=False, metavar="N,N,...")
     add("--step-time", "step_time", "duration of each step", type=_checked(_duration), web=False,
         metavar="DURATION")
+    # Locust owns --csv and --html; --out is the run's record, named as on every echomq-bench command.
+    add("--out", "out", "the run's results folder (default: results/<utc time>-locust); the coordinator writes it",
+        web=False, metavar="DIR")
 
 
 @dataclass(frozen=True)
@@ -252,7 +257,7 @@ class Settings:
         return settings
 
     def describe(self) -> dict[str, Any]:
-        """For audit.json: every setting as text, the server without its password."""
+        """For the record's meta.json: every setting as text, the server without its password."""
         out = {k: v for k, v in asdict(self).items() if k not in ("server", "work")}
         out["server"] = self.server.describe() if self.server else None
         out["work"] = self.work.spec

@@ -1,11 +1,11 @@
 """The end of a run: settle calls whose replies never came, audit the books
-against the server, summarise the flow, the consumer steps and the history
-check per fault kind, write audit.json (and steps.csv when stepping)."""
+against the server, summarise the flow, the consumer steps, Locust's own
+stats per request name and the history check per fault kind, and make the
+run's record (kind `locust`, echomq_bench.records.kinds.locust), which the
+coordinator writes into the run's results folder."""
 
 from __future__ import annotations
 
-import csv
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,12 +14,21 @@ from typing import Any
 import redis
 
 from echomq_bench.load.audit import AuditReport, Ledger
-from echomq import QueueKeys
+from echomq._instrument import QueueKeys
 from echomq_bench.measurement.serverstats import SATURATED, bound
 from echomq_bench.locust.client import Books
 from echomq_bench.measurement.historycheck import HistoryCheck
+from echomq_bench.records.kinds.faults import AuditEntry
+from echomq_bench.records.kinds.locust import LocustRecord, NodeEntry, RunEntry
+from echomq_bench.records.record import Record
 
-__all__ = ["settle", "limit", "StepSample", "step_table", "Outcome", "write_outputs", "output_dir", "machine_busy_s"]
+__all__ = ["settle", "limit", "StepSample", "step_table", "Outcome", "record_dir", "load_shape", "request_rows",
+           "timeline_rows", "machine_busy_s"]
+
+# Locust's percentiles kept per request name (its own PERCENTILES_TO_REPORT holds more).
+PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999))
+STEP_METRICS = (("cycles_per_s", "1/s"), ("server_main_cpu", "cores"), ("client_cpu", "cores"),
+                ("machine_cpu", "cores"))
 
 
 def machine_busy_s() -> float:
@@ -120,7 +129,7 @@ def step_table(samples: list[StepSample], step_time_s: float) -> list[dict[str, 
 @dataclass(frozen=True)
 class Outcome:
     scenario: str
-    run: dict[str, Any]
+    run: RunEntry
     report: AuditReport
     settled: dict[str, int]
     counters: dict[str, int]
@@ -132,24 +141,34 @@ class Outcome:
     meta: dict[str, Any] = field(default_factory=dict)
     nodes: list[dict[str, Any]] = field(default_factory=list)  # on a cluster: one row per master
     history: HistoryCheck | None = None
+    requests: list[dict[str, Any]] = field(default_factory=list)   # request_rows: Locust's stats per name
+    timeline: list[dict[str, Any]] = field(default_factory=list)   # timeline_rows: per name and second
 
     @property
     def passed(self) -> bool:
         history_ok = self.history is None or self.history.passed
         return self.report.passed and self.missing_processes == 0 and history_ok
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "passed": self.passed, "run": self.run,
-                "audit": self.report.to_dict(), "settled_unresolved": self.settled,
-                "missing_processes": self.missing_processes, "flow": self.counters,
-                "seconds": self.seconds, "cycles_per_s": self.cycles_per_s,
-                "recovery_ms": self.recovery, "steps": self.steps, "nodes": self.nodes, "meta": self.meta,
-                "history": self.history.to_dict() if self.history is not None else None}
+    def record(self) -> Record:
+        """What the run's results folder keeps: the summary typed, Locust's stats and the steps as tables."""
+        summary = LocustRecord(
+            scenario=self.scenario, passed=self.passed, run=self.run,
+            audit=AuditEntry.from_record(self.report.to_dict()), settled_unresolved=self.settled,
+            missing_processes=self.missing_processes, flow=self.counters, seconds=self.seconds,
+            cycles_per_s=self.cycles_per_s, recovery_ms=self.recovery,
+            history=self.history.to_dict() if self.history is not None else {},
+            nodes=tuple(NodeEntry.from_record(n) for n in self.nodes))
+        steps = [{"consumers": r["consumers"], "bound": r["bound"], "seconds": round(r["seconds"], 3),
+                  "metric": metric, "value": round(r[metric], 4), "unit": unit}
+                 for r in self.steps for metric, unit in STEP_METRICS if r[metric] is not None]
+        return Record(kind="locust", summary=summary.to_record(), meta=self.meta,
+                      tables={"requests": self.requests, "timeline": self.timeline, "steps": steps})
 
     def format(self) -> str:
         c = self.counters
-        lines = [f"== echomq {self.scenario}: run {self.run['run_id']} on {self.run['server']}, "
-                 f"queues {', '.join(self.run['queues'])}, {self.run['load_processes']} load process(es) =="]
+        run = self.run
+        lines = [f"== echomq {self.scenario}: run {run.run_id} on {run.server}, "
+                 f"queues {', '.join(run.queues)}, {run.load_processes} load process(es) =="]
         lines.append(f"flow: {self.report.completed} completed in {self.seconds:.1f} s "
                      f"({self.cycles_per_s:.0f} cycles/s with ramp-up and drain); "
                      f"retries scheduled {c.get('retry_scheduled', 0)}, dead by retry {c.get('retry_dead', 0)}, "
@@ -217,31 +236,52 @@ def format_nodes(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def output_dir(options: Any) -> Path:
-    """Beside the --csv prefix, else beside the --html report, else the cwd."""
-    for name in ("csv_prefix", "html_file"):
-        value = getattr(options, name, None)
-        if value:
-            return Path(value).parent
-    return Path.cwd()
+def record_dir(options: Any) -> Path:
+    """The run's results folder, made now: --out DIR, else results/<utc time>-locust, as every command's."""
+    # Only the coordinator makes the folder: a worker never imports the results reader.
+    from echomq_bench.records.files import new_run_dir
+
+    return new_run_dir("locust", getattr(options, "out", None) or None)
 
 
-def write_outputs(outcome: Outcome, folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "audit.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(outcome.to_dict(), indent=2, default=str) + "\n")
-    tmp.replace(path)
-    if outcome.steps:
-        with (folder / "steps.csv").open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=["scenario", "server", "consumers", "metric", "value", "unit"])
-            writer.writeheader()
-            for r in outcome.steps:
-                for metric, unit in (("cycles_per_s", "1/s"), ("server_main_cpu", "cores"),
-                                     ("client_cpu", "cores"), ("machine_cpu", "cores")):
-                    if r[metric] is None:
-                        continue
-                    writer.writerow({"scenario": outcome.scenario, "server": outcome.run["server"],
-                                     "consumers": r["consumers"], "metric": metric, "value": round(r[metric], 4),
-                                     "unit": unit})
-    return path
+def load_shape(options: Any) -> dict[str, Any]:
+    """The load Locust was asked for: users, spawn rate and run time (s), from the command line or the
+    web form (its swarm writes them into the options); with --steps the shape sets the users."""
+    return {"users": getattr(options, "num_users", None), "spawn_rate": getattr(options, "spawn_rate", None),
+            "run_time_s": getattr(options, "run_time", None)}
+
+
+def request_rows(stats: Any) -> list[dict[str, Any]]:
+    """Locust's own stats (a locust.stats.RequestStats) per request type and name, tidy: requests,
+    failures, requests/s, and the response times in ms (Locust's mean, min, max and percentiles)."""
+    rows = []
+    for (name, kind), entry in sorted(stats.entries.items(), key=lambda item: (str(item[0][1]), str(item[0][0]))):
+        if not entry.num_requests:
+            continue
+        figures = [("requests", entry.num_requests, "calls"), ("failures", entry.num_failures, "calls"),
+                   ("requests_per_s", entry.total_rps, "1/s"), ("mean", entry.avg_response_time, "ms"),
+                   ("min", entry.min_response_time, "ms"), ("max", entry.max_response_time, "ms"),
+                   *((label, entry.get_response_time_percentile(q), "ms") for label, q in PERCENTILES)]
+        rows += [{"type": kind, "name": name, "metric": metric,
+                  "value": round(value, 4) if isinstance(value, float) else value, "unit": unit}
+                 for metric, value, unit in figures if value is not None]
+    return rows
+
+
+def timeline_rows(stats: Any) -> list[dict[str, Any]]:
+    """Requests per second per request type and name over the run, from Locust's per-second counts
+    (a second without a request counts 0), and the failures in each second that had any; `t_s` is
+    seconds since the run's first request."""
+    entries = [(key, e) for key, e in stats.entries.items() if e.num_reqs_per_sec]
+    if not entries:
+        return []
+    first = min(min(e.num_reqs_per_sec) for _, e in entries)
+    last = max(max(e.num_reqs_per_sec) for _, e in entries)
+    rows = []
+    for (name, kind), entry in sorted(entries, key=lambda item: (str(item[0][1]), str(item[0][0]))):
+        for second in range(first, last + 1):
+            rows.append({"type": kind, "name": name, "t_s": second - first, "metric": "requests",
+                         "value": entry.num_reqs_per_sec.get(second, 0), "unit": "1/s"})
+        rows += [{"type": kind, "name": name, "t_s": second - first, "metric": "failures", "value": count,
+                  "unit": "1/s"} for second, count in sorted(entry.num_fail_per_sec.items()) if count]
+    return rows

@@ -24,7 +24,9 @@ from gevent import GreenletExit
 from redis.cluster import ClusterNode, NodesManager, RedisCluster
 from redis.connection import AbstractConnection
 
-from echomq import QueueKeys, RepliesLostError, Scripts, ServerUnavailableError, pipeline, send_reloading, verbs
+from echomq import ServerUnavailableError
+from echomq._instrument import QueueKeys, Scripts, pipeline, send_reloading, verbs
+from echomq.errors import RepliesLostError
 
 __all__ = ["Wire", "AnyWire", "Command", "QueueWire", "ConnectionFactory", "ClusterRouter", "ClusterWire",
            "is_cluster_url"]

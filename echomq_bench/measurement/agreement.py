@@ -54,7 +54,12 @@ class Agreement:
 
 
 def estimate_of(mode: str, verdict: RatioVerdict) -> ModeEstimate:
-    return ModeEstimate(mode, verdict.ratio, verdict.ci, verdict.n, verdict.excluded, verdict.method, verdict.text)
+    """A mode's estimate from its verdict; a verdict with no ratio has none to give."""
+    if verdict.ratio is None:
+        raise ValueError(f"{mode}: a verdict without a ratio has no estimate")
+    ci = verdict.ci
+    return ModeEstimate(mode, float(verdict.ratio), (float(ci[0]), float(ci[1])) if ci else None,
+                        int(verdict.n or 0), int(verdict.excluded or 0), str(verdict.method), verdict.text)
 
 
 def overlaps(a: tuple[float, float], b: tuple[float, float]) -> bool:

@@ -35,9 +35,8 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable, Protocol, Sequence
 
-from echomq import (
-    InvalidArgumentError, KeyspaceDamageError, OutOfMemoryError, ScriptCall, StaleTokenError, WrongKindError,
-)
+from echomq import InvalidArgumentError, KeyspaceDamageError, OutOfMemoryError, StaleTokenError, WrongKindError
+from echomq._instrument import ScriptCall
 
 __all__ = ["History", "HistoryCalls", "FaultNow", "CallsLike", "REFUSED", "clock"]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from scipy import stats as st
 
@@ -62,6 +62,13 @@ class RunSpread:
     def to_dict(self) -> dict[str, object]:
         return {"sd": self.sd, "runs": self.runs, "df": None if math.isinf(self.df) else self.df,
                 "source": self.source, "q": self.q, "text": self.text}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunSpread:
+        """The spread `to_dict` wrote; its text is worded again from the figures."""
+        df = d.get("df")
+        return cls(float(d["sd"]), int(d["runs"]), math.inf if df is None else float(df), str(d["source"]),
+                   None if d.get("q") is None else float(d["q"]))
 
 
 def assumed(runs: int) -> RunSpread:

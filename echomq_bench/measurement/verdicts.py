@@ -48,8 +48,8 @@ between runs.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Mapping, Self, Sequence
 
 import numpy as np
 from scipy import stats as st
@@ -68,50 +68,93 @@ FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE = "faster", "slower", "equivalent", "in
 UNSTABLE = "unstable"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RatioVerdict:
-    """What the trials' ratios other/baseline say, with the interval and the tests behind it."""
+    """What the trials' ratios other/baseline say, with the interval and the tests behind it. `judge` fills
+    every figure; one left None was not judged (a record's entry reads back what it held: a metric not
+    judged holds only `said`, why)."""
 
-    verdict: str                  # FASTER, SLOWER, EQUIVALENT or INCONCLUSIVE
-    ratio: float                  # geometric mean of other/baseline over the trials used
-    ci: tuple[float, float] | None  # at `level`; None below two trials
-    n: int                        # trials used
-    excluded: int                 # trials left out before judging (for example not server-saturated)
-    margin: float                 # the equivalence margin, a fraction
-    level: float
-    higher_is_better: bool
-    p_difference: float | None    # two-sided t-test of log ratio = 0
-    p_equivalence: float | None   # TOST: the larger of the two one-sided p-values
-    method: str = METHOD
-    spread: RunSpread | None = None   # the between-run part of the interval; None: this run's trials alone
-    df: float | None = None           # the interval's degrees of freedom
-    within_se: float | None = None    # the standard error of the mean log ratio from the trials alone
+    verdict: str | None = None          # FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE or UNSTABLE
+    ratio: float | None = None          # geometric mean of other/baseline over the trials used; NaN: no trial
+    ci: tuple[float, float] | None = None   # at `level`; None below two trials
+    n: int | None = None                # trials used
+    excluded: int | None = None         # trials left out before judging (for example not server-saturated)
+    margin: float | None = None         # the equivalence margin, a fraction
+    level: float | None = None
+    higher_is_better: bool | None = None
+    p_difference: float | None = None   # two-sided t-test of log ratio = 0
+    p_equivalence: float | None = None  # TOST: the larger of the two one-sided p-values
+    method: str | None = None
+    spread: RunSpread | None = None     # the between-run part of the interval; None: this run's trials alone
+    df: float | None = None             # the interval's degrees of freedom
+    within_se: float | None = None      # the standard error of the mean log ratio from the trials alone
+    # The verdict in the run's own words where it knows what the rule cannot (searches that never held,
+    # rounds that failed), or why nothing was judged; None: the rule's words.
+    said: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.said is not None and self.said == self._rule_text():
+            object.__setattr__(self, "said", None)   # the rule's words need no second copy
+
+    def _rule_text(self) -> str:
+        if self.verdict == EQUIVALENT and self.margin is not None:
+            return f"equivalent within ±{self.margin:.0%}"
+        if self.verdict == INCONCLUSIVE and (self.n or 0) < MIN_TRIALS:
+            return f"inconclusive ({self.n or 0} trials)"
+        if self.verdict == UNSTABLE and self.spread is not None:
+            return f"unstable: runs on this machine differ by about {self.spread.sd:.1%}"
+        return self.verdict or ""
 
     @property
     def text(self) -> str:
-        """The verdict as a reader sees it: the margin on equivalence, n on an inconclusive one."""
-        if self.verdict == EQUIVALENT:
-            return f"equivalent within ±{self.margin:.0%}"
-        if self.verdict == INCONCLUSIVE and self.n < MIN_TRIALS:
-            return f"inconclusive ({self.n} trials)"
-        if self.verdict == UNSTABLE and self.spread is not None:
-            return f"unstable: runs on this machine differ by about {self.spread.sd:.1%}"
-        return self.verdict
+        """The verdict as a reader sees it: the margin on equivalence, n on an inconclusive one; empty when
+        nothing was judged and nothing said."""
+        return self.said if self.said is not None else self._rule_text()
 
-    def label(self, digits: int = 3) -> str:
-        """`1.093 [95% CI 1.081, 1.106; t on log ratios, n=10, 1 excluded] faster`."""
-        ci = "no interval" if self.ci is None else (
-            f"{self.level:.0%} CI {self.ci[0]:.{digits}f}, {self.ci[1]:.{digits}f}")
+    @property
+    def judged(self) -> bool:
+        """A ratio was measured (not NaN): the verdict has one to show."""
+        return self.ratio is not None and self.ratio == self.ratio
+
+    def label(self, digits: int = 3, *, brief: bool = False, min_trials: int = MIN_TRIALS, count: bool = True) -> str:
+        """In full, `1.093 [95% CI 1.081, 1.106; t on log ratios, n=10, 1 excluded] faster`; brief, as a table
+        cell, `0.919 [0.914, 0.924] n=14 faster`: no interval from fewer than `min_trials` trials, and no n
+        without `count`. A verdict with no ratio to show says its text."""
+        if self.ratio is None or (brief and not self.judged):
+            return self.text or "no verdict"
+        if brief:
+            ci = self.ci if self.ci and (self.n or 0) >= min_trials else None
+            interval = f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else ""
+            return f"{self.ratio:.{digits}f}{interval}{f' n={self.n}' if count else ''} {self.text}"
+        level = "" if self.level is None else f"{self.level:.0%} "   # a record may lack what it never used
+        ci_text = "no interval" if self.ci is None else f"{level}CI {self.ci[0]:.{digits}f}, {self.ci[1]:.{digits}f}"
         excluded = f", {self.excluded} excluded" if self.excluded else ""
         between = f", {self.spread.text}" if self.spread is not None else ""
-        return f"{self.ratio:.{digits}f} [{ci}; t on log ratios, n={self.n}{excluded}{between}] {self.text}"
+        n = "?" if self.n is None else self.n
+        return f"{self.ratio:.{digits}f} [{ci_text}; t on log ratios, n={n}{excluded}{between}] {self.text}"
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["ci"] = None if self.ci is None else list(self.ci)
-        out["spread"] = None if self.spread is None else self.spread.to_dict()
-        out["text"] = self.text
+        """The verdict as a record holds it: every figure it has, in field order, and its text."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None or f.name == "said":
+                continue
+            out[f.name] = (list(value) if f.name == "ci" else value.to_dict() if f.name == "spread" else value)
+        if self.text:
+            out["text"] = self.text
         return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        """The verdict `to_dict` wrote (any key it lacks left unjudged); its text is kept where it says more
+        than the rule."""
+        names = {f.name for f in fields(cls)} - {"said", "ci", "spread"}
+        ci, spread = d.get("ci"), d.get("spread")
+        return cls(**{k: v for k, v in d.items() if k in names},
+                   ci=(float(ci[0]), float(ci[1])) if ci else None,
+                   spread=RunSpread.from_dict(spread) if isinstance(spread, Mapping) else None,
+                   said=d.get("text") or None)
 
 
 def _logs(ratios: Sequence[float]) -> np.ndarray:
@@ -145,7 +188,7 @@ def judge(ratios: Sequence[float], *, higher_is_better: bool, margin: float = MA
     n = len(logs)
     method = METHOD if spread is None else TWO_LEVEL_METHOD
     if n < 2:
-        return RatioVerdict(INCONCLUSIVE, ratio=math.exp(float(logs[0])) if n else math.nan, ci=None, n=n,
+        return RatioVerdict(verdict=INCONCLUSIVE, ratio=math.exp(float(logs[0])) if n else math.nan, ci=None, n=n,
                             excluded=excluded, margin=margin, level=level, higher_is_better=higher_is_better,
                             p_difference=None, p_equivalence=None, method=method, spread=spread)
     mean = float(np.mean(logs))
@@ -164,7 +207,7 @@ def judge(ratios: Sequence[float], *, higher_is_better: bool, margin: float = MA
     elif spread is not None and spread.source != ASSUMED and spread.sd > within:
         # More trials would not decide it: the runs, not the trials, make the interval wide.
         kind = UNSTABLE
-    return RatioVerdict(kind, ratio=math.exp(mean), ci=ci, n=n, excluded=excluded, margin=margin, level=level,
+    return RatioVerdict(verdict=kind, ratio=math.exp(mean), ci=ci, n=n, excluded=excluded, margin=margin, level=level,
                         higher_is_better=higher_is_better, p_difference=p_diff, p_equivalence=p_equiv,
                         method=method, spread=spread, df=df, within_se=within)
 

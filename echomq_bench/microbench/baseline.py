@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from echomq import discover, lua_dir
+from echomq._instrument import discover, lua_dir
 from echomq_bench.errors import BenchError
 from echomq_bench.records.fingerprint import fingerprint, fingerprint_id
 

@@ -25,7 +25,8 @@ from typing import Any, Callable
 
 import redis
 
-from echomq import Job, Queue, QueueKeys, Worker, WorkerSettings, mint, pipeline, verbs
+from echomq import Job, Queue, Worker, WorkerSettings, mint
+from echomq._instrument import QueueKeys, pipeline, verbs
 from echomq_bench.load.calls import RedisCalls
 from echomq_bench.load.engine import Consumer, ConsumerPolicy, Producer, ProducerPolicy
 from echomq_bench.peers import jobs

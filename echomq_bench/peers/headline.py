@@ -18,8 +18,8 @@ from echomq_bench.peers.family import family_level, tally
 from echomq_bench.peers.intervals import ratio_verdict
 from echomq_bench.peers.registry import BASELINE, HEADLINE
 from echomq_bench.peers.result import HEADLINE_ROUNDS, INTERLEAVED, PeerRun
-from echomq_bench.records.kinds.compare import RatioVerdictEntry
 from echomq_bench.records.kinds.peers import HeadlineVerdictEntry
+from echomq_bench.records.verdicts import RatioVerdictEntry
 
 __all__ = ["headline_ratios", "headline_kind", "headline_level", "headline_verdicts", "FIGURE"]
 
@@ -63,6 +63,5 @@ def headline_verdicts(runs: list[PeerRun], failures: list[dict[str, Any]], serve
             v = ratio_verdict(mine, base, FIGURE, level=level, rounds=rounds)
             out.append(HeadlineVerdictEntry(server=server, mode=mode, rounds=kind, attempted=rounds.attempted,
                                             failed=rounds.failed,
-                                            verdict=RatioVerdictEntry() if v is None
-                                            else RatioVerdictEntry.from_record(v)))
+                                            verdict=RatioVerdictEntry() if v is None else RatioVerdictEntry.of(v)))
     return tuple(out)

@@ -12,6 +12,7 @@ kind are ever paired and pooled; the caller hands in runs of one kind.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Sequence
 
 from echomq_bench.measurement import verdicts
@@ -43,7 +44,7 @@ def interval(values: Sequence[float], level: float = verdicts.LEVEL) -> dict[str
 
 
 def ratio_verdict(mine: list[PeerRun], baseline: list[PeerRun], figure: str, *, level: float,
-                  rounds: Tally) -> dict[str, Any] | None:
+                  rounds: Tally) -> verdicts.RatioVerdict | None:
     """This queue's figure over the baseline's, trial by trial, judged at `level`; None when no trial pairs
     and the queue did not fail. `rounds` counts the queue's own rounds: its failures stand beside the
     verdict, and a queue that failed in most of them gets none (a failed verdict, without a ratio)."""
@@ -55,13 +56,10 @@ def ratio_verdict(mine: list[PeerRun], baseline: list[PeerRun], figure: str, *, 
             ratios.append(value / base[r.trial])
     excluded = len(mine) - len(ratios)
     if rounds.most_failed:
-        return {"verdict": FAILED, "n": len(ratios), "excluded": excluded, "level": level,
-                "higher_is_better": not LOWER_IS_BETTER[figure], "method": verdicts.METHOD,
-                "text": f"failed: {rounds.text}, no verdict"}
+        return verdicts.RatioVerdict(verdict=FAILED, n=len(ratios), excluded=excluded, level=level,
+                                     higher_is_better=not LOWER_IS_BETTER[figure], method=verdicts.METHOD,
+                                     said=f"failed: {rounds.text}, no verdict")
     if not ratios:
         return None
     verdict = verdicts.judge(ratios, higher_is_better=not LOWER_IS_BETTER[figure], level=level, excluded=excluded)
-    out = verdict.to_dict()
-    if rounds.failed:
-        out["text"] = f"{verdict.text}; {rounds.text}"
-    return out
+    return replace(verdict, said=f"{verdict.text}; {rounds.text}") if rounds.failed else verdict

@@ -15,9 +15,10 @@ from echomq_bench.peers.intervals import FIGURES_WITH_CI, interval, ratio_verdic
 from echomq_bench.peers.result import INTERLEAVED, PeerRun, Phase
 from echomq_bench.peers.rounds import PeersSettings, pairs
 from echomq_bench.measurement.stats import LEVEL, median, span
-from echomq_bench.records.kinds.compare import RatioVerdictEntry
+from echomq_bench.measurement.verdicts import RatioVerdict
 from echomq_bench.records.kinds.peers import (FailureEntry, HeadlineEntry, IntervalEntry, MemoryEntry, PeersRecord,
                                               PhaseEntry, QueueEntry)
+from echomq_bench.records.verdicts import RatioVerdictEntry
 
 __all__ = ["build_record", "tidy_rows", "command_rows", "ratio_rows", "FIGURES", "RATIO_FIGURES"]
 
@@ -95,7 +96,7 @@ FIGURES = {
 }
 
 
-def _entry(server: str, queue: tuple[str, str], mine: list[PeerRun], verdicts: dict[str, dict[str, Any] | None],
+def _entry(server: str, queue: tuple[str, str], mine: list[PeerRun], verdicts: dict[str, RatioVerdict | None],
            settings: PeersSettings, rounds: Tally) -> QueueEntry:
     """One queue in one mode on one server: medians, intervals, the ratios to the baseline, and its rounds."""
     name, mode = queue
@@ -107,8 +108,7 @@ def _entry(server: str, queue: tuple[str, str], mine: list[PeerRun], verdicts: d
         jobs=settings.jobs, consumers=settings.consumers, trials=len(mine),
         attempted=rounds.attempted, failed=rounds.failed, drained_clean=rounds.failed == 0,
         # A figure no trial pair judged (a zero or a failed trial on either side): an empty verdict, no ratio.
-        vs_baseline={k: RatioVerdictEntry() if v is None else RatioVerdictEntry.from_record(v)
-                     for k, v in verdicts.items()})
+        vs_baseline={k: RatioVerdictEntry() if v is None else RatioVerdictEntry.of(v) for k, v in verdicts.items()})
     if not mine:   # every round errored: the row says so, with nothing measured
         return entry
     clean = [r for r in mine if r.clean]

@@ -3,7 +3,8 @@ the set it scans and the cap on what it moves (the `reapcost` command's machiner
 
 `curve` holds the settings and the immutable points and drains, `measure`
 takes them on a server, in each form of the live entries (bare, or with
-job rows). The record they make is rendered, tables and charts, by
+job rows), and `run` on every server, writing the run's folder. The record
+they make is rendered, tables and charts, by
 `echomq_bench.report.kinds.reapcost`, as every record is.
 """
 

@@ -11,22 +11,20 @@ A run is a folder `results/<run-id>/` holding
 
 Runners write them once through `echomq_bench.records.writer.write_record`;
 `load(dir)` gives them back as a `Run` with pandas DataFrames, and
-`read_record(dir)` as the frozen `Record` that was written.
+`read_record(dir)` as the frozen `Record` that was written: both from the
+one parse of the folder, `echomq_bench.records.record.read_folder`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
-
-import pandas as pd
+from typing import Iterable
 
 from echomq_bench.records.paths import RESULTS_DIR
-from echomq_bench.records.record import (KINDS, Record, ResultsError, check_schema, read_json, read_record,
-                                         write_json, write_tidy)
+from echomq_bench.records.record import (KINDS, Record, ResultsError, Run, read_folder, read_record, write_json,
+                                         write_tidy)
 from echomq_bench.records.writer import write_record
 
 __all__ = ["RESULTS_DIR", "new_run_dir", "write_json", "write_tidy", "Run", "load", "load_many", "ResultsError",
@@ -50,33 +48,6 @@ def new_run_dir(kind: str, out: Path | str | None = None) -> Path:
     return path
 
 
-@dataclass(frozen=True)
-class Run:
-    path: Path
-    meta: dict[str, Any]
-    summary: dict[str, Any]
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-
-    @property
-    def run_id(self) -> str:
-        return self.path.name
-
-    @property
-    def kind(self) -> str | None:
-        """The kind summary.json declares (None when it declares none)."""
-        kind = self.summary.get("kind")
-        return kind if isinstance(kind, str) and kind else None
-
-    @property
-    def schema(self) -> int | None:
-        return self.summary.get("schema")
-
-    def table(self, name: str) -> pd.DataFrame:
-        if name not in self.tables:
-            raise ResultsError(f"{self.path}: no table {name!r}; have {sorted(self.tables)}")
-        return self.tables[name]
-
-
 def load(path: Path | str) -> Run:
     """One run folder (a `latest` link is followed) as meta, summary and tables."""
     path = Path(path)
@@ -85,17 +56,7 @@ def load(path: Path | str) -> Run:
     path = path.resolve()
     if not (path / "meta.json").is_file():
         raise ResultsError(f"{path}: not a results folder (no meta.json)")
-    meta = read_json(path / "meta.json")
-    summary = read_json(path / "summary.json") if (path / "summary.json").is_file() else {}
-    if "schema" in summary:
-        check_schema(path, summary.get("kind"), summary["schema"])
-    tables = {}
-    for csv_path in sorted(path.glob("*.csv")):
-        try:
-            tables[csv_path.stem] = pd.read_csv(csv_path)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise ResultsError(f"{csv_path}: not a readable CSV ({exc})") from None
-    return Run(path, meta, summary, tables)
+    return read_folder(path)
 
 
 def load_many(paths: Iterable[Path | str]) -> list[Run]:

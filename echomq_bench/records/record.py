@@ -2,8 +2,9 @@
 
 A runner builds a frozen `Record` once, when the run is over, and hands it
 to `echomq_bench.records.writer.write_record`; reports and notebooks read it
-back with `read_record` (or `echomq_bench.records.files.load`, which gives
-pandas tables). Nothing
+back with `read_record`, or as a `Run` of pandas tables with
+`echomq_bench.records.files.load`. Both are made from one parse of the
+folder, `read_folder`. Nothing
 patches a record after it is built: `dataclasses.replace` makes a new one.
 
 On disk, in the run folder:
@@ -29,12 +30,15 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from echomq_bench.errors import BenchError
 
-__all__ = ["SCHEMA", "OLDEST_READ", "KINDS", "CONTAINER", "Record", "ResultsError", "check_schema", "read_record",
-           "write_json", "write_tidy", "read_json"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["SCHEMA", "OLDEST_READ", "KINDS", "CONTAINER", "Record", "Run", "ResultsError", "check_schema",
+           "read_folder", "read_record", "write_json", "write_tidy", "read_json"]
 
 # What changed at each number; a reader keeps reading every older one, except
 # where OLDEST_READ names a kind's first readable number.
@@ -47,7 +51,8 @@ __all__ = ["SCHEMA", "OLDEST_READ", "KINDS", "CONTAINER", "Record", "ResultsErro
 #      it measured are a table (build, verb, file, numkeys, text), so a gate
 #      run recorded in the results history can serve as a later gate's
 #      baseline; a gate record before 3 cannot
-SCHEMA = 3
+#   4  compare: each verdict once, in `verdicts` or --slo's `verdict_detail`; an older one's flat copies go unread
+SCHEMA = 4
 OLDEST_READ = {"reapcost": 2}
 # Every kind of record, in the order the report shows them (the four that
 # answer the main job's questions in the order they are asked), written once:
@@ -55,7 +60,7 @@ OLDEST_READ = {"reapcost": 2}
 # and the results history its headlines and typed record (records.kinds).
 # "run" is the main job's folder that holds one folder per part.
 KINDS = ("run", "check", "verbs", "compare", "lease", "reapcost", "consumers", "capacity", "faults", "peers", "gate",
-         "counts", "failover", "reshard")
+         "counts", "failover", "reshard", "locust")
 CONTAINER = "run"
 _HEAD = ("kind", "schema")
 
@@ -142,21 +147,34 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _cell(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value  # numpy scalar -> Python
+@dataclass(frozen=True)
+class Run:
+    """A results folder as read for pandas: its context, its summary.json as written (kind and schema
+    first; empty when the folder has none) and each tidy table as a DataFrame by its name."""
 
+    path: Path
+    meta: dict[str, Any]
+    summary: dict[str, Any]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
-def _read_rows(path: Path) -> Rows:
-    import pandas as pd
+    @property
+    def run_id(self) -> str:
+        return self.path.name
 
-    try:
-        frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path}: not a readable CSV ({exc})") from None
-    rows = []
-    for raw in frame.to_dict("records"):
-        rows.append({k: _cell(v) for k, v in raw.items() if not (isinstance(v, float) and math.isnan(v))})
-    return tuple(rows)
+    @property
+    def kind(self) -> str | None:
+        """The kind summary.json declares (None when it declares none)."""
+        kind = self.summary.get("kind")
+        return kind if isinstance(kind, str) and kind else None
+
+    @property
+    def schema(self) -> int | None:
+        return self.summary.get("schema")
+
+    def table(self, name: str) -> pd.DataFrame:
+        if name not in self.tables:
+            raise ResultsError(f"{self.path}: no table {name!r}; have {sorted(self.tables)}")
+        return self.tables[name]
 
 
 def check_schema(run_dir: Path, kind: str | None, schema: object) -> None:
@@ -171,6 +189,35 @@ def check_schema(run_dir: Path, kind: str | None, schema: object) -> None:
                            f"(schema {oldest} on); run `echomq-bench {kind}` again")
 
 
+def read_folder(run_dir: Path) -> Run:
+    """The one parse of a results folder: summary.json (its schema checked; a folder written before
+    summaries declared one is schema 0), meta.json and every CSV, each file as it lies; what a folder
+    lacks is left empty, for the caller to require."""
+    import pandas as pd
+
+    summary = read_json(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else {}
+    kind = summary.get("kind")
+    check_schema(run_dir, kind if isinstance(kind, str) else None, summary.get("schema", 0))
+    meta = read_json(run_dir / "meta.json") if (run_dir / "meta.json").is_file() else {}
+    tables = {}
+    for path in sorted(run_dir.glob("*.csv")):
+        try:
+            tables[path.stem] = pd.read_csv(path)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise ResultsError(f"{path}: not a readable CSV ({exc})") from None
+    return Run(run_dir, meta, summary, tables)
+
+
+def _cell(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value  # numpy scalar -> Python
+
+
+def _rows(frame: pd.DataFrame) -> Rows:
+    """A table's rows as dicts of Python values; an empty cell is an absent key."""
+    return tuple({k: _cell(v) for k, v in raw.items() if not (isinstance(v, float) and math.isnan(v))}
+                 for raw in frame.to_dict("records"))
+
+
 def read_record(run_dir: Path | str) -> Record:
     """The record `writer.write_record` wrote. A folder whose summary.json has no
     kind is refused with the kinds this version writes, and one written by
@@ -178,12 +225,11 @@ def read_record(run_dir: Path | str) -> Record:
     run_dir = Path(run_dir)
     if not (run_dir / "summary.json").is_file():
         raise ResultsError(f"{run_dir}: not a finished run (no summary.json)")
-    data = read_json(run_dir / "summary.json")
+    run = read_folder(run_dir)
+    data = dict(run.summary)
     kind = data.pop("kind", None)
     schema = data.pop("schema", 0)  # folders written before records declared a schema
     if not kind:
         raise ResultsError(f"{run_dir}: summary.json declares no kind; known kinds: {', '.join(KINDS)}")
-    check_schema(run_dir, kind, schema)
-    meta = read_json(run_dir / "meta.json") if (run_dir / "meta.json").is_file() else {}
-    tables = {p.stem: _read_rows(p) for p in sorted(run_dir.glob("*.csv"))}
-    return Record(kind=kind, summary=data, tables=tables, meta=meta, schema=schema)
+    return Record(kind=kind, summary=data, tables={name: _rows(frame) for name, frame in run.tables.items()},
+                  meta=run.meta, schema=schema)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from echomq_bench.capacity.compare_result import INTERLEAVE_TEXT, METRICS
-from echomq_bench.measurement.agreement import ModeEstimate, agreement, rows
+from echomq_bench.measurement.agreement import ModeEstimate, agreement, estimate_of, rows
 from echomq_bench.records.files import Run
 from echomq_bench.records.kinds.compare import CompareRecord
 from echomq_bench.report.context import builds, commit, machine
@@ -39,11 +39,7 @@ def estimate_in(run: Run, build: str, label: str) -> ModeEstimate | None:
     record = _record(run)
     entry = record.builds.get(build)
     verdict = entry.verdicts.get(record.headline) if entry else None
-    if verdict is None or verdict.ratio is None:
-        return None
-    ci = verdict.ci
-    return ModeEstimate(label, float(verdict.ratio), (float(ci[0]), float(ci[1])) if ci else None,
-                        int(verdict.n or 0), int(verdict.excluded or 0), str(verdict.method), str(verdict.text))
+    return None if verdict is None or verdict.ratio is None else estimate_of(label, verdict)
 
 
 def _mode_of(run: Run) -> str:

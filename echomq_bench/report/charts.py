@@ -53,17 +53,19 @@ def throughput_vs_consumers(frame: pd.DataFrame, path: Path, footer: str = "") -
     return _save(fig, path, footer)
 
 
-def rate_timeline(frame: pd.DataFrame, path: Path, footer: str = "") -> Path:
-    """frame: build, t_s, value (cycles/s per bin); one line per build, so a
-    burst of interference shows as a dip in one bin, not in the headline."""
-    _few(list(dict.fromkeys(frame["build"])), "builds")
+def rate_timeline(frame: pd.DataFrame, path: Path, footer: str = "", *, by: str = "build",
+                  ylabel: str = "claim+complete cycles/s", title: str = "Rate over the window",
+                  xlabel: str = "seconds since the window opened") -> Path:
+    """frame: `by` (a build, or a Locust request name), t_s, value (a rate per bin); one line
+    per `by`, so a burst of interference shows as a dip in one bin, not in the headline."""
+    _few(list(dict.fromkeys(frame[by])), f"{by}s")
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    for build, rows in frame.groupby("build", sort=False):
+    for label, rows in frame.groupby(by, sort=False):
         pts = rows.groupby("t_s")["value"].agg(median).sort_index()
-        ax.plot(pts.index, pts.values, marker=".", label=str(build))
-    ax.set_xlabel("seconds since the window opened")
-    ax.set_ylabel("claim+complete cycles/s")
-    ax.set_title("Rate over the window")
+        ax.plot(pts.index, pts.values, marker=".", label=str(label))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend()

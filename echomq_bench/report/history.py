@@ -20,6 +20,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from echomq_bench.formatting import fmt_change
 from echomq_bench.measurement.steps import DEFAULT_THRESHOLD, Segment
 from echomq_bench.measurement.stepverdict import FAMILY_ALPHA, RUN_CORRELATION, StepVerdict, judge_steps
 from echomq_bench.records.history import HistoryError
@@ -165,7 +166,7 @@ def verdict_text(step: FlaggedStep) -> str:
 
 def step_line(step: FlaggedStep) -> str:
     """One flagged step, as the text summary and the page say it."""
-    size = f"{step.change * 100:+.1f}%" if step.change is not None else "from 0"
+    size = fmt_change(step.change, none="from 0")
     way = f" ({step.direction}: {step.better} is better)" if step.direction else ""
     alone = (" (one revision after it so far: the next run confirms or undoes it)"
              if step.runs_after == 1 and step.called else "")

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from echomq_bench.formatting import fmt_change  # noqa: E402
 from echomq_bench.measurement.stepverdict import FAMILY_ALPHA, RUN_CORRELATION  # noqa: E402
 from echomq_bench.records.fingerprint import FIELDS  # noqa: E402
 from echomq_bench.report.doc import Doc, Heading, Image, Notes, Para, Table  # noqa: E402
@@ -65,7 +66,7 @@ def _panel(ax: Axes, series: Sequence[Series], at: dict[str, int], machines: dic
         for step in (*s.steps, *s.undecided):
             x = at[step.revision] - 0.5
             ax.axvline(x, color=color, ls="--" if step.called else ":", lw=1)
-            size = f"{step.change * 100:+.1f}%" if step.change is not None else "from 0"
+            size = fmt_change(step.change, none="from 0")
             ax.annotate(f"{size} at {step.revision}{'' if step.called else '?'}", (x, step.after), xytext=(4, 4),
                         textcoords="offset points", fontsize=7, color=color)
     ax.grid(True, alpha=0.3)
@@ -106,7 +107,7 @@ def _machine_table(frame: pd.DataFrame) -> pd.DataFrame:
 def _steps_table(steps: Sequence[FlaggedStep]) -> pd.DataFrame:
     return pd.DataFrame([{"metric": s.metric, "build": s.build, "fingerprint": s.fingerprint_id,
                           "starts at": s.revision, "date": s.date,
-                          "change": f"{s.change * 100:+.1f}%" if s.change is not None else "from 0",
+                          "change": fmt_change(s.change, none="from 0"),
                           "before": s.before, "after": s.after, "unit": s.unit, "which way": s.direction,
                           "revisions before": s.runs_before, "revisions after": s.runs_after,
                           "verdict": verdict_text(s)} for s in steps])

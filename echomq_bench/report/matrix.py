@@ -110,13 +110,15 @@ def matrix_frame(runs: Mapping[str, Run]) -> tuple[pd.DataFrame, str | None]:
         entry = compare.builds.get(name) or CompareEntry()
         us = entry.server_us_per_cycle
         own = str(entry.baseline or base)
+        headline = compare.headline_of(entry)
         row: dict[str, Any] = {
             "build": name, "version": servers.get(name, {}).get("version", entry.version or "?"),
             "malloc": servers.get(name, {}).get("allocator") or "?",
             "server µs/cycle": (f"{us.median:.1f} ({us.min:.1f}..{us.max:.1f})"
                                 if us.median is not None and us.min is not None and us.max is not None else "-"),
             column: ("1 (the baseline)" if name == own else
-                     f"{entry.server_us_label or '-'}{f' (vs {own})' if paired else ''}") if base else "-",
+                     f"{headline.label() if headline.ratio is not None else '-'}{f' (vs {own})' if paired else ''}")
+                     if base else "-",
             "instructions/cycle": counted.get(name, ("-", "-"))[0],
             f"instructions {column}": counted.get(name, ("-", "-"))[1]}
         for case, label in labels.items():

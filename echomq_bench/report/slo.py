@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from echomq_bench.formatting import fmt_num
 from echomq_bench.measurement.stats import median
 from echomq_bench.records.files import Run
 from echomq_bench.records.kinds.capacity import SloBlock, SloEntry, SloTarget
@@ -30,12 +31,8 @@ INTERVAL_COLUMN = "interval (coverage)"
 _FIGURES = re.compile(r"[0-9][0-9,.]*")
 
 
-def _num(value: Any, fmt: str) -> str:
-    return "" if value is None or value != value else format(value, fmt)
-
-
 def _rate(value: Any) -> str:
-    return _num(value, ",.0f")
+    return fmt_num(value, ",.0f")
 
 
 # How every SLO rate was found, as both the capacity and the compare sections say it.
@@ -60,7 +57,7 @@ def slo_interval(e: SloEntry) -> str:
     if not ci:
         return str(e.text or "no interval")
     upper = "no bound" if ci[1] is None or math.isinf(ci[1]) else _rate(ci[1])
-    return f"{_rate(ci[0])}..{upper} ({_num(e.coverage, '.1%')})"
+    return f"{_rate(ci[0])}..{upper} ({fmt_num(e.coverage, '.1%')})"
 
 
 def slo_searches(e: SloEntry) -> str:
@@ -163,8 +160,8 @@ def _step_row(probes: list[Mapping[str, Any]], quantile: str, in_a_row: int) -> 
     achieved, p50, top = (_numbers(probes, c) for c in ("achieved_per_s", "claim_p50_ms", "claim_quantile_ms"))
     return {"build": first.get("build"), "search": str(first.get("search")), "probe": runs,
             "phase": first.get("phase"), "asked/s": _rate(first.get("rate_per_s")),
-            "achieved/s": _rate(min(achieved) if achieved else None), "p50 ms": _num(max(p50, default=None), ".2f"),
-            f"{quantile} ms": _num(max(top, default=None), ".2f"), "bound": last.get("bound"),
+            "achieved/s": _rate(min(achieved) if achieved else None), "p50 ms": fmt_num(max(p50, default=None), ".2f"),
+            f"{quantile} ms": fmt_num(max(top, default=None), ".2f"), "bound": last.get("bound"),
             "result": _step_result(probes, in_a_row)}
 
 
@@ -197,7 +194,7 @@ def slo_section(run: Run, slo: SloBlock) -> list[Block]:
     """capacity --slo: each build's rate at the target, how it was found, and every probe."""
     target, builds = slo.target.text or "the target", slo.builds
     rows = [{**slo_row(name, e), "closed loop/s": _rate(_median(e.capacity_per_s)),
-             "of closed loop": _num(_share(e.rate_per_s, _median(e.capacity_per_s)), ".0%")}
+             "of closed loop": fmt_num(_share(e.rate_per_s, _median(e.capacity_per_s)), ".0%")}
             for name, e in builds.items()]
     bound = "; ".join(f"{n}: the probes that missed were {_missed(e)}" for n, e in builds.items())
     figure = slo.figure_text

@@ -16,7 +16,7 @@ import redis
 from redis.cluster import RedisCluster
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from echomq import check_queue_name
+from echomq._instrument import check_queue_name
 from echomq_bench.servers.cluster import Cluster
 from echomq_bench.servers.errors import ServerError
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import redis
 
-from echomq import InvalidArgumentError, Queue, WorkerSettings, mint, verbs
+from echomq import InvalidArgumentError, Queue, WorkerSettings, mint
+from echomq._instrument import verbs
 from echomq.args import INT31, INT53, MAX_LIMIT, check_int
 
 

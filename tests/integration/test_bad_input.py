@@ -15,9 +15,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from echomq import InvalidArgumentError, Queue, ServerUnavailableError, WrongKindError, mint, verbs
-from echomq.keys import QueueKeys
-from echomq.verbs import ScriptCall
+from echomq import InvalidArgumentError, Queue, ServerUnavailableError, WrongKindError, mint
+from echomq._instrument import QueueKeys, ScriptCall, verbs
 from tests.helpers import server_ms, snapshot, wait_past
 
 BAD_IDS = ["", "JOB", "JOB0Nvmd8aV5i", "JOB0Nvmd8aV5iyy", "JOB0Nvmd8aV5i!", "JOB0Nvmd8aV5i{",

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from echomq import Queue, QueueKeys, mint
+from echomq import Queue, mint
+from echomq._instrument import QueueKeys
 from echomq_bench.capacity.session import target_of
 from echomq_bench.errors import MeasurementError
 from echomq_bench.load.bulk import SLICE, BulkFill, delete_keys, drop_queue, fill, fill_in_turn, id_block

@@ -12,10 +12,11 @@ import pytest
 import redis
 
 from echomq_bench.load.bulk import drop_queue
-from echomq_bench.commands.capacity import CapacitySettings, run_capacity
+from echomq_bench.capacity.runner import run_capacity
+from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.cli import main
 from echomq_bench.report import build_report, record_text
-from echomq.keys import QueueKeys
+from echomq._instrument import QueueKeys
 from tests.helpers import evalsha_calls
 
 # Short runs; no pinning, so the session's shared server keeps its affinity.

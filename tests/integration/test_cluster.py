@@ -20,7 +20,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from echomq import Queue, StaleTokenError, mint
-from echomq_bench.commands.check import run_check
+from echomq_bench.conformance.stories import run_check
 from echomq_bench.cli import main
 from echomq_bench.servers import (
     EmbeddedCluster,
@@ -30,7 +30,7 @@ from echomq_bench.servers import (
     queue_slot,
     spread_queues,
 )
-from echomq_bench.commands.failover import run_failover
+from echomq_bench.faults.failover import run_failover
 from echomq_bench.records.kinds.faults import AuditEntry
 from echomq_bench.servers import Server, ServerStartError, parse_server_spec, start
 from echomq_bench.servers.spec import CLUSTER_WORDS
@@ -263,7 +263,7 @@ def test_master_clients_reach_each_master_alone(cluster: EmbeddedCluster) -> Non
 def test_locust_cluster_wire_routes_by_slot_and_follows_moved(cluster: EmbeddedCluster) -> None:
     """The scenarios' cluster wire: each queue's verbs reach its master; a
     stale slot map (as after a failover) gets MOVED, re-reads and succeeds."""
-    from echomq import verbs
+    from echomq._instrument import verbs
     from echomq_bench.locust.wire import ClusterRouter, QueueWire
 
     router = ClusterRouter(cluster.url)
@@ -300,9 +300,10 @@ def test_locust_cluster_wire_routes_by_slot_and_follows_moved(cluster: EmbeddedC
 
 def test_capacity_over_a_cluster_counts_every_cycle_on_its_node(cluster: EmbeddedCluster) -> None:
     from echomq_bench.load.bulk import drop_queue
-    from echomq_bench.commands.capacity import CapacitySettings, run_capacity
+    from echomq_bench.capacity.runner import run_capacity
+    from echomq_bench.capacity.settings import CapacitySettings
     from echomq_bench.capacity.cluster import ClusterCapacityResult
-    from echomq.keys import QueueKeys
+    from echomq._instrument import QueueKeys
 
     masters = {m.name: m for m in cluster.masters()}
     before = {name: evalsha_calls(m.client()) for name, m in masters.items()}

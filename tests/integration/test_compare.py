@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from echomq_bench.commands.capacity import CapacitySettings
+from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.cli import main
-from echomq_bench.commands.compare import Build, run_compare
+from echomq_bench.capacity.compare import Build, run_compare
+from echomq_bench.records.verdicts import RatioVerdictEntry
 from echomq_bench.servers import parse_server_spec
 from tests.helpers import LUA
 
@@ -47,9 +48,9 @@ def test_compare_by_whole_trials_runs_each_build_once_a_trial_and_writes_its_sum
     assert valkey["verdict"] == f"inconclusive ({counted} trials)"
     assert summary["method"].startswith("t-interval on log ratios") and summary["min_trials"] == 6
     if counted == 2:
-        lo, hi = valkey["server_us_ci95"]
-        assert lo <= valkey["server_us_ratio"] <= hi
-        assert f"n={counted}" in valkey["server_us_label"]
+        head = RatioVerdictEntry.from_record(valkey["verdicts"]["server_us"])
+        assert head.ci is not None and head.ratio is not None and head.ci[0] <= head.ratio <= head.ci[1]
+        assert f"n={counted}" in head.label()
     assert summary["builds"]["valkey"]["version"].startswith("valkey")
     assert summary["builds"]["valkey"]["scripts"] == str(slowed_lua)
     import pandas as pd
@@ -78,9 +79,10 @@ def test_six_counted_trials_call_the_planted_slow_claim_slower(tmp_path: Path, s
     assert valkey["trials_counted"] >= 6, (summary["builds"]["redis"]["bound"], valkey["bound"])
     assert valkey["trials_counted"] + valkey["trials_excluded"] == 8
     assert valkey["verdict"] == "slower"
-    assert valkey["server_us_ci95"][0] > 1.0
-    assert valkey["throughput_verdict"] == "slower"
-    assert f"n={valkey['trials_counted']}" in valkey["server_us_label"]
+    head = RatioVerdictEntry.from_record(valkey["verdicts"]["server_us"])
+    assert head.ci is not None and head.ci[0] > 1.0
+    assert valkey["verdicts"]["throughput"]["text"] == "slower"
+    assert f"n={valkey['trials_counted']}" in head.label()
 
 
 def test_compare_in_slots_draws_who_goes_first_from_the_seed(tmp_path: Path, slowed_lua: Path) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 
 import redis
 
-from echomq import Queue, QueueKeys, mint
+from echomq import Queue, mint
+from echomq._instrument import QueueKeys
 from echomq_bench.load.drain import drain, held_ids, places, unsettled
 from echomq_bench.servers import EmbeddedCluster, spread_queues
 

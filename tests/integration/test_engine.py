@@ -13,8 +13,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from echomq.errors import StaleTokenError
-from echomq.keys import QueueKeys
-from echomq import verbs
+from echomq._instrument import QueueKeys, verbs
 from echomq_bench.load.audit import audit
 from echomq_bench.load.calls import RedisCalls
 from echomq_bench.load.engine import (

@@ -17,8 +17,10 @@ from contextlib import contextmanager, suppress
 import pytest
 import redis
 
-from echomq import (EchoMQError, EvictionWarning, InvalidArgumentError, Job, MalformedReplyError, OutcomeUnknownError,
-                    Queue, RepliesLostError, ServerUnavailableError, errors, mint, pipeline, verbs)
+from echomq import (EchoMQError, EvictionWarning, InvalidArgumentError, Job, OutcomeUnknownError, Queue,
+                    ServerUnavailableError, errors, mint)
+from echomq._instrument import pipeline, verbs
+from echomq.errors import MalformedReplyError, RepliesLostError
 from echomq.outcome import send_all_once
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.servers import EmbeddedServer

@@ -17,7 +17,8 @@ import pytest
 import redis
 
 from echomq_bench.faults.load import LoadSettings
-from echomq_bench.commands.faults import QUICK, SCENARIOS, run_scenario
+from echomq_bench.faults.runner import run_scenario
+from echomq_bench.faults.scenarios import QUICK, SCENARIOS
 from echomq_bench.records.kinds.faults import FaultsRecord
 from echomq_bench.servers import EmbeddedServer, installed_builds, parse_server_spec, start
 from tests.helpers import ROOT

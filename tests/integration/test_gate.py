@@ -24,21 +24,12 @@ from echomq_bench.records.record import SCHEMA
 from echomq_bench.records import files as results
 from echomq_bench.records.writer import write_record
 from echomq_bench.cli import main
-from echomq_bench.commands.gate import (
-    DEFAULT_AB_TOLERANCE,
-    GateOptions,
-    GateResult,
-    baseline_path,
-    gate_one,
-    gate_record,
-    load_baseline,
-    run_gate,
-    slowed_copy,
-)
+from echomq_bench.commands.gate import gate_record, run_gate
 from echomq_bench.report import record_text
-from echomq_bench.microbench.baseline import fingerprint, fingerprint_id
+from echomq_bench.microbench.baseline import baseline_path, fingerprint, fingerprint_id, load_baseline, slowed_copy
+from echomq_bench.microbench.gate import DEFAULT_AB_TOLERANCE, GateOptions, GateResult, gate_one
 from echomq_bench.microbench.runner import CASES, QUICK, VERB_CASES, Env, Sizes, run_batch
-from echomq.scripts import discover
+from echomq._instrument import discover
 
 ALL_VERBS = [c.name for c in VERB_CASES]
 # The mechanism, not the resolution: a tenth of the pending rows, since each fresh server is filled anew.

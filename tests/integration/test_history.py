@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from echomq_bench.cli import main
-from echomq_bench.commands.gate import GateOptions, gate_one, run_gate, slowed_copy
+from echomq_bench.commands.gate import run_gate
+from echomq_bench.microbench.baseline import slowed_copy
+from echomq_bench.microbench.gate import GateOptions, gate_one
 from echomq_bench.microbench.history_baseline import HISTORY
 from echomq_bench.microbench.runner import QUICK
 from echomq_bench.records.fingerprint import fingerprint, fingerprint_id

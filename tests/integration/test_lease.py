@@ -13,7 +13,8 @@ import pytest
 from echomq_bench.records.record import SCHEMA
 from echomq_bench.measurement.workdist import parse_dist
 from echomq_bench.lease import SweepSettings, run_sweep
-from echomq_bench.lease.report import fmt_ms, fmt_pct, recommend_for, write_run
+from echomq_bench.formatting import fmt_ms, fmt_pct
+from echomq_bench.lease.report import recommend_for, write_run
 from echomq_bench.report import record_text
 
 

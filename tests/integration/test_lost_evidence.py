@@ -14,7 +14,8 @@ from collections import Counter
 import pytest
 import redis
 
-from echomq import OutcomeUnknownError, Queue, mint, verbs
+from echomq import OutcomeUnknownError, Queue, mint
+from echomq._instrument import verbs
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.servers import EmbeddedServer, start
 from tests.helpers import wait_until

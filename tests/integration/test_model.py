@@ -29,7 +29,8 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from echomq import KeyspaceDamageError, Queue, StaleTokenError, mint, verbs
+from echomq import KeyspaceDamageError, Queue, StaleTokenError, mint
+from echomq._instrument import verbs
 from tests.helpers import server_ms, wait_past
 
 MAX_ATTEMPTS = 2

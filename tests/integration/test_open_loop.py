@@ -13,7 +13,8 @@ import pytest
 import redis
 
 from echomq_bench.cli import main
-from echomq_bench.commands.capacity import CapacitySettings, run_capacity
+from echomq_bench.capacity.runner import run_capacity
+from echomq_bench.capacity.settings import CapacitySettings
 from echomq_bench.report import build_report
 from echomq_bench.servers import EmbeddedServer
 

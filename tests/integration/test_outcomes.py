@@ -13,7 +13,8 @@ import time
 import pytest
 import redis
 
-from echomq import Job, OutcomeUnknownError, Queue, StaleTokenError, mint, verbs
+from echomq import Job, OutcomeUnknownError, Queue, StaleTokenError, mint
+from echomq._instrument import verbs
 from echomq_bench.faults.proxy import FaultProxy
 from tests.helpers import wait_past
 

@@ -19,7 +19,7 @@ from echomq_bench.measurement.serverstats import bound
 
 from echomq_bench.cli import main
 from echomq_bench.peers import PEERS, PeerMissingError, get, modes_of
-from echomq_bench.commands.peers import QUEUE_NAME, measure
+from echomq_bench.peers.runner import QUEUE_NAME, measure
 from echomq_bench.records.files import load
 from echomq_bench.records.kinds.peers import PeersRecord
 from echomq_bench.servers import EmbeddedServer

@@ -20,9 +20,11 @@ import redis
 from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
-from echomq import Job, Queue, RepliesLostError, ServerUnavailableError, Worker, WorkerSettings, mint, verbs
+from echomq import Job, Queue, ServerUnavailableError, Worker, WorkerSettings, mint
+from echomq._instrument import verbs
+from echomq.errors import RepliesLostError
 from echomq.pipeline import send, send_calls
-from echomq.scripts import Scripts, discover
+from echomq._instrument import Scripts, discover
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.load.calls import RedisCalls
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from echomq import MalformedReplyError, Queue, Worker, WorkerSettings, mint
-from echomq.scripts import lua_dir
+from echomq import Queue, Worker, WorkerSettings, mint
+from echomq.errors import MalformedReplyError
+from echomq._instrument import lua_dir
 from echomq_bench.faults.proxy import FaultProxy
 
 # Both sort before every JOB id, so they are popped first, ahead of the jobs of their batch.

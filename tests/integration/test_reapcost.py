@@ -19,8 +19,9 @@ from echomq_bench.records import files as results
 from echomq_bench.records.kinds.reapcost import ReapcostRecord
 from echomq_bench.records.record import SCHEMA, read_record
 from echomq_bench.load.bulk import BulkFill, id_block
-from echomq_bench.lease.recommend import fmt_ms
-from echomq_bench.commands.reapcost import CurveSettings, measure_curves, run_reap_curve
+from echomq_bench.formatting import fmt_ms
+from echomq_bench.reapcost import CurveSettings, measure_curves
+from echomq_bench.reapcost.run import run_reap_curve
 from echomq_bench.reapcost import LiveEntries
 from echomq_bench.reapcost.measure import PAYLOAD, paced_drain, reap_cost
 from echomq_bench.report import build_report, record_text

@@ -17,10 +17,11 @@ from typing import Any, Callable, Iterator
 import pytest
 import redis
 
-from echomq import Queue, ServerUnavailableError, SlotMigratingError, mint
-from echomq.keys import QueueKeys
+from echomq import Queue, ServerUnavailableError, mint
+from echomq.errors import SlotMigratingError
+from echomq._instrument import QueueKeys
 from echomq_bench.cli import main
-from echomq_bench.commands.reshard import run_reshard
+from echomq_bench.faults.reshard import run_reshard
 from echomq_bench.records.kinds.faults import AuditEntry
 from echomq_bench.servers import EmbeddedCluster, parse_server_spec, start
 from echomq_bench.servers.cluster import ClusterNode

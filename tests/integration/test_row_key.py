@@ -13,10 +13,8 @@ from dataclasses import replace
 import pytest
 import redis
 
-from echomq import InvalidArgumentError, Queue, mint, verbs
-from echomq.scripts import Scripts
-from echomq.verbs import ScriptCall
-from echomq.wire import wire_errors
+from echomq import InvalidArgumentError, Queue, mint
+from echomq._instrument import ScriptCall, Scripts, verbs, wire_errors
 from tests.helpers import snapshot
 
 LEASE_MS = 60_000

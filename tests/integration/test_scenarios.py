@@ -1,7 +1,8 @@
 """The Locust scenarios, run as users run them: the venv's `locust` in
 subprocesses, headless on each build, through the web UI, and distributed
-(a master and two workers), each ending in the audit of every job; and
-their options as Locust's own parser refuses or reads them."""
+(a master and two workers), each ending in the audit of every job, kept in
+the run's results folder (a `locust` record); and their options as Locust's
+own parser refuses or reads them."""
 
 from __future__ import annotations
 
@@ -34,9 +35,13 @@ STORY = {
 }
 
 
-def read_audit(path: Path, output: str) -> dict[str, Any]:
+def read_run(folder: Path, output: str) -> dict[str, Any]:
+    """The run's record: its summary.json, with its meta.json under `meta`."""
+    path = folder / "summary.json"
     assert path.is_file(), f"no {path}; locust said:\n{output[-4000:]}"
-    return json.loads(path.read_text())
+    summary = json.loads(path.read_text())
+    assert summary["kind"] == "locust"
+    return {**summary, "meta": json.loads((folder / "meta.json").read_text())}
 
 
 @pytest.mark.parametrize("build", DEFAULT_SPECS)
@@ -44,9 +49,9 @@ def read_audit(path: Path, output: str) -> dict[str, Any]:
 def test_scenario_headless_audit_passes(scenario: str, build: str, tmp_path: Path) -> None:
     args = ["-f", str(SCENARIOS / f"{scenario}.py"), "--headless", "-u", "8", "-r", "8", "-t", "4s",
             "--server", build, "--csv", str(tmp_path / "out" / "run"), "--html", str(tmp_path / "out" / "run.html"),
-            *STORY[scenario]]
+            "--out", str(tmp_path / "record"), *STORY[scenario]]
     code, output = finished(locust(args, tmp_path))
-    audit = read_audit(tmp_path / "out" / "audit.json", output)
+    audit = read_run(tmp_path / "record", output)
     assert code == 0, output[-4000:]
     assert audit["passed"] is True and audit["audit"]["passed"] is True
     assert (tmp_path / "out" / "run_stats.csv").is_file() and (tmp_path / "out" / "run.html").is_file()
@@ -57,7 +62,7 @@ def test_scenario_headless_audit_passes(scenario: str, build: str, tmp_path: Pat
     history = audit["history"]
     assert history["passed"] is True and history["counts"]["ok"] > 0, history
     assert history["processes"] >= 8 + 2 and "history check PASS" in output
-    assert sorted((tmp_path / "out" / "history").glob(f"{audit['run']['run_id']}-local.jsonl"))
+    assert sorted((tmp_path / "record" / "history").glob(f"{audit['run']['run_id']}-local.jsonl"))
     if scenario == "crash_reap":
         assert history["by_fault"]["crash"]["ok"] > 0  # a zombie's job was struck by its crash first
         assert history["leases"]["by_client"] > 0
@@ -73,7 +78,7 @@ def test_scenario_headless_audit_passes(scenario: str, build: str, tmp_path: Pat
 
 def test_broken_fence_fails_the_audit_and_the_exit_code(tmp_path: Path) -> None:
     # A complete script without the token check: zombies get through, and
-    # the run must say so (exit 1, audit.json passed false).
+    # the run must say so (exit 1, its record passed false).
     lua = tmp_path / "lua"
     shutil.copytree(ROOT / "lua", lua)
     complete = lua / "complete-2.lua"
@@ -82,9 +87,9 @@ def test_broken_fence_fails_the_audit_and_the_exit_code(tmp_path: Path) -> None:
     assert fenced in text
     complete.write_text(text.replace(fenced, "local stale = nil"))
     args = ["-f", str(SCENARIOS / "crash_reap.py"), "--headless", "-u", "8", "-r", "8", "-t", "4s",
-            "--csv", str(tmp_path / "run"), *STORY["crash_reap"]]
+            "--out", str(tmp_path / "record"), *STORY["crash_reap"]]
     code, output = finished(locust(args, tmp_path, env={**child_env(), "ECHOMQ_LUA_DIR": str(lua)}))
-    audit = read_audit(tmp_path / "audit.json", output)
+    audit = read_run(tmp_path / "record", output)
     assert audit["passed"] is False and audit["audit"]["zombie_accepted"] > 0
     assert code == 1, output[-4000:]
     assert "audit FAIL" in output
@@ -129,13 +134,15 @@ def test_web_ui_answers_and_runs(tmp_path: Path) -> None:
             time.sleep(0.3)
         assert get(base + "/stop", {})[0] == 200
         deadline = time.monotonic() + 30
-        while not (tmp_path / "audit.json").is_file():  # no --csv/--html: it lands in the cwd
-            assert time.monotonic() < deadline, "no audit.json after stopping from the web UI"
+        # No --out: the record lands where every command's does, results/<utc time>-locust in the cwd.
+        while not (written := sorted(tmp_path.glob("results/*-locust/summary.json"))):
+            assert time.monotonic() < deadline, "no record after stopping from the web UI"
             time.sleep(0.2)
     finally:
         proc.send_signal(signal.SIGTERM)
         code, output = finished(proc, 30)
-    audit = json.loads((tmp_path / "audit.json").read_text())
+    assert len(written) == 1
+    audit = read_run(written[0].parent, output)
     assert audit["passed"] is True and audit["audit"]["completed"] > 100
     assert audit["meta"]["settings"]["work"] == "exp:mean=1ms"
     assert code == 0, output[-4000:]
@@ -149,14 +156,14 @@ def distributed(tmp_path: Path, url: str, users: str, master_args: list[str],
     scenario = str(SCENARIOS / "crash_reap.py")
     master = locust(["-f", scenario, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
                      "--expect-workers", "2", "--headless", "-u", users, "-r", users, "-t", "5s", "--server", url,
-                     *master_args, "--csv", str(tmp_path / "run"), *STORY["crash_reap"]], tmp_path)
+                     *master_args, "--out", str(tmp_path / "record"), *STORY["crash_reap"]], tmp_path)
     workers = [locust(["-f", scenario, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
                        *worker_args], tmp_path) for _ in range(2)]
     code, output = finished(master)
     for w in workers:
         w_code, w_output = finished(w, 30)
         assert w_code == 0, w_output[-3000:]
-    audit = read_audit(tmp_path / "audit.json", output)
+    audit = read_run(tmp_path / "record", output)
     assert code == 0, output[-4000:]
     assert audit["passed"] is True and audit["missing_processes"] == 0
     assert audit["run"]["role"] == "master" and audit["run"]["load_processes"] == 2
@@ -164,7 +171,7 @@ def distributed(tmp_path: Path, url: str, users: str, master_args: list[str],
     assert audit["flow"]["reaped"] > 0  # the master's pump
     # Every load process's history, shipped with its books, checked on one clock (one machine).
     assert audit["history"]["passed"] is True and audit["history"]["one_clock"] is True
-    assert len(list((tmp_path / "history").glob(f"{audit['run']['run_id']}-*.jsonl"))) == 3
+    assert len(list((tmp_path / "record" / "history").glob(f"{audit['run']['run_id']}-*.jsonl"))) == 3
     return audit, output
 
 
@@ -223,9 +230,9 @@ def test_engine_roles_over_locust_calls_name_each_request_and_keep_the_books(cli
 
     import pytest
 
-    from echomq import verbs
+    from echomq._instrument import verbs
     from echomq.errors import StaleTokenError
-    from echomq.keys import QueueKeys
+    from echomq._instrument import QueueKeys
     from echomq_bench.load.engine import Consumer, ConsumerPolicy, Producer, ProducerPolicy, Pump, PumpPolicy, Stop
     from echomq_bench.locust.calls import BooksRecorder, LocustCalls, unresolved_ops
     from echomq_bench.locust.client import Drained, Gate
@@ -277,7 +284,7 @@ def test_a_zombies_complete_is_one_measured_request_on_the_users_client(client: 
     measured request as the engine's calls: refused is expected, accepted fails."""
     from types import SimpleNamespace
 
-    from echomq import QueueKeys, verbs
+    from echomq._instrument import QueueKeys, verbs
     from echomq_bench.locust.calls import LocustCalls
     from echomq_bench.locust.client import Gate
     from echomq_bench.locust.wire import ConnectionFactory, QueueWire
@@ -312,7 +319,8 @@ def test_a_held_wire_loads_the_scripts_again_and_resends_only_what_noscript_refu
     """After SCRIPT FLUSH a Locust wire loads the scripts on its own connection
     (the client's reload) and resends the calls answered NOSCRIPT alone: a
     complete that ran in the first send is not sent twice."""
-    from echomq import QueueKeys, StaleTokenError, discover, verbs
+    from echomq import StaleTokenError
+    from echomq._instrument import QueueKeys, discover, verbs
     from echomq_bench.locust.wire import ConnectionFactory
 
     kw = client.connection_pool.connection_kwargs

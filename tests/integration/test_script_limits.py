@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 import redis
 
-from echomq import mint, verbs
-from echomq.keys import QueueKeys
-from echomq.scripts import Scripts
+from echomq import mint
+from echomq._instrument import QueueKeys, Scripts, verbs
 from echomq_bench.servers import EmbeddedCluster
 from tests.helpers import snapshot
 

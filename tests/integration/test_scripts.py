@@ -7,7 +7,7 @@ from pathlib import Path
 import redis
 
 from echomq import Queue, mint
-from echomq.scripts import discover
+from echomq._instrument import discover
 from tests.helpers import server_ms, write_lua
 
 

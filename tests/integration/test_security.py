@@ -17,10 +17,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from echomq import EchoMQError, Queue, ServerReplyError, mint, verbs
-from echomq.keys import QueueKeys
+from echomq import EchoMQError, Queue, ServerReplyError, mint
+from echomq._instrument import QueueKeys, verbs
 from echomq_bench.cli import main
-from echomq.scripts import discover
+from echomq._instrument import discover
 from echomq_bench.servers import DEFAULT_SPECS, EmbeddedServer, Server, UrlServer, free_port, start
 from echomq_bench.conformance.stories import STORIES
 from tests.helpers import ROOT, server_ms, snapshot, wait_past

@@ -21,7 +21,8 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from echomq import Queue, lua_dir, mint, verbs
+from echomq import Queue, mint
+from echomq._instrument import lua_dir, verbs
 
 # Per script: the short path to cut (from its first line to the line before the anchor that ends it), and the
 # declarations the full checks assign into, kept without their short-path values.

@@ -30,8 +30,8 @@ from typing import Any, Sequence
 import pytest
 import redis
 
-from echomq import InvalidArgumentError, Job, Queue, Worker, WorkerSettings, mint, pipeline
-from echomq.verbs import ScriptCall
+from echomq import InvalidArgumentError, Job, Queue, Worker, WorkerSettings, mint
+from echomq._instrument import ScriptCall, pipeline
 from echomq_bench.peers.runner import child_url
 from echomq_bench.servers import EmbeddedServer
 from tests.helpers import ROOT, evalsha_calls, server_ms, wait_until

@@ -24,8 +24,8 @@ from typing import Any, Sequence
 import pytest
 import redis
 
-from echomq import Job, Queue, Worker, WorkerHealth, WorkerSettings, mint, pipeline
-from echomq.verbs import ScriptCall
+from echomq import Job, Queue, Worker, WorkerHealth, WorkerSettings, mint
+from echomq._instrument import ScriptCall, pipeline
 from tests.helpers import wait_until
 
 INJECTED = "injected: the pump's pipeline failed before it went out"

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import redis
 
-from echomq import Job, Queue, Worker, WorkerSettings, mint, verbs
+from echomq import Job, Queue, Worker, WorkerSettings, mint
+from echomq._instrument import verbs
 from echomq_bench.faults.proxy import FaultProxy
 from tests.helpers import evalsha_calls, server_ms, wait_past, wait_until
 

@@ -45,7 +45,7 @@ def instrument_exceptions() -> dict[str, list[str]]:
     """Every exception class echomq_bench defines, by name, with its bases as written."""
     classes = {name: bases for name, (_, bases) in _classes().items()}
     builtin = {name for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, BaseException)}
-    client = {name for name in echomq.__all__ if name.endswith("Error")}
+    client = {name for name in echomq.errors.__all__ if name.endswith("Error")}
 
     def is_exception(name: str, seen: frozenset[str] = frozenset()) -> bool:
         if name not in classes:  # a class of its own shadows a builtin's name (report.doc.Warning)
@@ -67,7 +67,7 @@ def test_every_instrument_error_is_a_bench_error() -> None:
 
 
 def test_no_instrument_error_is_the_clients() -> None:
-    client = {name for name in echomq.__all__ if name.endswith("Error")}
+    client = {name for name in echomq.errors.__all__ if name.endswith("Error")}
     found = instrument_exceptions()
     assert {name: bases for name, bases in found.items() if client & set(bases)} == {}
     assert not issubclass(BenchError, echomq.EchoMQError)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from echomq_bench.load.bulk import IdBlock
-from echomq_bench.commands.capacity import CapacityError, CapacitySettings
+from echomq_bench.capacity.settings import CapacityError, CapacitySettings
 from echomq_bench.cli import main
 from echomq.ids import Minter, parse_id
 

@@ -12,8 +12,8 @@ import pytest
 
 from echomq_bench.capacity.compare_result import CompareResult, Trial
 from echomq_bench.cli import main
-from echomq_bench.commands.capacity import CapacitySettings
-from echomq_bench.commands.compare import Build, run_compare, unique_builds
+from echomq_bench.capacity.settings import CapacitySettings
+from echomq_bench.capacity.compare import Build, run_compare, unique_builds
 from echomq_bench.measurement.serverstats import bound
 from echomq_bench.measurement.stats import bootstrap_ci
 from echomq_bench.options import fraction
@@ -78,8 +78,8 @@ def test_pairs_that_were_not_server_bound_are_left_out_and_counted() -> None:
     entry = result.record().builds["valkey"]
     assert (entry.trials_counted, entry.trials_excluded) == (6, 2)
     assert entry.verdict == "slower"                      # the headline is server µs/cycle
-    assert entry.server_us_label is not None and "n=6, 2 excluded" in entry.server_us_label
-    assert entry.throughput_verdict == "slower"           # 5% dearer per cycle is 5% fewer cycles
+    assert "n=6, 2 excluded" in entry.verdicts["server_us"].label()
+    assert entry.verdicts["throughput"].text == "slower"  # 5% dearer per cycle is 5% fewer cycles
     assert "Excluded for valkey: trial 3, 6 of 8, where a build was not server-bound" in " ".join(
         line.strip() for line in table(result).splitlines())
 
@@ -206,7 +206,7 @@ def test_scripts_folder_without_scripts_is_refused(tmp_path: Path, capsys: pytes
 
 
 def test_run_compare_needs_two_builds_and_two_trials() -> None:
-    from echomq_bench.commands.capacity import CapacityError
+    from echomq_bench.capacity.settings import CapacityError
 
     one = [Build(parse_server_spec("redis"))]
     with pytest.raises(CapacityError):

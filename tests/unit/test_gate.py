@@ -12,14 +12,10 @@ from typing import Any
 import pytest
 
 from echomq_bench.cli import main
-from echomq_bench.commands.gate import (
-    BaselineError,
-    load_baseline,
-    slowed_copy,
-)
+from echomq_bench.microbench.baseline import BaselineError, load_baseline, slowed_copy
 from echomq_bench.microbench.runner import VERB_CASES
 from echomq_bench.records.kinds.gate import GateVerdictEntry
-from echomq.scripts import discover
+from echomq._instrument import discover
 from tests.helpers import ROOT
 
 def test_slowed_copy_changes_only_the_named_script(tmp_path: Path) -> None:

@@ -233,9 +233,9 @@ def test_clocks_of_different_machines_are_not_compared() -> None:
 
 
 def test_the_recorder_writes_what_the_checker_reads(tmp_path: Path) -> None:
-    from echomq import verbs
+    from echomq._instrument import verbs
     from echomq.errors import ServerUnavailableError, StaleTokenError
-    from echomq.keys import QueueKeys
+    from echomq._instrument import QueueKeys
     from echomq_bench.measurement.history import History, HistoryCalls
 
     keys = QueueKeys("h")

@@ -16,7 +16,7 @@ from echomq_bench.lease.analysis import Interval, MassResult, agreement, analyse
 from echomq_bench.lease.records import LeaseData, ReapCost, SweepData
 from echomq_bench.lease.report import recommend_for, write_run
 from echomq_bench.lease.split import ModelSplit, fit_part, halves, model_split, part, predicted_part
-from echomq_bench.lease.recommend import fmt_ms
+from echomq_bench.formatting import fmt_ms
 from echomq_bench.lease.blocks import wilson_bounds
 from echomq_bench.report import build_report, record_text
 from tests.helpers import ROOT

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from echomq_bench.records.files import Run
-from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, RatioVerdictEntry, Spread
+from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spread
 from echomq_bench.records.kinds.counts import CountsBuild, CountsRecord
 from echomq_bench.records.kinds.verbs import VerbFigures, VerbsBuild, VerbsRecord
+from echomq_bench.records.verdicts import RatioVerdictEntry
 from echomq_bench.report.lenses import count_notes, count_ratios, order_notes
 from echomq_bench.report.matrix import matrix_frame, matrix_section
 from echomq_bench.report.doc import Notes

@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from echomq import verbs
-from echomq.keys import QueueKeys
+from echomq._instrument import QueueKeys, verbs
 from echomq.outcome import (LEASE_SAFETY, Identity, Leases, Row, LostReplyOutcome, ServerClock, judge, judge_complete,
                             judge_enqueue, judge_retry)
 

@@ -16,7 +16,7 @@ from echomq_bench.peers.bullmq import CONCURRENCY
 from echomq_bench.peers.intervals import interval
 from echomq_bench.peers.result import PeerRun, Phase
 from echomq_bench.measurement.serverstats import Usage
-from echomq_bench.commands.peers import choose_queues
+from echomq_bench.peers.rounds import choose_queues
 
 
 def test_bad_input_is_refused_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -168,7 +168,7 @@ def test_the_printed_record_carries_every_figure_and_ratio_within_100_columns(tm
 def test_the_record_reads_back_as_built_and_an_unpaired_figure_has_an_empty_verdict() -> None:
     from echomq_bench.peers.summary import build_record, ratio_rows
     from echomq_bench.peers.rounds import PeersSettings
-    from echomq_bench.records.kinds.compare import RatioVerdictEntry
+    from echomq_bench.records.verdicts import RatioVerdictEntry
     from echomq_bench.records.kinds.peers import PeersRecord, headlines
     from echomq_bench.records.record import Record
 

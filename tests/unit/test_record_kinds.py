@@ -61,10 +61,28 @@ def _held(read: Any, written: Any) -> bool:
     return read == written or (read != read and written != written)
 
 
+# Copies of a verdict a compare record kept beside it before schema 4 (records.record's changelog): its type
+# reads past them, since the verdict holds them.
+VERDICT_COPIES = {f"{metric}_{part}" for metric in ("server_us", "throughput", "p99")
+                  for part in ("ratio", "ci95", "verdict", "label")}
+SLO_VERDICT_COPIES = {"ratio", "ratio_ci95", "label"}
+
+
+def _without_copies(summary: dict[str, Any]) -> dict[str, Any]:
+    builds = {n: {k: v for k, v in e.items() if k not in VERDICT_COPIES} for n, e in summary["builds"].items()}
+    slo = summary.get("slo")
+    if slo:
+        slo = {**slo, "builds": {n: {k: v for k, v in e.items() if k not in SLO_VERDICT_COPIES}
+                                 for n, e in slo["builds"].items()}}
+    return {**summary, "builds": builds, **({"slo": slo} if slo else {})}
+
+
 @pytest.mark.parametrize("path", _records(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_a_kept_record_reads_through_its_type_and_writes_back_what_it_held(path: Path) -> None:
     summary = json.loads(path.read_text())
     kind = summary.pop("kind")
+    if kind == "compare" and summary.pop("schema", 0) < 4:
+        summary = _without_copies(summary)
     summary.pop("schema", None)
     record_type = importlib.import_module(f"echomq_bench.records.kinds.{kind}").RECORD
     written = json.loads(json.dumps(record_type.from_record(summary).to_record()))

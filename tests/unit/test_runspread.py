@@ -13,8 +13,8 @@ import pytest
 
 from echomq_bench.capacity.compare_history import spreads_for
 from echomq_bench.capacity.compare_result import CompareResult, Trial
-from echomq_bench.commands.capacity import CapacitySettings
-from echomq_bench.commands.compare import Build
+from echomq_bench.capacity.settings import CapacitySettings
+from echomq_bench.capacity.compare import Build
 from echomq_bench.measurement.runspread import ASSUMED, MEASURED, MIN_RUNS, PRIOR_SD, combined, estimate
 from echomq_bench.measurement.verdicts import FASTER, INCONCLUSIVE, SLOWER, UNSTABLE, judge
 from echomq_bench.records.history import HISTORY_ENV, record_run

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from echomq.scripts import discover, lua_dir
+from echomq._instrument import discover, lua_dir
 from tests.helpers import write_lua
 
 
@@ -37,8 +37,7 @@ def test_verbs_layout_matches_each_script_header() -> None:
     as many as each header declares."""
     import re
 
-    from echomq import verbs
-    from echomq.keys import QueueKeys
+    from echomq._instrument import QueueKeys, verbs
 
     keys = QueueKeys("q")
     sample = {"enqueue": (keys, "JOB0000000000a", b"p"), "claim": (keys, 10), "complete": (keys, "JOB0000000000a", 1),

@@ -270,7 +270,8 @@ def test_searches_pair_by_repetition_and_are_judged_as_compare_judges_trials() -
     assert block.ratio_method is not None and result.block().ratio_method is None
     few = _result({"redis": base[:3], "valkey": base[:3]}).compared({"valkey": "redis"})
     assert few.builds["valkey"].verdict == "inconclusive (3 searches)"
-    assert "inconclusive (3 searches)" in (few.builds["valkey"].label or "")
+    detail = few.builds["valkey"].verdict_detail
+    assert detail is not None and detail.label().endswith("] inconclusive (3 searches)")
 
 
 def test_a_search_where_nothing_held_is_a_zero_rate_and_a_ratio_no_better_than_its_worst() -> None:

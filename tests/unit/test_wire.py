@@ -8,8 +8,7 @@ import random
 import hiredis
 import pytest
 
-from echomq import verbs
-from echomq.keys import QueueKeys
+from echomq._instrument import QueueKeys, verbs
 from echomq_bench.load.wire import CommandTemplate, as_bytes, encode_call, hole, resp
 
 SHA = "f" * 40

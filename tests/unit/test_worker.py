@@ -9,8 +9,10 @@ import random
 import pytest
 import redis
 
-from echomq import (ConsumeStep, InvalidArgumentError, OutcomeUnknownError, QueueKeys, RepliesLostError,
-                    ServerReplyError, StaleTokenError, WorkerSettings, WorkerStats, verbs)
+from echomq import (InvalidArgumentError, OutcomeUnknownError, ServerReplyError, StaleTokenError, WorkerSettings,
+                    WorkerStats)
+from echomq._instrument import ConsumeStep, QueueKeys, verbs
+from echomq.errors import RepliesLostError
 from echomq.worker import OUTCOMES
 
 

@@ -42,14 +42,14 @@ from pathlib import Path
 from capacity_targets import MARK
 
 from echomq_bench.capacity.compare import Build
-from echomq_bench.commands.compare import write_compare
+from echomq_bench.capacity.compare_files import write_compare
 from echomq_bench.commands.run import PLANS, baseline_first, build_comparison
 from echomq_bench.measurement.intervals import wilson
 from echomq_bench.progress import Progress
 from echomq_bench.records.kinds.compare import CompareRecord
 from echomq_bench.records.record import read_record
 from echomq_bench.servers import installed_builds, parse_server_spec
-from echomq import lua_dir
+from echomq._instrument import lua_dir
 
 REFERENCE = "redis7.0"
 BURN_LOOPS = 170

@@ -28,9 +28,11 @@ import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
-from echomq_bench.commands.capacity import CapacitySettings, measure
-from echomq_bench.commands.compare import Build, run_compare, unique_builds
-from echomq import Queue, lua_dir, verbs
+from echomq_bench.capacity.compare import Build, run_compare, unique_builds
+from echomq_bench.capacity.runner import measure
+from echomq_bench.capacity.settings import CapacitySettings
+from echomq import Queue
+from echomq._instrument import lua_dir, verbs
 from echomq_bench.servers import parse_server_spec, start
 from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.measurement.verdicts import FASTER, SLOWER
@@ -49,7 +51,7 @@ def claim_costs(spec: str, folders: list[Path | None], rounds: int = 40, batch: 
     by the second weighs on every folder alike.
     """
     from echomq_bench.load.bulk import fill_in_turn
-    from echomq_bench.commands.capacity import target_of
+    from echomq_bench.capacity.session import target_of
 
     n = rounds * batch
     with ExitStack() as stack:

@@ -33,7 +33,8 @@ from typing import Any
 
 import redis
 
-from echomq import Queue, QueueKeys, mint, verbs
+from echomq import Queue, mint
+from echomq._instrument import QueueKeys, verbs
 from echomq_bench.records import meta
 from echomq_bench.servers import (EmbeddedCluster, format_placements, master_clients, parse_server_spec,
                                    spread_queues, start)

@@ -28,8 +28,8 @@ from pathlib import Path
 from capacity_targets import slow_scripts
 
 from echomq_bench.capacity.settings import CapacitySettings
-from echomq_bench.commands.capacity import measure
-from echomq_bench.commands.compare import Build, run_compare, unique_builds
+from echomq_bench.capacity.runner import measure
+from echomq_bench.capacity.compare import Build, run_compare, unique_builds
 from echomq_bench.measurement.intervals import wilson
 from echomq_bench.measurement.verdicts import FASTER, SLOWER
 from echomq_bench.progress import Progress

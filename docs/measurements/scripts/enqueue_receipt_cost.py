@@ -23,7 +23,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from echomq import Queue, lua_dir, mint
+from echomq import Queue, mint
+from echomq._instrument import lua_dir
 from echomq_bench.counts.measure import COUNTED, count_spec
 from echomq_bench.servers import parse_server_spec, start
 

@@ -36,12 +36,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from echomq_bench.commands.gate import slowed_copy
+from echomq_bench.microbench.baseline import slowed_copy
 from echomq_bench.measurement.intervals import wilson
 from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.microbench.baseline import default_baseline_dir
 from echomq_bench.microbench.runner import FULL, MeasureOptions, measure, typical
-from echomq import lua_dir
+from echomq._instrument import lua_dir
 from echomq_bench.servers import DEFAULT_SPECS, running
 
 LOOP_LUA = "local burn = 0 for i = 1, tonumber(ARGV[1]) do burn = burn + i end return 0"

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from gate_sensitivity import calibrate  # this folder is on sys.path when the script runs
 
-from echomq_bench.commands.gate import slowed_copy
+from echomq_bench.microbench.baseline import slowed_copy
 from echomq_bench.records.history import HISTORY_ENV, read_history
 from echomq_bench.records.meta import COMMIT_LABEL_ENV
 from echomq_bench.report.history import all_series, flagged, select, step_line

@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 from echomq_bench.capacity.settings import CapacitySettings
-from echomq_bench.commands.compare import run_compare, write_compare
+from echomq_bench.capacity.compare import run_compare
+from echomq_bench.capacity.compare_files import write_compare
 from echomq_bench.measurement.agreement import estimate_of, text_table
 from echomq_bench.progress import Progress
 

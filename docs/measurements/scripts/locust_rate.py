@@ -63,7 +63,8 @@ def child(mode: str, url: str, consumers: int) -> None:
     import gevent
     import redis
 
-    from echomq import QueueKeys, Scripts, mint, verbs
+    from echomq import mint
+    from echomq._instrument import QueueKeys, Scripts, verbs
 
     scripts = Scripts(redis.Redis.from_url(url))
     k = QueueKeys(f"ref-{os.getpid()}")
@@ -132,12 +133,12 @@ class Launch:
             self._spawn([sys.executable, __file__, "--child", mode, url, str(users)], env, log)
         elif name == "Locust local":
             self._spawn([str(LOCUST), *common, "--headless", "-u", str(users), "-r", str(users),
-                         "-t", f"{seconds:.0f}s", "--csv", str(out / "run")], env, log)
+                         "-t", f"{seconds:.0f}s", "--out", str(out / "record")], env, log)
         else:
             port = free_port()
             master = [str(LOCUST), *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
                       str(port), "--expect-workers", "1", "--headless", "-u", str(users), "-r", str(users),
-                      "-t", f"{seconds:.0f}s", "--csv", str(out / "run")]
+                      "-t", f"{seconds:.0f}s", "--out", str(out / "record")]
             self._spawn(master, env, log)
             self._spawn([str(LOCUST), "-f", str(ROOT / "scenarios" / "claim_complete.py"), "--worker",
                          "--master-host", "127.0.0.1", "--master-port", str(port), "--loglevel", "WARNING"], env, log)
@@ -169,7 +170,7 @@ class Launch:
 def audit_passed(out: Path) -> bool | None:
     import json
 
-    path = out / "audit.json"
+    path = out / "record" / "summary.json"  # the run's record (kind locust)
     return json.loads(path.read_text())["passed"] if path.exists() else None
 
 

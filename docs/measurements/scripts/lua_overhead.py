@@ -39,7 +39,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from echomq import Queue, mint, verbs
+from echomq import Queue, mint
+from echomq._instrument import verbs
 from echomq_bench.counts.seed_price import SEED_SCRIPTS
 from echomq_bench.measurement.serverstats import command_stats
 from echomq_bench.servers import DEFAULT_SPECS, running

@@ -17,7 +17,8 @@ import os
 import sys
 import time
 
-from echomq import Queue, mint, verbs
+from echomq import Queue, mint
+from echomq._instrument import verbs
 from echomq_bench.servers import start
 from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from scipy.stats import binomtest
 
-from echomq_bench.commands.reshard import run_reshard
+from echomq_bench.faults.reshard import run_reshard
 from echomq_bench.records.kinds.faults import AuditEntry
 from echomq_bench.records.kinds.reshard import ReshardRun
 from echomq_bench.servers import parse_server_spec

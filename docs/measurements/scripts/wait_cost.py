@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from echomq_bench.records import meta
-from echomq import Queue, QueueKeys, mint, verbs
+from echomq import Queue, mint
+from echomq._instrument import QueueKeys, verbs
 from echomq_bench.servers import EmbeddedCluster, ServerSpec, parse_server_spec
 from echomq_bench.records.files import new_run_dir
 from echomq_bench.records.record import Record

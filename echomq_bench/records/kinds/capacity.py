@@ -17,6 +17,7 @@ from typing import Any, Iterator, Mapping
 from echomq_bench.records.entries import Entry, by_name, many, one, optional
 from echomq_bench.records.headlines import HIGHER, LOWER, Headline, each
 from echomq_bench.records.record import Record
+from echomq_bench.records.verdicts import RatioVerdictEntry
 
 __all__ = ["RECORD", "CapacityFiguresEntry", "CapacityEntry", "ClusterEntry", "NodeEntry", "CapacityRecord",
            "SloTarget", "SloEntry", "SloBlock", "entry_of", "slo_figure", "slo_headlines", "headlines"]
@@ -158,13 +159,11 @@ class SloEntry(Entry):
     bound_when_failing: Mapping[str, int] = field(default_factory=dict)
     audit_passed: bool | None = None
     warnings: tuple[str, ...] = ()
-    # compare --slo: the ratio of rates to the build's baseline, and the verdict on it
+    # compare --slo: the ratio of rates to the build's baseline, the verdict on it as said (or "baseline"),
+    # and the verdict whole
     baseline: str | None = optional()
     verdict: str | None = optional()
-    ratio: float | None = optional()
-    ratio_ci95: tuple[float, float] | None = optional()
-    label: str | None = optional()
-    verdict_detail: Mapping[str, Any] | None = optional()
+    verdict_detail: RatioVerdictEntry | None = one(RatioVerdictEntry, written_when_none=False)
     search_ratios: tuple[float, ...] | None = optional()
 
     @classmethod
@@ -237,7 +236,8 @@ def slo_headlines(kind: str, slo: SloBlock | None) -> Iterator[Headline]:
     for build, e in slo.builds.items():
         figures: list[tuple[str, Any, str, str]] = [(f"{at}.rate_per_s", e.rate_per_s, "1/s", HIGHER)]
         if e.baseline not in (None, build):
-            figures.append((f"{at}.rate_ratio_vs_{e.baseline}", e.ratio, "ratio", HIGHER))
+            ratio = e.verdict_detail.ratio if e.verdict_detail is not None else None
+            figures.append((f"{at}.rate_ratio_vs_{e.baseline}", ratio, "ratio", HIGHER))
         yield from each(build, e.version, figures)
 
 

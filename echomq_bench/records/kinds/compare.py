@@ -16,9 +16,9 @@ from echomq_bench.records.entries import Entry, by_name, one, optional
 from echomq_bench.records.headlines import HIGHER, LOWER, NEITHER, Headline, each
 from echomq_bench.records.kinds.capacity import SloBlock, slo_headlines
 from echomq_bench.records.record import Record
+from echomq_bench.records.verdicts import RatioVerdictEntry
 
-__all__ = ["RECORD", "Spread", "RunSpreadEntry", "RatioVerdictEntry", "CompareEntry", "CompareRecord", "headlines",
-           "series", "company_of"]
+__all__ = ["RECORD", "Spread", "CompareEntry", "CompareRecord", "headlines", "series", "company_of"]
 
 
 @dataclass(frozen=True)
@@ -28,45 +28,6 @@ class Spread(Entry):
     median: float | None = None
     min: float | None = None
     max: float | None = None
-
-
-@dataclass(frozen=True)
-class RunSpreadEntry(Entry):
-    """measurement.runspread.RunSpread.to_dict(): the between-run part of a verdict's interval."""
-
-    sd: float | None = None
-    runs: int | None = None
-    df: float | None = None
-    source: str | None = None
-    q: float | None = None
-    text: str | None = None
-
-
-@dataclass(frozen=True)
-class RatioVerdictEntry(Entry):
-    """measurement.verdicts.RatioVerdict.to_dict(): the ratio to the baseline and what it says; a metric not
-    judged holds its `text` alone."""
-
-    verdict: str | None = optional()
-    ratio: float | None = optional()
-    ci: tuple[float, float] | None = optional()
-    n: int | None = optional()
-    excluded: int | None = optional()
-    margin: float | None = optional()
-    level: float | None = optional()
-    higher_is_better: bool | None = optional()
-    p_difference: float | None = optional()
-    p_equivalence: float | None = optional()
-    method: str | None = optional()
-    text: str | None = optional()
-    spread: RunSpreadEntry | None = one(RunSpreadEntry, written_when_none=False)
-    df: float | None = optional()
-    within_se: float | None = optional()
-
-    @property
-    def judged(self) -> bool:
-        """A ratio was measured (not NaN): the verdict has one to show."""
-        return self.ratio is not None and self.ratio == self.ratio
 
 
 @dataclass(frozen=True)
@@ -93,19 +54,7 @@ class CompareEntry(Entry):
     trials_counted: int | None = optional()
     trials_excluded: int | None = optional()
     excluded_trials: tuple[int, ...] | None = optional()
-    server_us_ratio: float | None = optional()
-    server_us_ci95: tuple[float, float] | None = optional()
-    server_us_verdict: str | None = optional()
-    server_us_label: str | None = optional()
-    throughput_ratio: float | None = optional()
-    throughput_ci95: tuple[float, float] | None = optional()
-    throughput_verdict: str | None = optional()
-    throughput_label: str | None = optional()
-    p99_ratio: float | None = optional()
-    p99_ci95: tuple[float, float] | None = optional()
-    p99_verdict: str | None = optional()
-    p99_label: str | None = optional()
-    # A baseline's entry has none.
+    # Each metric's verdict against the baseline, by name (server_us, throughput, p99); a baseline's entry has none.
     verdicts: Mapping[str, RatioVerdictEntry] = by_name(RatioVerdictEntry, written_when_empty=False)
     verdict: str | None = None              # the headline's verdict, or "baseline"
     throughput_trial_ratios: tuple[float, ...] | None = optional()
@@ -182,7 +131,8 @@ def headlines(r: Record) -> Iterator[Headline]:
             (f"compare.cycles_per_s{at}{among}", b.cycles_per_s.median, "1/s", HIGHER),
             (f"compare.server_us_per_cycle{at}{among}", b.server_us_per_cycle.median, "us", LOWER),
             (f"compare.claim_p99_ms{at}{among}", b.claim_p99_ms.median, "ms", LOWER)])
-        judged = [(record.base_of(build), record.headline_of(b), b.throughput_ratio)]
+        rate = b.verdicts.get("throughput")
+        judged = [(record.base_of(build), record.headline_of(b), rate.ratio if rate else None)]
         if b.within_allocator is not None and b.allocator_baseline:
             judged.append((b.allocator_baseline, b.within_allocator, None))
         for base, v, throughput in judged:

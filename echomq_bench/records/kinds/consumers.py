@@ -17,8 +17,8 @@ from echomq_bench.measurement.growth import Growth, WindowRate, growth
 from echomq_bench.measurement.stats import median
 from echomq_bench.records.entries import Entry, by_name, one, optional
 from echomq_bench.records.headlines import HIGHER, Headline, each, number
-from echomq_bench.records.kinds.compare import RatioVerdictEntry
 from echomq_bench.records.record import Record
+from echomq_bench.records.verdicts import RatioVerdictEntry
 
 __all__ = ["RECORD", "ConsumersRecord", "GrowthEntry", "headlines", "windows", "growth_entries", "growth_of"]
 
@@ -69,7 +69,7 @@ def windows(rows: Iterable[Mapping[str, Any]]) -> list[WindowRate]:
 
 
 def _entry(g: Growth) -> GrowthEntry:
-    return GrowthEntry(g.low, g.high, g.version, RatioVerdictEntry.from_record(g.verdict.to_dict()),
+    return GrowthEntry(g.low, g.high, g.version, RatioVerdictEntry.of(g.verdict),
                        g.low_cycles_per_s, g.high_cycles_per_s, dict(g.bound_at_high))
 
 

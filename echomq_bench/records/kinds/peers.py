@@ -16,8 +16,8 @@ from typing import Any, Iterator, Mapping
 
 from echomq_bench.records.entries import Entry, by_name, many, one
 from echomq_bench.records.headlines import HIGHER, LOWER, Headline, each
-from echomq_bench.records.kinds.compare import RatioVerdictEntry
 from echomq_bench.records.record import Record
+from echomq_bench.records.verdicts import RatioVerdictEntry
 
 __all__ = ["RECORD", "IntervalEntry", "PhaseEntry", "MemoryEntry", "QueueEntry", "HeadlineEntry", "FailureEntry",
            "HeadlineVerdictEntry", "PeersRecord", "headlines"]

@@ -18,10 +18,12 @@ from typing import Any, Mapping
 import pandas as pd
 
 from echomq_bench.capacity.open_loop import open_loop_line
+from echomq_bench.formatting import fmt_num
 from echomq_bench.records.files import Run
 from echomq_bench.records.kinds.capacity import CapacityEntry, CapacityRecord, ClusterEntry, NodeEntry
 from echomq_bench.records.meta import build_text
 from echomq_bench.report import charts
+from echomq_bench.report.audit import audit_line, audit_of
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
 from echomq_bench.report.slo import slo_section
@@ -40,12 +42,8 @@ CEILING = ("ceiling/s: the claims/s the C client (redis-benchmark or valkey-benc
 TOTAL_ROW = "total row: server busy and server wait are the busiest node's; server µs/cycle is over all nodes."
 
 
-def _num(value: Any, fmt: str) -> str:
-    return "" if value is None or value != value else format(value, fmt)
-
-
 def _pct(value: Any) -> str:
-    return _num(value, ".1%")
+    return fmt_num(value, ".1%")
 
 
 def _masters(n: int) -> str:
@@ -67,8 +65,8 @@ def _claim(e: Figures) -> Mapping[str, float]:
 
 def _figures_row(name: str, e: CapacityEntry) -> dict[str, str]:
     return {"build": name, "version": str(e.version or "?"),
-            "cycles/s": _num(e.cycles_per_s, ",.0f"),
-            "server µs/cycle": _num(e.server_us_per_cycle, ".2f"),
+            "cycles/s": fmt_num(e.cycles_per_s, ",.0f"),
+            "server µs/cycle": fmt_num(e.server_us_per_cycle, ".2f"),
             "server busy": _pct(e.server_utilization), "server wait": _pct(e.server_wait),
             "client busy": _pct(e.client_utilization), "bound": str(e.bound or "?")}
 
@@ -76,9 +74,9 @@ def _figures_row(name: str, e: CapacityEntry) -> dict[str, str]:
 def _ceiling_row(name: str, e: CapacityEntry, described: Entry) -> dict[str, str]:
     claim = _claim(e)
     return {"build": name, "allocator": str(described.get("allocator", "?")),
-            "ceiling/s": _num(e.ceiling_claims_per_s, ",.0f"), "of ceiling": _num(e.of_ceiling, ".2f"),
-            "claim p50": _num(claim.get("p50"), ".2f"), "claim p99": _num(claim.get("p99"), ".2f"),
-            "claim p99.9": _num(claim.get("p99.9"), ".2f"), "claim max": _num(claim.get("max"), ".2f")}
+            "ceiling/s": fmt_num(e.ceiling_claims_per_s, ",.0f"), "of ceiling": fmt_num(e.of_ceiling, ".2f"),
+            "claim p50": fmt_num(claim.get("p50"), ".2f"), "claim p99": fmt_num(claim.get("p99"), ".2f"),
+            "claim p99.9": fmt_num(claim.get("p99.9"), ".2f"), "claim max": fmt_num(claim.get("max"), ".2f")}
 
 
 def _ran(name: str, e: CapacityEntry | ClusterEntry) -> str:
@@ -113,12 +111,12 @@ def _single_blocks(run: Run, builds: dict[str, CapacityEntry]) -> list[Block]:
 
 def _node_row(node: str, queues: Any, e: ClusterEntry | NodeEntry) -> tuple[dict[str, str], dict[str, str]]:
     claim = _claim(e)
-    figures = {"node": node, "queues": str(queues), "cycles/s": _num(e.cycles_per_s, ",.0f"),
-               "server µs/cycle": _num(e.server_us_per_cycle, ".2f"),
+    figures = {"node": node, "queues": str(queues), "cycles/s": fmt_num(e.cycles_per_s, ",.0f"),
+               "server µs/cycle": fmt_num(e.server_us_per_cycle, ".2f"),
                "server busy": _pct(e.server_utilization), "server wait": _pct(e.server_wait),
                "client busy": _pct(e.client_utilization)}
-    latency = {"node": node, "claim p50": _num(claim.get("p50"), ".2f"), "claim p99": _num(claim.get("p99"), ".2f"),
-               "claim max": _num(claim.get("max"), ".2f")}
+    latency = {"node": node, "claim p50": fmt_num(claim.get("p50"), ".2f"),
+               "claim p99": fmt_num(claim.get("p99"), ".2f"), "claim max": fmt_num(claim.get("max"), ".2f")}
     return figures, latency
 
 
@@ -177,24 +175,17 @@ def _cluster_blocks(run: Run, name: str, e: ClusterEntry) -> list[Block]:
 # What every build says after its figures
 
 
-def _audit_detail(a: Entry) -> str:
-    def n(key: str) -> str:
-        return f"{int(a.get(key) or 0):,}"
-
-    return (f"{n('enqueued')} enqueued = {n('completed')} completed + {n('pending')} pending + {n('active')} active "
-            f"+ {n('scheduled')} scheduled + {n('dead')} dead; lost {n('lost')}, in two places {n('in_two_places')}, "
-            f"accepted twice {n('double_accepted')}, zombie completes accepted {n('zombie_accepted')}")
-
-
 def _audit_lines(name: str, audit: Entry) -> list[str]:
-    """`NAME: audit PASS (...)`; for a cluster the verdict over its masters, and a line per master that failed."""
-    verdict = "PASS" if audit.get("passed") else "FAIL"
+    """`NAME: audit PASS (...)`; for a cluster (its audit holds one per master) the verdict over its masters,
+    and a line per master that failed."""
+    whole = audit_of(audit)
+    verdict = "PASS" if whole.passed else "FAIL"
     nodes = audit.get("nodes")
     if not isinstance(nodes, dict):
-        return [f"{name}: audit {verdict} ({_audit_detail(audit)})."]
+        return [f"{name}: audit {verdict} ({audit_line(whole)})."]
+    masters = {node: audit_of(a) for node, a in nodes.items() if isinstance(a, dict)}
     return [f"{name}: audit {verdict} over {_masters(len(nodes))}."] + [
-        f"{name} {node}: audit FAIL ({_audit_detail(a)})."
-        for node, a in nodes.items() if isinstance(a, dict) and not a.get("passed")]
+        f"{name} {node}: audit FAIL ({audit_line(a)})." for node, a in masters.items() if not a.passed]
 
 
 def _after(name: str, e: CapacityEntry | ClusterEntry) -> list[Block]:
@@ -226,7 +217,7 @@ def section(run: Run, out: Path) -> list[Block]:
         return slo_section(run, record.slo)
     builds = record.builds
     single = {name: e for name, e in builds.items() if isinstance(e, CapacityEntry)}
-    bound_text = "; ".join(f"{name}: {e.bound or '?'}, server busy {_num(e.server_utilization, '.0%')}"
+    bound_text = "; ".join(f"{name}: {e.bound or '?'}, server busy {fmt_num(e.server_utilization, '.0%')}"
                            for name, e in builds.items())
     notes = context_lines(run, trials="one window per build", bottleneck=bound_text)
     blocks: list[Block] = [

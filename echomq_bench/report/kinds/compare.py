@@ -13,7 +13,8 @@ import pandas as pd
 
 from echomq_bench.records.files import Run
 from echomq_bench.records.kinds.capacity import SloBlock, SloEntry
-from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spread, RatioVerdictEntry
+from echomq_bench.records.kinds.compare import CompareEntry, CompareRecord, Spread
+from echomq_bench.records.verdicts import RatioVerdictEntry
 from echomq_bench.report import charts
 from echomq_bench.report.context import context_lines, machine
 from echomq_bench.report.doc import Answer, Block, Heading, Image, Notes, Para, Table
@@ -109,7 +110,7 @@ def slo_sentence(name: str, entry: SloEntry, slo: SloBlock) -> str:
     base = slo.builds.get(base_name)
     who, against = entry.version or name, (base.version if base else None) or base_name
     target = slo.target.text or "the target"
-    v = RatioVerdictEntry.from_record(entry.verdict_detail or {})
+    v = entry.verdict_detail or RatioVerdictEntry()
     if not v.judged:
         return f"{who} at {target} against {against}: {entry.verdict or 'no verdict'}"
     ci = v.ci if v.ci and int(v.n or 0) >= _min_trials(slo) else None
@@ -128,8 +129,8 @@ def _min_trials(slo: SloBlock) -> int:
 def _slo_blocks(run: Run, slo: SloBlock) -> list[Block]:
     target, min_trials = slo.target, _min_trials(slo)
     rows = [{**slo_row(name, e), "vs baseline": "baseline" if e.verdict == "baseline" else
-             f"{_label(RatioVerdictEntry.from_record(e.verdict_detail or {}), min_trials, n=False)} (vs {e.baseline})"}
-            for name, e in slo.builds.items()]
+             f"{(e.verdict_detail or RatioVerdictEntry()).label(brief=True, min_trials=min_trials, count=False)} "
+             f"(vs {e.baseline})"} for name, e in slo.builds.items()]
     method = (f"Ratio: rate over the baseline's rate per repetition, {slo.ratio_method or '?'}; at least "
               f"{min_trials} repetitions for a verdict; equivalence margin "
               f"±{float(slo.margin if slo.margin is not None else 0.02):.0%}.")
@@ -207,19 +208,10 @@ def _table(r: CompareRecord) -> pd.DataFrame:
             "min..max": f"{us.min:.1f}..{us.max:.1f}" if us.min is not None and us.max is not None else "",
             "busy": _busy_wait(e), "bound": f"{e.bound.get('server', 0)}/{sum(int(c) for c in e.bound.values())}",
             column: "baseline" if name == base else
-            f"{_label(r.headline_of(e), r.min_trials, n=False)}{f' (vs {base})' if paired else ''}",
+            f"{r.headline_of(e).label(brief=True, min_trials=r.min_trials, count=False)}"
+            f"{f' (vs {base})' if paired else ''}",
         })
     return pd.DataFrame(rows)
-
-
-def _label(v: RatioVerdictEntry, min_trials: int, n: bool = True) -> str:
-    """`0.919 [0.914, 0.924] n=14 faster`; no interval below the trials the method needs."""
-    if not v.judged or v.ratio is None:
-        return str(v.text or "no verdict")
-    ci = v.ci if v.ci and int(v.n or 0) >= min_trials else None
-    interval = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
-    count = f" n={v.n}" if n else ""
-    return f"{v.ratio:.3f}{interval}{count} {v.text}"
 
 
 def _notes(r: CompareRecord) -> list[str]:
@@ -241,10 +233,11 @@ def _notes(r: CompareRecord) -> list[str]:
             out.append(f"{name} against {r.base_of(name)}: the interval adds the {head.spread.text}")
         if e.within_allocator is not None and e.allocator_baseline:
             out.append(f"{name} against {e.allocator_baseline}, the first build of its allocator: "
-                       f"{_label(e.within_allocator, r.min_trials)}")
+                       f"{e.within_allocator.label(brief=True, min_trials=r.min_trials)}")
         for metric, v in e.verdicts.items():
             if metric != r.headline:
-                out.append(f"{name} {metric} against {r.base_of(name)}: {_label(v, r.min_trials)}")
+                out.append(f"{name} {metric} against {r.base_of(name)}: "
+                           f"{v.label(brief=True, min_trials=r.min_trials)}")
     if r.rates_note:
         out.append(f"Rates: {r.rates_note}.")
     out.append(f"Method: {r.method or '?'}; at least {r.min_trials} counted trials for a verdict; "

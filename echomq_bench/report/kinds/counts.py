@@ -10,10 +10,10 @@ cycle, which the build matrix sets beside the time ratios.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
+from echomq_bench.formatting import fmt_change
 from echomq_bench.records.files import Run
 from echomq_bench.records.kinds.counts import CountsBuild, CountsRecord, SeedPrice
 from echomq_bench.report.context import context_lines
@@ -22,19 +22,15 @@ from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
 __all__ = ["section", "verdict_line"]
 
 
-def _pct(x: Any) -> str:
-    return "" if x is None else f"{float(x) * 100:+.2f}%"
-
-
 def _verdict_table(b: CountsBuild) -> pd.DataFrame:
     rows = []
     for v in b.verdicts:
         grew = f"{v.grew} +{float(v.grew_by):,.0f}" if v.grew else ""
         grew += "".join(f", +{float(n):g} {k}" for k, n in (v.more_calls or {}).items())
         rows.append({"verb": v.verb, "baseline": "-" if v.base is None else f"{float(v.base):,.0f}",
-                     "now": f"{float(v.now or 0):,.0f}", "change": _pct(v.change),
+                     "now": f"{float(v.now or 0):,.0f}", "change": fmt_change(v.change, 2),
                      "allowed": "" if v.allowed is None else f"+{float(v.allowed) * 100:.2f}%",
-                     "again": _pct(v.again), "grew most": grew, "verdict": v.status.split(" (")[0]})
+                     "again": fmt_change(v.again, 2), "grew most": grew, "verdict": v.status.split(" (")[0]})
     frame = pd.DataFrame(rows)
     # Columns only a flagged verb fills are left out when none was.
     return frame.drop(columns=[c for c in ("again", "grew most") if c in frame and not frame[c].astype(bool).any()])

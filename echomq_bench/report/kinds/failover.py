@@ -17,11 +17,12 @@ import pandas as pd
 
 from echomq_bench.records.files import Run
 from echomq_bench.records.kinds.failover import FailoverRecord, FailoverRun
+from echomq_bench.report.audit import audit_of, audit_table, distinct
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
 from echomq_bench.report.historytables import LEGEND as HISTORY_LEGEND, verdict
 
-__all__ = ["section", "per_cluster", "AUDIT_ROWS", "HISTORY_ROWS"]
+__all__ = ["section", "per_cluster", "HISTORY_ROWS"]
 
 Part = TypeVar("Part")
 Row = tuple[str, Callable[[Mapping[str, Any]], Any]]
@@ -33,7 +34,7 @@ def _s(value: Any) -> str:
 
 
 def _enqueued(r: FailoverRun) -> str:
-    n, load_s = r.audit.get("enqueued"), r.load_s
+    n, load_s = audit_of(r.audit).enqueued, r.load_s
     if n is None or not load_s:
         return str(n if n is not None else "?")
     return f"{n} in {float(load_s):.1f} s ({int(n) / float(load_s):.0f}/s)"
@@ -79,27 +80,6 @@ def _failover_rows(runs: Sequence[FailoverRun]) -> list[RunRow]:
     ]
 
 
-def _places(a: Mapping[str, Any]) -> str:
-    parts = [a.get(k, 0) for k in ("completed", "pending", "active", "scheduled", "dead")]
-    total = sum(int(p) for p in parts)
-    text = f"{a.get('enqueued', '?')} = " + " + ".join(map(str, parts))
-    return text + ("" if total == a.get("enqueued") else f" = {total}: MISMATCH")
-
-
-AUDIT_ROWS: list[Row] = [
-    ("audit", lambda a: "PASS" if a.get("passed") else "FAIL"),
-    ("enqueued = completed + pending + active + scheduled + dead", _places),
-    ("lost", lambda a: a.get("lost", "?")),
-    ("in two places", lambda a: a.get("in_two_places", "?")),
-    ("unknown ids on the server", lambda a: a.get("unknown", "?")),
-    ("completes accepted twice", lambda a: a.get("double_accepted", "?")),
-    ("zombie completes sent / accepted (must be 0)", lambda a: f"{a.get('zombie_sent', '?')} / "
-                                                               f"{a.get('zombie_accepted', '?')}"),
-    ("refused completes / with a token not superseded (must be 0)",
-     lambda a: f"{a.get('refused', '?')} / {a.get('refused_not_superseded', '?')}"),
-]
-
-
 def _classes(counts: Any) -> str:
     if not isinstance(counts, Mapping):
         return "none"
@@ -125,15 +105,15 @@ HISTORY_ROWS: list[Row] = [
 def per_cluster(names: Sequence[str], parts: Sequence[Part], rows: Sequence[tuple[str, Callable[[Part], Any]]]
                 ) -> pd.DataFrame:
     """A row per figure, a column per cluster (by its name, numbered when two share one)."""
-    names = [n if names.count(n) == 1 else f"{n} ({k + 1})" for k, n in enumerate(names)]
-    return pd.DataFrame([{"figure": label, **{n: str(get(part)) for n, part in zip(names, parts)}}
+    columns = distinct(names)
+    return pd.DataFrame([{"figure": label, **{n: str(get(part)) for n, part in zip(columns, parts)}}
                          for label, get in rows])
 
 
 def _examples(runs: Sequence[FailoverRun]) -> list[str]:
     out = []
     for r in runs:
-        for name, ids in (r.audit.get("examples") or {}).items():
+        for name, ids in audit_of(r.audit).examples.items():
             if ids:
                 out.append(f"{r.name}, e.g. {name}: {', '.join(map(str, ids[:5]))}")
         for name, ids in (r.history.get("examples") or {}).items():
@@ -152,7 +132,7 @@ def section(run: Run, out: Path) -> list[Block]:
              "counted as enqueued, a complete whose row is gone as completed. The audit then accounts for every "
              "job enqueued (echomq-bench failover)."),
         Table(per_cluster(names, runs, _failover_rows(runs)), "Failover per cluster", id="failover-table"),
-        Table(per_cluster(names, [r.audit for r in runs], AUDIT_ROWS), "The audit of every job, per cluster",
+        Table(audit_table(names, [audit_of(r.audit) for r in runs]), "The audit of every job, per cluster",
               id="failover-audit"),
     ]
     if any(r.history for r in runs):

@@ -17,6 +17,7 @@ import pandas as pd
 
 from echomq_bench.records.files import Run
 from echomq_bench.records.kinds.faults import CheckEntry, FaultsRecord, ScenarioEntry, SoakEntry
+from echomq_bench.report.audit import COUNTS, audit_table
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
 from echomq_bench.report.historytables import LEGEND as HISTORY_LEGEND, cells, verdict
@@ -39,15 +40,10 @@ def _known(value: Any) -> Any:
 
 
 def _audit_table(outcomes: list[ScenarioEntry]) -> pd.DataFrame:
-    rows = []
-    for o in outcomes:
-        ran = not o.skipped
-        rows.append({"scenario": o.scenario, "enqueued": o.jobs if ran else "",
-                     "completed": o.completed if ran else "", "lost": o.lost if ran else "",
-                     "accepted twice": o.double_accepted if ran else "",
-                     "in two places": "" if o.audit is None or o.audit.in_two_places is None
-                     else o.audit.in_two_places, "verdict": o.verdict})
-    return pd.DataFrame(rows)
+    """Where each scenario's jobs went, and its verdict; a scenario skipped has no audit."""
+    audits = [None if o.skipped else o.audit for o in outcomes]
+    frame = audit_table([o.scenario for o in outcomes], audits, COUNTS, heading="scenario", unknown="")
+    return frame.assign(verdict=[o.verdict for o in outcomes])
 
 
 def _fault_table(outcomes: list[ScenarioEntry]) -> pd.DataFrame:

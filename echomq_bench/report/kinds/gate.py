@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from echomq_bench.formatting import fmt_change
 from echomq_bench.records.files import Run
 from echomq_bench.records.kinds.gate import GateEntry, GateRecord
 from echomq_bench.report.context import context_lines
@@ -24,10 +25,6 @@ __all__ = ["section", "verdict_line"]
 REFERENCES = ("noop_script", "ping", "read_100")
 SHORT_REFERENCE = {"noop_script": "no-op", "read_100": "read100"}
 FINGERPRINT = "machine fingerprint (CPU model and flags, cores, server version, allocator)"
-
-
-def _pct(x: Any) -> str:
-    return "" if x is None else f"{float(x) * 100:+.1f}%"
 
 
 def _allowance(x: Any) -> str:
@@ -60,13 +57,13 @@ def _verb_table(b: GateEntry, with_vs: bool) -> pd.DataFrame:
                      "client µs": f"{float(v.client_us or 0):.1f}",
                      **({"vs": SHORT_REFERENCE.get(ref, ref)} if with_vs else {}),
                      "baseline": "-" if v.base_ratio is None else f"{float(v.base_ratio):.3f}",
-                     "now": f"{float(v.now_ratio or 0):.3f}", "change": _pct(v.change),
+                     "now": f"{float(v.now_ratio or 0):.3f}", "change": fmt_change(v.change),
                      "allowed": allowed, "verdict": _short(v.status)})
     return pd.DataFrame(rows)
 
 
 def _ab_table(b: GateEntry) -> pd.DataFrame:
-    return pd.DataFrame([{"verb": v.case, "script A/B": _pct(v.ab_change), "allowed": _allowance(v.ab_allowed),
+    return pd.DataFrame([{"verb": v.case, "script A/B": fmt_change(v.ab_change), "allowed": _allowance(v.ab_allowed),
                           "verdict": _short(v.status)} for v in b.verdicts if v.ab_change is not None])
 
 

@@ -11,8 +11,8 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
+from echomq_bench.formatting import fmt_ms, fmt_pct
 from echomq_bench.lease.blocks import DEFF_EVENTS, LONGEST
-from echomq_bench.lease.recommend import fmt_ms, fmt_pct
 from echomq_bench.records.files import Run
 from echomq_bench.records.kinds.lease import IntervalEntry, LeaseEntry, LeaseRecord, LeaseServer, interval_of
 from echomq_bench.report import charts

@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 
 from echomq_bench.records.files import Run
-from echomq_bench.records.kinds.compare import RatioVerdictEntry
 from echomq_bench.records.kinds.peers import FailureEntry, PeersRecord, QueueEntry
+from echomq_bench.records.verdicts import RatioVerdictEntry
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table, Warning
 
@@ -80,7 +80,7 @@ def _client_side(entries: tuple[QueueEntry, ...]) -> Table:
 
 def _ratio(v: RatioVerdictEntry | None) -> tuple[str, str]:
     if v is None or v.ratio is None:
-        return "-", "-" if v is None or v.text is None else str(v.text)
+        return "-", "-" if v is None or not v.text else v.text
     ci = v.ci
     return f"{v.ratio:.2f}" + (f" [{ci[0]:.2f}-{ci[1]:.2f}]" if ci else ""), str(v.text)
 

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 import pandas as pd
 
-from echomq_bench.lease.recommend import fmt_ms
+from echomq_bench.formatting import fmt_ms
 from echomq_bench.measurement.stats import median
 from echomq_bench.records.files import Run
 from echomq_bench.records.kinds.reapcost import DEFAULT_CAP, ReapcostRecord

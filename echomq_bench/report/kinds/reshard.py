@@ -14,10 +14,11 @@ from typing import Any, Callable, Mapping
 
 from echomq_bench.records.files import Run
 from echomq_bench.records.kinds.reshard import ReshardRecord, ReshardRun
+from echomq_bench.report.audit import audit_of, audit_table
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
 from echomq_bench.report.historytables import LEGEND as HISTORY_LEGEND
-from echomq_bench.report.kinds.failover import AUDIT_ROWS, HISTORY_ROWS, per_cluster
+from echomq_bench.report.kinds.failover import HISTORY_ROWS, per_cluster
 
 __all__ = ["section"]
 
@@ -78,7 +79,7 @@ def section(run: Run, out: Path) -> list[Block]:
              "and some on the other; a call that cannot run whole there is refused, and the audit then accounts for "
              "every job enqueued (echomq-bench reshard)."),
         Table(per_cluster(names, runs, MOVE_ROWS), "The moves and what they left, per cluster", id="reshard-table"),
-        Table(per_cluster(names, [r.audit for r in runs], AUDIT_ROWS), "The audit of every job, per cluster",
+        Table(audit_table(names, [audit_of(r.audit) for r in runs]), "The audit of every job, per cluster",
               id="reshard-audit"),
     ]
     if any(r.history for r in runs):
