@@ -38,12 +38,15 @@ from echomq_bench.load.calls import is_error
 from echomq_bench.load.policy import Event
 from echomq_bench.locust.client import (CRASH_RECORD_TTL_MS, CRASH_TO_CLAIM, DEADLINE_TO_CLAIM, RECOVERY_TYPE,
                                         REQUEST_TYPE, Books, Claimed, Gate)
-from echomq_bench.locust.wire import AnyWire, QueueWire
+from echomq_bench.locust.wire import AnyWire, Command, QueueWire
 
 __all__ = ["LocustCalls", "BooksRecorder", "ZombieAccepted", "unresolved_ops"]
 
 Judge = Callable[[str, Any], tuple[str, "BaseException | None"]]  # (name, reply) -> name, failure
 Reply = TypeVar("Reply")
+Arg = TypeVar("Arg")
+_SETTLED = frozenset(("enqueue", "complete"))
+_NO_OPS: tuple[list[Any], ...] = ()
 _REFUSED = object()  # a zombie's complete answered EMQSTALE, as the fence should
 
 
@@ -80,21 +83,21 @@ class LocustCalls:
         self._shas: dict[str, str] = {}
 
     def call(self, call: ScriptCall) -> Any:
-        cmd = call.evalsha(self._sha(call.verb))
-        return self._measured(call.verb, unresolved_ops([call], self.names), lambda: self.wire.call(cmd),
-                              _judge_one)
+        verb = call.verb
+        # Only enqueues and completes leave something for the audit to settle: a claim builds no ops.
+        ops = unresolved_ops((call,), self.names) if verb in _SETTLED else _NO_OPS
+        return self._measured(verb, ops, self.wire.call, call.evalsha(self._sha(verb)), _judge_one)
 
     def pipeline(self, calls: Sequence[ScriptCall]) -> list[Any]:
         cmds = [c.evalsha(self._sha(c.verb)) for c in calls]
         verbs = {c.verb for c in calls}
         name = verbs.pop() if len(verbs) == 1 else "pipeline"
-        return self._measured(name, unresolved_ops(calls, self.names), lambda: self.wire.pipeline(cmds),
-                              _judge_many)
+        return self._measured(name, unresolved_ops(calls, self.names), self.wire.pipeline, cmds, _judge_many)
 
     def command(self, *args: Any) -> Any:
         """Plain commands: the producer's backlog check (ZCARD) is "pending_size"."""
         name = "pending_size" if str(args[0]).upper() == "ZCARD" else str(args[0]).lower()
-        return self._measured(name, [], lambda: self.wire.command(*args), None)
+        return self._measured(name, _NO_OPS, self.wire.call, args, None)
 
     def _sha(self, verb: str) -> str:
         sha = self._shas.get(verb)
@@ -106,9 +109,7 @@ class LocustCalls:
         """A crashed consumer's complete, sent after its lease is gone: True
         when the server accepted it, which fails the request ("complete
         (zombie)"); its refusal is the expected "complete (zombie refused)"."""
-        cmd = q.complete(job_id, token)
-
-        def send() -> Any:
+        def send(cmd: Command) -> Any:
             try:
                 return self.wire.call(cmd)
             except StaleTokenError:
@@ -119,7 +120,8 @@ class LocustCalls:
                 return f"{name} (zombie refused)", None
             return f"{name} (zombie)", ZombieAccepted(f"zombie complete of {job_id} token {token} was accepted")
 
-        accepted = self._measured("complete", [["complete", q.name, job_id, token, True]], send, judge) is not _REFUSED
+        ops = [["complete", q.name, job_id, token, True]]
+        accepted = self._measured("complete", ops, send, q.complete(job_id, token), judge) is not _REFUSED
         self.books.ledger.record_complete(job_id, token, accepted, zombie=True)
         if accepted:
             self.books.completed[q.name] += 1
@@ -151,9 +153,9 @@ class LocustCalls:
             self._fire(request_type=RECOVERY_TYPE, name=name, response_time=max(ms, 0.0), response_length=0,
                        exception=None, context={}, start_time=since)
 
-    def _measured(self, name: str, ops: list[list[Any]], send: Callable[[], Reply],
+    def _measured(self, name: str, ops: Sequence[list[Any]], send: Callable[[Arg], Reply], arg: Arg,
                   judge: Judge | None) -> Reply:
-        """The one measured request: `send` between the gate's enter and leave,
+        """The one measured request: `send(arg)` between the gate's enter and leave,
         fired as a Locust request named by `judge`. A call whose reply never
         came (killed, connection lost) leaves its `ops` unresolved, for the
         audit to settle against the server."""
@@ -161,7 +163,7 @@ class LocustCalls:
         start, t0 = time.time(), time.perf_counter()
         error: BaseException | None = None
         try:
-            reply = send()
+            reply = send(arg)
         except GreenletExit:
             name = f"{name} (interrupted)"
             self.books.unresolved.extend(ops)
@@ -216,6 +218,8 @@ class BooksRecorder:
 
     def __call__(self, event: Event) -> None:
         books, verb, outcome = self.books, event.verb, event.outcome
+        if verb == "claim" or verb == "work":
+            return  # most events: nothing for the books
         if verb == "enqueue" and outcome == "enqueued":
             books.ledger.record_enqueue(event.job_id, "enqueued")
         elif verb == "complete" and outcome in ("accepted", "refused"):

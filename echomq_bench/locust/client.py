@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 from gevent import GreenletExit
 from gevent.event import Event
@@ -78,10 +78,10 @@ class Gate:
 
     def __init__(self) -> None:
         self.draining = False
-        self.busy: dict[int, list[list[Any]]] = {}  # caller id -> the ops of its call on the wire
+        self.busy: dict[int, Sequence[list[Any]]] = {}  # caller id -> the ops of its call on the wire
         self._idle = Event()
 
-    def enter(self, caller: object, ops: list[list[Any]]) -> None:
+    def enter(self, caller: object, ops: Sequence[list[Any]]) -> None:
         if self.draining:
             raise Drained()
         self.busy[id(caller)] = ops

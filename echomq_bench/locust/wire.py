@@ -17,10 +17,14 @@ client's one reload (`echomq.send_reloading`).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
+import hiredis
 import redis
-from gevent import GreenletExit
+from gevent import GreenletExit, get_hub, monkey
+from gevent.socket import wait as wait_readable
+from hiredis import pack_command
+from redis._parsers.base import BaseParser
 from redis.cluster import ClusterNode, NodesManager, RedisCluster
 from redis.connection import AbstractConnection
 
@@ -34,16 +38,8 @@ __all__ = ["Wire", "AnyWire", "Command", "QueueWire", "ConnectionFactory", "Clus
 # One command as sent: hiredis packs only a tuple.
 Command = tuple[Any, ...]
 
-
-def _hiredis_pack() -> Callable[[Command], bytes] | None:
-    try:  # redis[hiredis] brings it; without it redis-py packs in Python
-        from hiredis import pack_command
-    except ImportError:  # pragma: no cover
-        return None
-    return pack_command
-
-
-pack_command = _hiredis_pack()
+# What a dropped or stalled connection raises under the wire (a socket timeout is an OSError).
+_LINK_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 
 class _Connection(Protocol):
@@ -54,14 +50,6 @@ class _Connection(Protocol):
     _sock: Any
 
     def connect(self) -> None: ...
-
-    def send_packed_command(self, command: bytes | Sequence[bytes], check_health: bool = True) -> None: ...
-
-    def send_command(self, *args: Any) -> None: ...
-
-    def pack_commands(self, commands: Iterable[Command]) -> list[bytes]: ...
-
-    def read_response(self) -> Any: ...
 
     def disconnect(self) -> None: ...
 
@@ -148,9 +136,14 @@ class Wire:
         self.scripts = scripts
         self._loads = [("SCRIPT", "LOAD", source.text) for source in scripts.sources.values()]
         self.conn: _Connection = factory.connect()
+        self._reader: hiredis.Reader | None = None  # this connection's replies, from its first call on
+        self._buffer = bytearray(65536)
+        self._readable: Any = None  # the hub's watch on the socket, under gevent
 
     def call(self, cmd: Command) -> Any:
-        reply = send_reloading(self._send, self.load_scripts, (cmd,))[0]
+        reply = self._send((cmd,))[0]
+        if isinstance(reply, redis.exceptions.NoScriptError):  # rare: the reload, through the client's one copy
+            reply = send_reloading(self._send, self.load_scripts, (cmd,))[0]
         if isinstance(reply, Exception):
             raise reply
         return reply
@@ -170,43 +163,81 @@ class Wire:
 
     def reconnect(self) -> None:
         """What a crashed worker's replacement does: a new connection."""
-        self.conn.disconnect()
+        self._drop()
 
     def close(self) -> None:
+        self._drop()
+
+    def _drop(self) -> None:
         self.conn.disconnect()
+        self._reader = None  # what it held belonged to the dropped connection
+        if self._readable is not None:
+            self._readable.close()
+            self._readable = None
 
     def _send(self, cmds: Sequence[Command]) -> list[Any]:
         """One write, one read per command: its reply, or its error reply in
-        its place (NOSCRIPT as redis-py's, for the reload; the rest mapped)."""
-        conn = self.conn
-        if conn._sock is None:
-            try:
-                conn.connect()
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-                conn.disconnect()
-                raise ServerUnavailableError(f"server unavailable: {exc}") from exc
+        its place (NOSCRIPT as redis-py's, for the reload; the rest mapped).
+
+        redis-py makes the connection (its handshake: AUTH, SELECT, HELLO);
+        from then on the socket is driven here: one `send` per chunk and a
+        hiredis reader fed from `recv_into`, without redis-py's per-call
+        health check and timeout juggling, or gevent's `sendall`, which
+        asks the kernel for the buffer size on every call."""
+        reader = self._reader
+        if reader is None:
+            reader = self._connected()
+        sock = self.conn._sock
         out: list[Any] = []
         try:
-            if pack_command is not None:
-                conn.send_packed_command((b"".join(map(pack_command, cmds)),), check_health=False)
-            else:
-                conn.send_packed_command(conn.pack_commands(cmds))
+            data = memoryview(b"".join(map(pack_command, cmds)))
+            while data:
+                data = data[sock.send(data):]
+            buffer, readable = self._buffer, self._readable
             for _ in cmds:
-                try:
-                    out.append(conn.read_response())
-                except redis.exceptions.ResponseError as exc:
-                    out.append(exc if isinstance(exc, redis.exceptions.NoScriptError) else _mapped(exc))
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-            conn.disconnect()
+                reply = reader.gets()
+                while reply is False:
+                    if readable is not None:
+                        wait_readable(readable, sock.timeout)
+                    read = sock.recv_into(buffer)
+                    if not read:
+                        raise redis.exceptions.ConnectionError("connection closed by server")
+                    reader.feed(buffer, 0, read)  # type: ignore[arg-type]  # hiredis reads any buffer; its stub says bytes
+                    reply = reader.gets()
+                if isinstance(reply, redis.exceptions.RedisError):
+                    if not isinstance(reply, redis.exceptions.ResponseError):
+                        raise reply  # NOAUTH and the like: redis-py's ConnectionError family
+                    reply = _mapped(reply)
+                out.append(reply)
+        except _LINK_ERRORS as exc:
+            self._drop()
             lost = len(cmds) - len(out)
             raise RepliesLostError(f"server unavailable: {exc}", out + [None] * lost,
                                    tuple(range(len(out), len(cmds)))) from exc
         except GreenletExit:
             # Killed between send and reply: the reply would be read by the
             # next command. Drop the connection; the next call reconnects.
-            conn.disconnect()
+            self._drop()
             raise
         return out
+
+    def _connected(self) -> hiredis.Reader:
+        """Connect when the connection is down; a connect that fails sent nothing."""
+        conn = self.conn
+        try:
+            if conn._sock is None:
+                conn.connect()
+        except _LINK_ERRORS as exc:
+            conn.disconnect()
+            raise ServerUnavailableError(f"server unavailable: {exc}") from exc
+        self._reader = hiredis.Reader(protocolError=redis.exceptions.InvalidResponse,
+                                      replyError=BaseParser.parse_error)
+        if monkey.is_module_patched("socket"):
+            # A reply is never there the moment its call went out. gevent's recv_into would try
+            # first, fail with EWOULDBLOCK (a syscall and an exception) and only then wait for the
+            # hub: a watch of our own waits first, and each recv reads.
+            self._readable = get_hub().loop.io(conn._sock.fileno(), 1)
+        return self._reader
 
 
 # A cluster's redirections are routing for this module to follow, not answers.
@@ -215,7 +246,10 @@ _ROUTING = (redis.exceptions.MovedError, redis.exceptions.AskError, redis.except
 
 
 def _mapped(exc: redis.exceptions.ResponseError) -> Exception:
-    return exc if isinstance(exc, _ROUTING) else pipeline.as_error(exc)
+    if isinstance(exc, (redis.exceptions.NoScriptError, *_ROUTING)):
+        return exc
+    mapped: Exception = pipeline.as_error(exc)
+    return mapped
 
 
 

@@ -24,6 +24,16 @@ load whose processes may be SIGKILLed makes it `durable`: the buffer goes to
 the kernel before each call is sent and once its reply is in (two writes a
 round trip), so a kill loses no line of a call that may have run; a call in
 flight at the kill has its invoke and no outcome, and reads as unknown.
+
+A history that is not durable loses its buffer with its process anyway, so
+it writes no invoke lines: a call is one line, its outcome's, carrying the
+invoke's time as `t0` (and the fault striking then):
+
+    {"type":"ok","process":"consumer-0","f":"claim","job":"JOB0Nvmd8aV5iy","token":2,"t":812.402388,
+     "server_ms":null,"fault":null,"lease_ms":1000,"t0":812.402113}
+
+Half the lines of the paired form, formatted once: on a Locust process the
+history is on every call, and this is most of what it costs.
 """
 
 from __future__ import annotations
@@ -52,7 +62,8 @@ def _q(text: str | None) -> str:
     """A JSON string; ids, verbs and process names take the fast path."""
     if text is None:
         return "null"
-    if text.isascii() and text.replace("-", "").replace(".", "").replace(":", "").replace("_", "").isalnum():
+    if text.isascii() and (text.isalnum() or text.replace("-", "").replace(".", "").replace(":", "").replace(
+            "_", "").isalnum()):
         return '"' + text + '"'
     return json.dumps(text)
 
@@ -80,11 +91,24 @@ class History:
     def line(self, type_: str, process: str, f: str, job: str | None = None, token: int | None = None, *,
              t: float | None = None, fault: str | None = None, extra: str = "") -> None:
         """Record one line; `extra` is preformatted JSON members, each led by a comma."""
+        self.add([_LINE % (type_, _q(process), f, _q(job), _n(token), clock() if t is None else t, "null",
+                           _q(fault), extra)])
+
+    def add_line(self, line: str) -> None:
+        """One line already formatted."""
+        if self._fd is None:
+            return
+        self._lines.append(line)
+        self.lines += 1
+        if len(self._lines) >= self.chunk:
+            self.flush()
+
+    def add(self, lines: list[str]) -> None:
+        """Record lines already formatted (HistoryCalls formats its own)."""
         if self._fd is None:
             return  # closed: the run's history is final
-        self._lines.append(_LINE % (type_, _q(process), f, _q(job), _n(token), clock() if t is None else t,
-                                    "null", _q(fault), extra))
-        self.lines += 1
+        self._lines += lines
+        self.lines += len(lines)
         if len(self._lines) >= self.chunk:
             self.flush()
 
@@ -155,79 +179,112 @@ class HistoryCalls:
 
     `fault()` names the fault striking now (None: none); `unsent` are
     exceptions the wrapped calls raise before sending anything (a drain
-    gate), recorded as `fail`."""
+    gate), recorded as `fail`.
+
+    It sits on every call of a load, so it formats its lines itself: the
+    process is quoted once, and a call's job, token and members are read
+    from its ARGV once for both of its lines."""
 
     def __init__(self, calls: CallsLike, history: History, process: str,
                  fault: Callable[[], str | None] | None = None, unsent: tuple[type[BaseException], ...] = ()) -> None:
         self.calls, self.history, self.process = calls, history, process
         self.fault = fault or (lambda: None)
         self.unsent = unsent
+        self._process = _q(process)
 
     def call(self, call: ScriptCall) -> Any:
-        self._invoke([call])
+        return self.pipeline((call,))[0] if self.history.durable else self._one(call)
+
+    def pipeline(self, calls: Sequence[ScriptCall]) -> list[Any]:
+        named = [_argv(c) for c in calls]
+        sent = self._invoke(calls, named)
+        try:
+            replies = self.calls.pipeline(calls) if len(calls) > 1 else [self.calls.call(calls[0])]
+        except BaseException as exc:
+            self._done(calls, named, [exc] * len(calls), sent)
+            raise
+        self._done(calls, named, replies, sent)
+        return replies
+
+    def _one(self, call: ScriptCall) -> Any:
+        """One call of a history that is not durable: one line, written
+        when its outcome is known (the hot path of a load: no lists)."""
+        job, token, extra = _argv(call)
+        t0, fault = clock(), self.fault()
         try:
             reply = self.calls.call(call)
         except BaseException as exc:
-            self._done([call], [exc])
+            self._done((call,), [(job, token, extra)], (exc,), (t0, fault))
             raise
-        self._done([call], [reply])
+        t = clock()
+        job, token, value = _ok(call.verb, reply, job, token)
+        extra += ',"t0":%.6f' % t0 if value is None else ',"t0":%.6f,"value":%s' % (t0, value)
+        self.history.add_line(_LINE % ("ok", self._process, call.verb, job, token, t, "null",
+                                       _q(self.fault() if fault is None else fault), extra))
         return reply
-
-    def pipeline(self, calls: Sequence[ScriptCall]) -> list[Any]:
-        self._invoke(calls)
-        try:
-            replies = self.calls.pipeline(calls)
-        except BaseException as exc:
-            self._done(calls, [exc] * len(calls))
-            raise
-        self._done(calls, replies)
-        return replies
 
     def command(self, *args: Any) -> Any:
         return self.calls.command(*args)  # plain reads (a backlog's ZCARD) change nothing: not recorded
 
-    def _invoke(self, calls: Sequence[ScriptCall]) -> None:
-        h, t, fault = self.history, clock(), self.fault()
-        for c in calls:
-            job, token, extra = _argv(c)
-            h.line("invoke", self.process, c.verb, job, token, t=t, fault=fault, extra=extra)
-        h.sync()
+    def _invoke(self, calls: Sequence[ScriptCall], named: list[tuple[str, str, str]]) -> tuple[float, str | None]:
+        """The calls are about to go out: a durable history writes their
+        invoke lines now; any other keeps when and under which fault, for
+        the outcome lines."""
+        sent = (clock(), self.fault())
+        h = self.history
+        if h.durable:
+            t, fault, process = sent[0], _q(sent[1]), self._process
+            h.add([_LINE % ("invoke", process, c.verb, job, token, t, "null", fault, extra)
+                   for c, (job, token, extra) in zip(calls, named)])
+            h.sync()
+        return sent
 
-    def _done(self, calls: Sequence[ScriptCall], replies: Sequence[Any]) -> None:
-        h, t, fault = self.history, clock(), self.fault()
-        for c, reply in zip(calls, replies):
-            job, token, extra = _argv(c)
+    def _done(self, calls: Sequence[ScriptCall], named: list[tuple[str, str, str]], replies: Sequence[Any],
+              sent: tuple[float, str | None]) -> None:
+        """The outcome lines; without a durable history each carries its
+        invoke as `t0` (and the fault striking then, if any)."""
+        h, t = self.history, clock()
+        fault = _q(self.fault() if h.durable or sent[1] is None else sent[1])
+        sent_at = "" if h.durable else ',"t0":%.6f' % sent[0]
+        process = self._process
+        lines = []
+        for c, (job, token, extra), reply in zip(calls, named, replies):
+            extra += sent_at
             if isinstance(reply, BaseException):
-                sent = not isinstance(reply, self.unsent)
-                type_ = "fail" if isinstance(reply, REFUSED) or not sent else "info"
-                extra += ',"error":%s' % _q(type(reply).__name__ if sent else "not sent")
+                sent_out = not isinstance(reply, self.unsent)
+                type_ = "fail" if isinstance(reply, REFUSED) or not sent_out else "info"
+                extra += ',"error":%s' % _q(type(reply).__name__ if sent_out else "not sent")
             else:
                 type_ = "ok"
                 job, token, value = _ok(c.verb, reply, job, token)
-                extra += "" if value is None else ',"value":%s' % value
-            h.line(type_, self.process, c.verb, job, token, t=t, fault=fault, extra=extra)
+                if value is not None:
+                    extra += ',"value":%s' % value
+            lines.append(_LINE % (type_, process, c.verb, job, token, t, "null", fault, extra))
+        h.add(lines)
         h.sync()
 
 
-def _argv(call: ScriptCall) -> tuple[str | None, int | None, str]:
-    """The job, token and extra members a call names in its ARGV (echomq.verbs' layouts)."""
+def _argv(call: ScriptCall) -> tuple[str, str, str]:
+    """The job and token a call names in its ARGV (echomq.verbs' layouts), as
+    JSON, and its extra members."""
     verb, args = call.verb, call.args
     if verb == "enqueue":
-        return _text(args[0]), None, ""
+        return _q(_text(args[0])), "null", ""
     if verb in ("complete", "retry"):
-        return _text(args[0]), int(args[1]), ""
+        return _q(_text(args[0])), str(int(args[1])), ""
     if verb == "claim" and len(args) > 1:
-        return None, None, ',"lease_ms":%d' % int(args[1])
-    return None, None, ""
+        return "null", "null", ',"lease_ms":%d' % int(args[1])
+    return "null", "null", ""
 
 
-def _ok(verb: str, reply: Any, job: str | None, token: int | None) -> tuple[str | None, int | None, str | None]:
-    """The job, token and value an accepted reply carries: a claim's job and token, a count, a reply word."""
+def _ok(verb: str, reply: Any, job: str, token: str) -> tuple[str, str, str | None]:
+    """The job and token (as JSON) and the value an accepted reply carries: a
+    claim's job and token, a count, a reply word."""
     if verb == "claim":
         if isinstance(reply, (list, tuple)) and len(reply) >= 3:
-            return _text(reply[0]), int(reply[2]), None
+            return _q(_text(reply[0])), str(int(reply[2])), None
         # No job: {} (pending empty), or the count of damaged jobs the claim buried before it stopped.
-        return None, None, str(reply) if isinstance(reply, int) else None
+        return "null", "null", str(reply) if isinstance(reply, int) else None
     if isinstance(reply, int):
         return job, token, str(reply)
     return job, token, _q(_text(reply)) if reply is not None else None

@@ -8,7 +8,9 @@ writes them); `final` is what the queue's sets hold at the end, as plain sets
 of ids; `initial` the ids they held before the load began. Invocations and
 outcomes are paired per process: an outcome answers the oldest invocation
 of its verb and job still waiting. An invocation without an outcome (its
-process was killed) is an operation of unknown outcome.
+process was killed) is an operation of unknown outcome. An outcome line
+with a `t0` is a whole operation by itself (a history that is not durable
+writes each call so: echomq_bench.measurement.history).
 
 Every job an enqueue was invoked for, and every job seen without one, is one of:
 
@@ -100,6 +102,7 @@ def parse(sources: Iterable[Iterable[str]]) -> Parsed:
     parsed = Parsed()
     for clock, lines in enumerate(sources):
         waiting: dict[str, list[Mapping[str, Any]]] = {}
+        whole: set[str] = set()  # processes that wrote operations in one line
         for text in lines:
             try:
                 line = json.loads(text)
@@ -111,11 +114,14 @@ def parse(sources: Iterable[Iterable[str]]) -> Parsed:
                 parsed.notes.append(Note(str(f), str(line.get("fault")), line.get("job"), t))
             elif kind == "invoke":
                 waiting.setdefault(process, []).append(line)
+            elif "t0" in line:
+                parsed.ops.append(_op({**line, "t": line["t0"]}, line, clock))
+                whole.add(process)
             elif (at := _match(waiting.get(process, []), f, line.get("job"))) is not None:
                 parsed.ops.append(_op(waiting[process].pop(at), line, clock))
             else:
                 parsed.unpaired += 1
-        parsed.processes += len(waiting)
+        parsed.processes += len(waiting.keys() | whole)
         parsed.ops += [_op(inv, None, clock) for queue in waiting.values() for inv in queue]
     return parsed
 
