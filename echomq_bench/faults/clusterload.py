@@ -1,8 +1,9 @@
 """The failover's load: one producer, the consumers and a reaper on cluster
 clients (echomq_bench.load.engine), each in a thread of its own, each
 recording its calls in a history file of its own
-(echomq_bench.measurement.history); `Progress` hears their events for the
-audit's ledger and the time enqueues resumed after the kill.
+(echomq_bench.measurement.history). Their events go to the run's one
+ledger recorder (echomq_bench.load.recorders) and, beside it, to a
+`LoadWatch`: the calls made, and when enqueues resumed after a kill.
 """
 
 from __future__ import annotations
@@ -23,19 +24,19 @@ from echomq_bench.load.recorders import LedgerRecorder
 from echomq_bench.measurement.history import FaultNow, History, HistoryCalls
 from echomq_bench.servers import EmbeddedCluster
 
-__all__ = ["Progress", "LoadPolicies", "ClusterLoad", "cluster_client", "LEASE_MS", "PAUSE_AFTER_ERROR_S"]
+__all__ = ["LoadWatch", "LoadPolicies", "ClusterLoad", "cluster_client", "LEASE_MS", "PAUSE_AFTER_ERROR_S"]
 
 LEASE_MS = 2000
 PAUSE_AFTER_ERROR_S = 0.02
 REAP_EVERY_S = 0.2
 
 
-class Progress:
-    """What failover adds to the ledger: calls made, and when enqueues on the
-    victim's queue were acknowledged again after the kill."""
+class LoadWatch:
+    """What a failover learns from the events beside the ledger: calls
+    made, and when enqueues on the victim's queue were acknowledged again
+    after the kill."""
 
-    def __init__(self, ledger: LedgerRecorder) -> None:
-        self.ledger = ledger
+    def __init__(self) -> None:
         self.ops = 0
         self.victim_queue = ""
         self.kill_at: float | None = None
@@ -43,7 +44,6 @@ class Progress:
         self.lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
-        self.ledger(event)
         with self.lock:
             if event.verb == "enqueue":
                 self.ops += 1
@@ -77,11 +77,18 @@ class LoadPolicies:
 
 class ClusterLoad:
     """One producer, the consumers and a reaper, each on its own cluster
-    client, each recording its calls in its own history file."""
+    client, each recording its calls in its own history file; `recorder`
+    keeps the audit's books, `watch` the calls made and the resumption."""
 
     def __init__(self, cluster: EmbeddedCluster, names: list[str], rate: float, consumers: int,
-                 hear: Progress, history_dir: Path, policies: LoadPolicies | None = None) -> None:
+                 history_dir: Path, policies: LoadPolicies | None = None) -> None:
         keys = [QueueKeys(n) for n in names]
+        self.recorder, self.watch = LedgerRecorder(), LoadWatch()
+
+        def hear(event: Event) -> None:
+            self.recorder(event)
+            self.watch(event)
+
         self.producer_stop, self.consumers_stop = Stop(), Stop()
         self.fault = FaultNow()
         self.histories: list[History] = []

@@ -52,11 +52,10 @@ from typing import Any
 import redis
 
 from echomq_bench.faults.claimprobe import ClaimProbe, probe_jobs
-from echomq_bench.faults.clusterload import ClusterLoad, Progress, cluster_client
+from echomq_bench.faults.clusterload import ClusterLoad, cluster_client
 from echomq_bench.load.audit import audit
 from echomq_bench.load.drain import drain, held_ids, places
 from echomq_bench.load.engine import now
-from echomq_bench.load.recorders import LedgerRecorder
 from echomq_bench.records.kinds.failover import FailoverRun
 from echomq_bench.measurement.history import History
 from echomq_bench.measurement.historycheck import check_files
@@ -142,8 +141,7 @@ def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float
     victim = next(m for m in masters if m.name == placements[0].node)
     probe_queue = next(p.queue for p in spread_queues(cluster, len(masters), prefix="co") if p.node == victim.name)
     probe = stack.enter_context(ClaimProbe(cluster, probe_queue, probe_jobs(sum(load_s))))
-    progress = Progress(LedgerRecorder())
-    load = ClusterLoad(cluster, names, rate, CONSUMERS, progress, history_dir)
+    load = ClusterLoad(cluster, names, rate, CONSUMERS, history_dir)
     nemesis = History(history_dir / "nemesis.jsonl")
     t_load = now()
     load.start()
@@ -152,7 +150,7 @@ def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float
     assert victim.pid is not None
     load.fault.kind = FAULT
     nemesis.note("start", FAULT)
-    t_kill = progress.kill(names[0])
+    t_kill = load.watch.kill(names[0])
     probe.killed(t_kill)
     os.kill(victim.pid, signal.SIGKILL)
     new_master = _wait_promoted(cluster, {m.name for m in masters}, victim.name, t_kill)
@@ -169,7 +167,7 @@ def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float
     probe.stop()
     drain(cluster_client(cluster), names, DRAIN_S)  # lost claims come back when their lease expires
     load.stop()
-    result = _result(cluster, names, (victim.name, new_master), times, progress)
+    result = _result(cluster, names, (victim.name, new_master), times, load)
     answered = probe.answered_at - t_kill if probe.answered_at is not None else None
     return replace(result, history=_history(cluster, names, history_dir), kill_to_claim_only_s=answered,
                    claim_only_failed=probe.failed_claims)
@@ -207,17 +205,17 @@ def _wait_promoted(cluster: EmbeddedCluster, masters_before: set[str], victim: s
 
 
 def _result(cluster: EmbeddedCluster, names: list[str], nodes: tuple[str, str], times: _Times,
-            progress: Progress) -> FailoverRun:
+            load: ClusterLoad) -> FailoverRun:
     client = cluster_client(cluster)
-    recorder = progress.ledger
+    recorder, watch = load.recorder, load.watch
     doubts = recorder.resolve(held_ids(client, names))
     report = audit(client, names, recorder.ledger)
     return FailoverRun(
         name=cluster.name, version=cluster.version(), queues=tuple(names), victim=nodes[0], new_master=nodes[1],
         kill_to_promoted_s=times.promoted_s, kill_to_ready_s=times.ready_s,
-        kill_to_resumed_s=progress.resumed_at - times.kill if progress.resumed_at is not None else None,
+        kill_to_resumed_s=watch.resumed_at - times.kill if watch.resumed_at is not None else None,
         errors_window_s=recorder.errors_window_s,
-        errors=dict(recorder.errors), ops=progress.ops, load_s=times.load_s, doubt_enqueue=doubts.enqueue,
+        errors=dict(recorder.errors), ops=watch.ops, load_s=times.load_s, doubt_enqueue=doubts.enqueue,
         doubt_enqueue_found=doubts.enqueue_found, doubt_complete=doubts.complete,
         doubt_complete_gone=doubts.complete_gone, audit=report.to_dict(),
     )

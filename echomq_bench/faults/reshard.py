@@ -33,13 +33,12 @@ from pathlib import Path
 import redis
 
 from echomq._instrument import QueueKeys
-from echomq_bench.faults.clusterload import PAUSE_AFTER_ERROR_S, ClusterLoad, LoadPolicies, Progress, cluster_client
+from echomq_bench.faults.clusterload import PAUSE_AFTER_ERROR_S, ClusterLoad, LoadPolicies, cluster_client
 from echomq_bench.faults.reshard_result import judged
 from echomq_bench.load.audit import audit
 from echomq_bench.load.drain import drain, places
 from echomq_bench.load.engine import now
 from echomq_bench.load.policy import ConsumerPolicy, ProducerPolicy, PumpPolicy
-from echomq_bench.load.recorders import LedgerRecorder
 from echomq_bench.measurement.historycheck import check_files
 from echomq_bench.progress import ProgressFn, silent
 from echomq_bench.records.kinds.reshard import ReshardRun
@@ -94,8 +93,7 @@ def _run(cluster: EmbeddedCluster, queues: int, claim_rate: float, moving_s: flo
     placements = spread_queues(cluster, queues, prefix="rs")
     log(format_placements(placements))
     names = [p.queue for p in placements]
-    progress = Progress(LedgerRecorder())
-    load = ClusterLoad(cluster, names, claim_rate, CONSUMERS, progress, history_dir, _policies(claim_rate))
+    load = ClusterLoad(cluster, names, claim_rate, CONSUMERS, history_dir, _policies(claim_rate))
     t_load = now()
     slot = queue_slot(names[0])
     load.start()
@@ -113,13 +111,13 @@ def _run(cluster: EmbeddedCluster, queues: int, claim_rate: float, moving_s: flo
     client = cluster_client(cluster)
     final = places(client, names)
     in_no_set, without_row = _strays(cluster, names, set().union(*final.values()))
-    doubts = progress.ledger.resolve(set().union(*final.values()))
+    doubts = load.recorder.resolve(set().union(*final.values()))
     return judged(ReshardRun(
         name=cluster.name, version=cluster.version(), queues=tuple(names), slot=slot, moves=moved.done,
         keys_moved=moved.keys, moving_s=moved.seconds, move_refused=moved.refused, load_s=load_s,
-        errors=dict(progress.ledger.errors), ops=progress.ops, in_no_set=in_no_set, without_row=without_row,
+        errors=dict(load.recorder.errors), ops=load.watch.ops, in_no_set=in_no_set, without_row=without_row,
         doubt_enqueue=doubts.enqueue, doubt_enqueue_found=doubts.enqueue_found, doubt_complete=doubts.complete,
-        doubt_complete_gone=doubts.complete_gone, audit=audit(client, names, progress.ledger.ledger).to_dict(),
+        doubt_complete_gone=doubts.complete_gone, audit=audit(client, names, load.recorder.ledger).to_dict(),
         history=check_files(history_dir.glob("*.jsonl"), final).to_dict()))
 
 

@@ -21,8 +21,9 @@ call ends instead (`Drained`). A call whose reply never came (the connection
 lost, the greenlet killed) leaves its enqueues and completes in the books as
 unresolved, for the audit to settle against the server.
 
-`BooksRecorder` hears the roles' events and keeps the books: the ledger of
-enqueues and completes, the flow counters, completes per queue.
+The roles' events go into the process's books through the load's one
+ledger recorder (`echomq_bench.load.recorders.LedgerRecorder`, made by the
+session over the books' ledger and counters).
 """
 
 from __future__ import annotations
@@ -35,12 +36,11 @@ from gevent import GreenletExit
 from echomq import ServerUnavailableError, StaleTokenError
 from echomq._instrument import ScriptCall
 from echomq_bench.load.calls import is_error
-from echomq_bench.load.policy import Event
 from echomq_bench.locust.client import (CRASH_RECORD_TTL_MS, CRASH_TO_CLAIM, DEADLINE_TO_CLAIM, RECOVERY_TYPE,
                                         REQUEST_TYPE, Books, Claimed, Gate)
 from echomq_bench.locust.wire import AnyWire, Command, QueueWire
 
-__all__ = ["LocustCalls", "BooksRecorder", "ZombieAccepted", "unresolved_ops"]
+__all__ = ["LocustCalls", "ZombieAccepted", "unresolved_ops"]
 
 Judge = Callable[[str, Any], tuple[str, "BaseException | None"]]  # (name, reply) -> name, failure
 Reply = TypeVar("Reply")
@@ -205,28 +205,3 @@ def _judge_many(name: str, replies: list[Any]) -> tuple[str, BaseException | Non
         if reply == b"duplicate":
             return name, AssertionError(f"enqueue of a fresh id answered {reply!r}")
     return name, None
-
-
-class BooksRecorder:
-    """The engine's events into the process's books."""
-
-    FLOW = {("retry", "scheduled"): "retry_scheduled", ("retry", "dead"): "retry_dead"}
-    MOVED = {"reap": "reaped", "promote": "promoted"}
-
-    def __init__(self, books: Books) -> None:
-        self.books = books
-
-    def __call__(self, event: Event) -> None:
-        books, verb, outcome = self.books, event.verb, event.outcome
-        if verb == "claim" or verb == "work":
-            return  # most events: nothing for the books
-        if verb == "enqueue" and outcome == "enqueued":
-            books.ledger.record_enqueue(event.job_id, "enqueued")
-        elif verb == "complete" and outcome in ("accepted", "refused"):
-            books.ledger.record_complete(event.job_id, event.token, outcome == "accepted")
-            if outcome == "accepted":
-                books.completed[event.queue] += 1
-        elif (verb, outcome) in self.FLOW:
-            books.counters[self.FLOW[verb, outcome]] += 1
-        elif verb in self.MOVED and outcome == "ok":
-            books.counters[self.MOVED[verb]] += event.count

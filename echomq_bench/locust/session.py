@@ -31,6 +31,7 @@ import logging
 import os
 import socket
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -40,11 +41,13 @@ from gevent.pool import Group
 
 from echomq import EchoMQError
 from echomq_bench.load.engine import Producer, ProducerPolicy, Pump, PumpPolicy
-from echomq_bench.locust.calls import BooksRecorder, LocustCalls
+from echomq_bench.load.recorders import LedgerRecorder
+from echomq_bench.locust.calls import LocustCalls
 from echomq_bench.locust.client import Books, Claimed, Drained, Gate
 from echomq_bench.measurement.history import History, HistoryCalls
 from echomq_bench.locust.options import Settings
-from echomq_bench.locust.wire import AnyWire, ClusterRouter, ConnectionFactory, QueueWire, is_cluster_url
+from echomq_bench.locust.cluster_wire import ClusterRouter, is_cluster_url
+from echomq_bench.locust.wire import AnyWire, ConnectionFactory, QueueWire
 
 __all__ = ["RunInfo", "Session", "RUN_OPTION"]
 
@@ -106,7 +109,9 @@ class Session:
         self.wires: list[AnyWire] = []
         # Enqueue and complete lead with these keys: how an unanswered call names its queue.
         self.queue_names = {key: q.name for q in self.queues for key in (q.keys.pending, q.keys.active)}
-        self.recorder = BooksRecorder(self.books)
+        # Greenlets of one process: none is switched out inside the recorder, so it takes no lock.
+        self.recorder = LedgerRecorder(self.books.ledger, self.books.counters, self.books.completed,
+                                       lock=nullcontext())
         # `history` None: a temporary file, shipped to the master with the books.
         self.history = History(history, chunk=16384)
         self.node = f"{socket.gethostname()}.{os.getpid()}"

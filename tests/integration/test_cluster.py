@@ -264,7 +264,8 @@ def test_locust_cluster_wire_routes_by_slot_and_follows_moved(cluster: EmbeddedC
     """The scenarios' cluster wire: each queue's verbs reach its master; a
     stale slot map (as after a failover) gets MOVED, re-reads and succeeds."""
     from echomq._instrument import verbs
-    from echomq_bench.locust.wire import ClusterRouter, QueueWire
+    from echomq_bench.locust.cluster_wire import ClusterRouter
+    from echomq_bench.locust.wire import QueueWire
 
     router = ClusterRouter(cluster.url)
     scripts = router.scripts()

@@ -234,7 +234,8 @@ def test_engine_roles_over_locust_calls_name_each_request_and_keep_the_books(cli
     from echomq.errors import StaleTokenError
     from echomq._instrument import QueueKeys
     from echomq_bench.load.engine import Consumer, ConsumerPolicy, Producer, ProducerPolicy, Pump, PumpPolicy, Stop
-    from echomq_bench.locust.calls import BooksRecorder, LocustCalls, unresolved_ops
+    from echomq_bench.locust.calls import LocustCalls, unresolved_ops
+    from echomq_bench.load.recorders import LedgerRecorder
     from echomq_bench.locust.client import Drained, Gate
     from echomq_bench.locust.wire import ConnectionFactory
 
@@ -247,7 +248,7 @@ def test_engine_roles_over_locust_calls_name_each_request_and_keep_the_books(cli
     books, gate = Books(), Gate()
     wire = factory.wire(factory.scripts())
     calls = LocustCalls(environment, wire, books, gate, names)
-    recorder = BooksRecorder(books)
+    recorder = LedgerRecorder(books.ledger, books.counters, books.completed)
     try:
         Producer(calls, [keys], ProducerPolicy(batch=2, total=2), recorder).run()
         consumer = Consumer(calls, [keys], ConsumerPolicy(fail_rate=1.0, max_attempts=2, idle_s=0.0), recorder)
