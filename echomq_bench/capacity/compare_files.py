@@ -21,7 +21,7 @@ def write_compare(out: Path, result: CompareResult, argv: list[str] | None = Non
     with `slo`, its block in summary.json and a row per probe in slo.csv."""
     from echomq_bench.records import meta
     from echomq_bench.records.record import Record
-    from echomq_bench.records.writer import write_record
+    from echomq_bench.records.files import write_record
 
     out.mkdir(parents=True, exist_ok=True)
     info = meta.collect(servers=(), argv=argv, workload=asdict(result.settings), trials=len(result.of(

@@ -55,7 +55,7 @@ def write_capacity(out: Path, results: Sequence[CapacityFigures],
     from echomq_bench.records import meta
     from echomq_bench.capacity.cluster import ClusterCapacityResult
     from echomq_bench.records.record import Record
-    from echomq_bench.records.writer import write_record
+    from echomq_bench.records.files import write_record
 
     out.mkdir(parents=True, exist_ok=True)
     settings = results[0].settings if results else CapacitySettings()
@@ -79,7 +79,7 @@ def write_slo(out: Path, result: SloResult, argv: list[str] | None = None) -> Pa
     from echomq_bench.records import meta
     from echomq_bench.records.kinds.capacity import CapacityRecord
     from echomq_bench.records.record import Record
-    from echomq_bench.records.writer import write_record
+    from echomq_bench.records.files import write_record
 
     info = meta.collect(servers=(), argv=argv, workload=asdict(result.settings), slo=result.slo.to_dict())
     info["servers"] = [{**result.described.get(b, {}), "name": b} for b in result.builds]

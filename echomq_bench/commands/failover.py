@@ -13,7 +13,7 @@ import sys
 
 from echomq_bench.faults.failover import failover_spec, run_failover
 from echomq_bench.faults.failover_result import failover_record
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.files import write_record
 
 __all__ = ["configure", "run"]
 

@@ -124,7 +124,7 @@ def _soak(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.records import meta
     from echomq_bench.records.files import ResultsError, new_run_dir
-    from echomq_bench.records.writer import write_record
+    from echomq_bench.records.files import write_record
     from echomq_bench.report import record_text
 
     if args.soak is not None:
@@ -168,7 +168,7 @@ def _run_soaks(args: argparse.Namespace) -> int:
     from echomq_bench.records import meta
     from echomq_bench.records.files import ResultsError, new_run_dir
     from echomq_bench.records.record import read_record
-    from echomq_bench.records.writer import write_record
+    from echomq_bench.records.files import write_record
     from echomq_bench.report import record_text
 
     if args.quick:

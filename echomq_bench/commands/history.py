@@ -46,7 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _reindex(args: argparse.Namespace) -> int:
     from echomq_bench.records.history import history_path, reindex
-    from echomq_bench.records.paths import RESULTS_DIR
+    from echomq_bench.records.record import RESULTS_DIR
 
     dirs = args.reindex or [RESULTS_DIR]
     done = reindex(dirs, args.db)
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         return _reindex(args)
     from echomq_bench.records.history import HISTORY_ENV, history_path, read_history
-    from echomq_bench.records.paths import RESULTS_DIR
+    from echomq_bench.records.record import RESULTS_DIR
     from echomq_bench.report.history import all_series, select, summary_text
     from echomq_bench.report.history_page import draw_metric, write_page
 

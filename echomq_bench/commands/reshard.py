@@ -41,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from echomq_bench.records import meta
     from echomq_bench.records.files import new_run_dir
-    from echomq_bench.records.writer import write_record
+    from echomq_bench.records.files import write_record
     from echomq_bench.report import record_text
 
     if not 1 <= args.queues <= 1000 or not 1 <= args.claim_rate <= 100_000 or not 0 < args.moving <= 3600:

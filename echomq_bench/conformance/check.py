@@ -46,7 +46,7 @@ def keep(out: Path, servers: Sequence[Any], ok: bool, rows: list[Row], **setting
     from echomq_bench.records import meta
     from echomq_bench.records.kinds.check import CheckRecord
     from echomq_bench.records.record import Record
-    from echomq_bench.records.writer import write_record
+    from echomq_bench.records.files import write_record
 
     info = meta.collect(servers, part="check", **settings)
     return write_record(out, Record(kind="check", summary=CheckRecord(passed=ok).to_record(), meta=info,

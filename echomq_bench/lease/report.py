@@ -16,7 +16,7 @@ from echomq_bench.lease.recommend import Candidate, Recommendation, model_lease_
 from echomq_bench.measurement.workdist import WORK_HISTOGRAM
 from echomq_bench.records.kinds.lease import LeaseCheck, LeaseEntry, LeaseRecord, LeaseServer, RecommendationEntry
 from echomq_bench.records.record import Record
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.files import write_record
 
 __all__ = ["Candidate", "Recommendation", "recommend", "write_run",
            "model_lease_for_budget", "summary_dict", "verification_text", "recommend_for"]

@@ -42,7 +42,7 @@ from echomq._instrument import QueueKeys
 from echomq_bench.errors import BenchError
 from echomq_bench.records.kinds.locust import RunEntry
 from echomq_bench.records.meta import collect
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.files import write_record
 from echomq_bench import servers
 from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage
 from echomq_bench.locust.client import REQUEST_TYPE, Books

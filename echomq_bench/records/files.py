@@ -9,7 +9,9 @@ A run is a folder `results/<run-id>/` holding
                    (build, trial, consumers, lease_ms, ...)
     *.png, *.hgrm  charts and histograms that belong to the run
 
-Runners write them once through `echomq_bench.records.writer.write_record`;
+Runners write them once through `write_record` (run -> frozen record ->
+files -> history row -> report: the history row is made from the record
+just written, so the history never holds a figure the folder does not);
 `load(dir)` gives them back as a `Run` with pandas DataFrames, and
 `read_record(dir)` as the frozen `Record` that was written: both from the
 one parse of the folder, `echomq_bench.records.record.read_folder`.
@@ -22,10 +24,9 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from echomq_bench.records.paths import RESULTS_DIR
-from echomq_bench.records.record import (KINDS, Record, ResultsError, Run, read_folder, read_record, write_json,
-                                         write_tidy)
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.history import record_written
+from echomq_bench.records.record import (KINDS, RESULTS_DIR, Record, ResultsError, Run, read_folder, read_record,
+                                         write_json, write_tidy)
 
 __all__ = ["RESULTS_DIR", "new_run_dir", "write_json", "write_tidy", "Run", "load", "load_many", "ResultsError",
            "Record", "write_record", "read_record", "KINDS"]
@@ -46,6 +47,21 @@ def new_run_dir(kind: str, out: Path | str | None = None) -> Path:
             path = RESULTS_DIR / f"{stamp}-{_SAFE.sub('-', kind)}-{n}"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def write_record(run_dir: Path | str, record: Record) -> Path:
+    """The record's files in `run_dir` (made if missing); tables first and
+    summary.json last, so a folder with a summary is a finished run; then
+    the run's headline figures into the results history."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if record.meta:
+        write_json(run_dir / "meta.json", record.meta)
+    for name, rows in record.tables.items():
+        write_tidy(run_dir / f"{name}.csv", rows)
+    write_json(run_dir / "summary.json", record.summary_json())
+    record_written(run_dir, record)
+    return run_dir
 
 
 def load(path: Path | str) -> Run:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from echomq_bench.records.fingerprint import FIELDS, fingerprint_id
 from echomq_bench.records.headlines import Headline, headlines
-from echomq_bench.records.paths import RESULTS_DIR
+from echomq_bench.records.record import RESULTS_DIR
 from echomq_bench.records.record import Record, ResultsError, read_record
 
 if TYPE_CHECKING:

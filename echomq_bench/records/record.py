@@ -1,7 +1,7 @@
 """The one shape a run leaves behind, and the one reader of it.
 
 A runner builds a frozen `Record` once, when the run is over, and hands it
-to `echomq_bench.records.writer.write_record`; reports and notebooks read it
+to `echomq_bench.records.files.write_record`; reports and notebooks read it
 back with `read_record`, or as a `Run` of pandas tables with
 `echomq_bench.records.files.load`. Both are made from one parse of the
 folder, `read_folder`. Nothing
@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -37,8 +38,8 @@ from echomq_bench.errors import BenchError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SCHEMA", "OLDEST_READ", "KINDS", "CONTAINER", "Record", "Run", "ResultsError", "check_schema",
-           "read_folder", "read_record", "write_json", "write_tidy", "read_json"]
+__all__ = ["RESULTS_DIR", "SCHEMA", "OLDEST_READ", "KINDS", "CONTAINER", "Record", "Run", "ResultsError",
+           "check_schema", "read_folder", "read_record", "write_json", "write_tidy", "read_json"]
 
 # What changed at each number; a reader keeps reading every older one, except
 # where OLDEST_READ names a kind's first readable number.
@@ -62,6 +63,8 @@ OLDEST_READ = {"reapcost": 2}
 KINDS = ("run", "check", "verbs", "compare", "lease", "reapcost", "consumers", "capacity", "faults", "peers", "gate",
          "counts", "failover", "reshard", "locust")
 CONTAINER = "run"
+# Where results go when a command is given no --out.
+RESULTS_DIR = Path(os.environ.get("ECHOMQ_RESULTS_DIR", "results"))
 _HEAD = ("kind", "schema")
 
 # Runners hand in lists; the record keeps each table as a tuple of read-only rows.
@@ -219,7 +222,7 @@ def _rows(frame: pd.DataFrame) -> Rows:
 
 
 def read_record(run_dir: Path | str) -> Record:
-    """The record `writer.write_record` wrote. A folder whose summary.json has no
+    """The record `files.write_record` wrote. A folder whose summary.json has no
     kind is refused with the kinds this version writes, and one written by
     a newer schema than this version knows is refused by number."""
     run_dir = Path(run_dir)

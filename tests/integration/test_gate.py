@@ -22,7 +22,7 @@ import redis
 from echomq_bench.records.history import HISTORY_ENV
 from echomq_bench.records.record import SCHEMA
 from echomq_bench.records import files as results
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.files import write_record
 from echomq_bench.cli import main
 from echomq_bench.commands.gate import gate_record, run_gate
 from echomq_bench.report import record_text

@@ -20,7 +20,7 @@ from echomq_bench.commands import capacity as command
 from echomq_bench.load.ceiling import Ceiling
 from echomq_bench.measurement.latency import Latency
 from echomq_bench.records.record import Record
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.files import write_record
 from echomq_bench.report import record_text
 from echomq_bench.servers import Placement
 

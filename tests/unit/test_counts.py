@@ -245,7 +245,7 @@ def test_a_verdict_names_each_command_the_script_now_calls_more_often() -> None:
 def test_the_count_gate_writes_its_typed_record_and_the_report_reads_it_back(tmp_path: Path) -> None:
     from echomq_bench.counts.gate import CountGateResult, counts_record
     from echomq_bench.records.kinds.counts import CountsRecord
-    from echomq_bench.records.writer import write_record
+    from echomq_bench.records.files import write_record
     from echomq_bench.report import record_text
 
     base = _figure(100_000, ZADD=5_000)

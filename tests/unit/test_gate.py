@@ -189,7 +189,7 @@ def _last_line(found: list[GateVerdictEntry], base: dict[str, Any], folder: Path
     """The line the gate ends on for these verdicts, as its record prints it."""
     from echomq_bench.commands.gate import gate_record
     from echomq_bench.microbench.gate import GateResult
-    from echomq_bench.records.writer import write_record
+    from echomq_bench.records.files import write_record
     from echomq_bench.report import record_text
 
     result = GateResult("redis", "redis 7.0.15", folder / "gate-redis.json", base, _measurement(20), found,
@@ -311,7 +311,7 @@ def _printed(result: Any, folder: Path) -> tuple[dict[str, Any], str]:
     import json
 
     from echomq_bench.commands.gate import gate_record
-    from echomq_bench.records.writer import write_record
+    from echomq_bench.records.files import write_record
     from echomq_bench.report import record_text
 
     write_record(folder, gate_record([result], {"machine": {"cpu_model": "test"}}))

@@ -20,7 +20,7 @@ from echomq_bench.records.fingerprint import fingerprint_id
 from echomq_bench.records.headlines import headlines
 from echomq_bench.records.history import HISTORY_ENV, gate_runs, history_path, read_history, reindex
 from echomq_bench.records.record import KINDS, Record, read_record
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.files import write_record
 from echomq_bench.report.history import all_series, flagged
 from tests.helpers import ROOT
 

@@ -18,7 +18,7 @@ from echomq_bench.measurement.steps import fit_segments, flag_steps
 from echomq_bench.records.fingerprint import fingerprint_id
 from echomq_bench.records.history import read_history
 from echomq_bench.records.record import Record
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.files import write_record
 from echomq_bench.report.history import all_series, flagged, inconclusive
 
 START = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)

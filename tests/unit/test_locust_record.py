@@ -14,7 +14,7 @@ from echomq_bench.records.files import load
 from echomq_bench.records.headlines import headlines
 from echomq_bench.records.kinds.locust import LocustRecord, RunEntry
 from echomq_bench.records.record import read_record
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.files import write_record
 from echomq_bench.report.doc import Image, Table
 from echomq_bench.report.kinds.locust import section
 

@@ -127,7 +127,7 @@ def test_the_printed_record_carries_every_figure_and_ratio_within_100_columns(tm
     from echomq_bench.peers.summary import build_record, ratio_rows, tidy_rows
     from echomq_bench.peers.rounds import PeersSettings
     from echomq_bench.records.record import Record
-    from echomq_bench.records.writer import write_record
+    from echomq_bench.records.files import write_record
     from echomq_bench.report import record_text
 
     # echomq: 45 and 50 µs of server time per job in its two trials, against BullMQ's 103.3 in both.

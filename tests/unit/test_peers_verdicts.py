@@ -51,7 +51,7 @@ def _entry(record: PeersRecord, queue: str) -> QueueEntry:
 
 def test_failed_rounds_count_against_the_queue_and_most_failed_gets_no_verdict(tmp_path: Path) -> None:
     from echomq_bench.records.record import Record
-    from echomq_bench.records.writer import write_record
+    from echomq_bench.records.files import write_record
     from echomq_bench.report import record_text
 
     rounds = 13

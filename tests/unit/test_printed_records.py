@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.files import write_record
 from echomq_bench.report import record_text
 from echomq_bench.report.text import WIDTH
 from tests.helpers import ROOT

@@ -12,7 +12,7 @@ from typing import Any
 from echomq_bench.faults.reshard_result import judged, reshard_record
 from echomq_bench.load.audit import AuditReport
 from echomq_bench.records.kinds.reshard import ReshardRun
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.files import write_record
 from echomq_bench.report import record_text
 from echomq_bench.report.text import WIDTH
 

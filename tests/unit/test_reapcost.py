@@ -64,7 +64,7 @@ def _rows(lines: list[str], caption: str) -> list[list[str]]:
 
 def test_the_printed_record_shows_both_verbs_both_forms_the_fit_and_the_drain(tmp_path: Path) -> None:
     from echomq_bench.records.record import Record
-    from echomq_bench.records.writer import write_record
+    from echomq_bench.records.files import write_record
     from echomq_bench.report import record_text
 
     curves = [_curve("bare", 4), _curve("rows", 5)]

@@ -14,7 +14,7 @@ import pytest
 from echomq_bench.report import Report, build_report
 from echomq_bench.records.files import ResultsError, load, load_many
 from echomq_bench.records.record import SCHEMA, Record, read_record, write_tidy
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.files import write_record
 from tests.helpers import ROOT
 
 SAMPLE = ROOT / "results" / "sample" / "run"

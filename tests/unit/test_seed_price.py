@@ -63,7 +63,7 @@ def test_the_price_round_trips_through_the_build_entry_and_an_older_entry_reads_
 def _printed(tmp_path: Path, price: SeedPrice | None) -> str:
     from echomq_bench.counts.gate import CountGateResult, counts_record
     from echomq_bench.counts.verdict import judge
-    from echomq_bench.records.writer import write_record
+    from echomq_bench.records.files import write_record
     from echomq_bench.report import record_text
 
     figure = {"instructions": 80_000.0, "sd": 160.0, "commands": {"ZADD": {"calls": 1, "instructions": 1_000.0}}}

@@ -25,7 +25,7 @@ from echomq_bench.records.headlines import headlines
 from echomq_bench.records.kinds.compare import CompareRecord
 from echomq_bench.records.kinds.faults import AuditEntry
 from echomq_bench.records.record import SCHEMA, Record, ResultsError, read_record, write_tidy
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.files import write_record
 from echomq_bench.report import record_text
 
 OLD = Path(__file__).parent / "fixtures" / "compare-schema3"

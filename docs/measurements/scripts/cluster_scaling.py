@@ -41,7 +41,7 @@ from echomq_bench.servers import (EmbeddedCluster, format_placements, master_cli
 from echomq_bench.load.bulk import drop_queue
 from echomq_bench.records.files import new_run_dir
 from echomq_bench.records.record import Record
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.files import write_record
 from echomq_bench.measurement.serverstats import sample, usage
 
 WARMUP_S = 0.5

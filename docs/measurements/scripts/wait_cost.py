@@ -38,7 +38,7 @@ from echomq._instrument import QueueKeys, verbs
 from echomq_bench.servers import EmbeddedCluster, ServerSpec, parse_server_spec
 from echomq_bench.records.files import new_run_dir
 from echomq_bench.records.record import Record
-from echomq_bench.records.writer import write_record
+from echomq_bench.records.files import write_record
 from echomq_bench.measurement.serverstats import sample, usage
 
 MODES = ("plain", "wait", "wait-piped", "batch", "batch+wait")
