@@ -17,7 +17,7 @@ from echomq._instrument import QueueKeys
 from echomq_bench.faults.load import Evidence, Fleet, Worker, last_event
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.load.audit import AuditReport, Ledger
-from echomq_bench.load.bulk import member_ids
+from echomq_bench.load import drain
 from echomq_bench.records.kinds.faults import CheckEntry
 from echomq_bench.servers import Server
 
@@ -136,19 +136,13 @@ def hold_lease(ctx: Ctx, fail: bool | None = None, exclude: tuple[int, ...] = ()
 
 
 def members(client: redis.Redis, keys: QueueKeys) -> set[str]:
-    out: set[str] = set()
-    for key in (keys.pending, keys.active, keys.schedule, keys.dead):
-        out.update(member_ids(client, key))
-    return out
+    """Every id the queue holds, its four sets read in one transaction."""
+    return drain.held_ids(client, [keys])
 
 
 def held_attempts(client: redis.Redis, keys: QueueKeys, ids: set[str]) -> dict[str, int]:
     """The attempts of each held job's row."""
-    order = sorted(ids)
-    pipe = client.pipeline(transaction=False)
-    for jid in order:
-        pipe.hget(keys.job(jid), "attempts")
-    return {jid: int(a) for jid, a in zip(order, pipe.execute()) if a is not None}
+    return drain.attempts(client, keys, ids)
 
 
 def errorstat(client: redis.Redis, code: str) -> int:
@@ -157,11 +151,8 @@ def errorstat(client: redis.Redis, code: str) -> int:
 
 
 def active_tokens(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
-    ids = member_ids(client, keys.active)
-    pipe = client.pipeline(transaction=False)
-    for jid in ids:
-        pipe.hget(keys.job(jid), "attempts")
-    return {jid: int(a) for jid, a in zip(ids, pipe.execute()) if a is not None}
+    """The token each active job's lease carries (its row's attempts)."""
+    return drain.attempts(client, keys, drain.places(client, [keys])["active"])
 
 
 def freeze(ctx: Ctx, workers: list[Worker]) -> None:

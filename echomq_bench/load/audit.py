@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 
 from echomq._instrument import Client, QueueKeys
-from echomq_bench.load.bulk import member_ids
+from echomq_bench.load import drain
 
 __all__ = ["Ledger", "AuditReport", "audit"]
 
@@ -123,25 +123,16 @@ class AuditReport:
         return "\n".join(lines)
 
 
-def _members(client: Client, key: str) -> set[str]:
-    return set(member_ids(client, key))
-
-
 def audit(client: Client, queues: Iterable[str], ledger: Ledger) -> AuditReport:
     """Check the ledger against the server's sets of these queues."""
-    places: dict[str, set[str]] = {"pending": set(), "active": set(), "scheduled": set(), "dead": set()}
+    places: dict[str, set[str]] = {place: set() for place in drain.PLACES}
     active_token: dict[str, int] = {}
     for name in queues:
         k = QueueKeys(name)
-        for place, key in (("pending", k.pending), ("active", k.active), ("scheduled", k.schedule), ("dead", k.dead)):
-            places[place] |= _members(client, key)
-        active = sorted(_members(client, k.active))
-        pipe = client.pipeline(transaction=False)
-        for i in active:
-            pipe.hget(k.job(i), "attempts")
-        for i, a in zip(active, pipe.execute()):
-            if a is not None:
-                active_token[i] = int(a)
+        held = drain.places(client, [k])
+        for place, ids in held.items():
+            places[place] |= ids
+        active_token.update(drain.attempts(client, k, held["active"]))
     completed = {i for i, n in ledger.accepted.items() if n > 0}
     seen = Counter(i for s in (completed, *places.values()) for i in s)
     lost = sorted(ledger.enqueued - set(seen))

@@ -2,7 +2,7 @@
 
 Every command that waits for the consumers to finish (the fault scenarios,
 `failover`, `reshard`) and every check that reads the final sets (the
-history check, the Locust coordinator) asks through these two readers.
+call-log check, the Locust coordinator) asks through these two readers.
 
 - `drain` waits until no queue given holds a job that could still move: its
   pending, active and schedule sets are all empty. The dead set does not
@@ -81,6 +81,16 @@ def places(client: Client, queues: Iterable[str | QueueKeys]) -> dict[str, set[s
         for place, members in zip(PLACES, pipe.execute()):
             out[place].update(m.decode() if isinstance(m, bytes) else str(m) for m in members)
     return out
+
+
+def attempts(client: Client, keys: QueueKeys, ids: Iterable[str]) -> dict[str, int]:
+    """The attempts of each job's row (for a held job, the token of its last
+    claim); a job whose row is gone is left out."""
+    order = sorted(ids)
+    pipe = client.pipeline(transaction=False)
+    for jid in order:
+        pipe.hget(keys.job(jid), "attempts")
+    return {jid: int(a) for jid, a in zip(order, pipe.execute()) if a is not None}
 
 
 def held_ids(client: Client, queues: Iterable[str | QueueKeys]) -> set[str]:
