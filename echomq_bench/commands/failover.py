@@ -1,6 +1,6 @@
 """`echomq-bench failover`: kill a cluster master under load and audit where every job went.
 
-The run itself (the cluster, the load, the kill, the audit and the history
+The run itself (the cluster, the load, the kill, the audit and the call-log
 check) is `echomq_bench.faults.failover`, its record
 `echomq_bench.faults.failover_result`; this module holds the command's
 arguments, writes the record and prints it as the report renders it.
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     for spec in specs:
         result = run_failover(spec, queues=args.queues, rate=args.rate, before_s=args.before,
                               after_s=args.after, log=lambda text: print(text, file=sys.stderr, flush=True),
-                              history_dir=out / "history" / spec.name)
+                              call_log_dir=out / "history" / spec.name)  # the folder name older runs have
         results.append(result)
     info = meta.collect([], queues=args.queues, rate=args.rate, before_s=args.before, after_s=args.after,
                         specs=[str(s) for s in specs])

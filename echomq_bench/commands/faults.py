@@ -23,20 +23,20 @@ every id minted against the server's sets (echomq_bench.load.audit):
                        half-open connections; every lost reply classified landed or not
 
 Apart from the audit, every worker records each call's invocation and
-outcome to a history, and a checker that shares nothing with the audit
+outcome to a call log, and a checker that shares nothing with the audit
 classifies every job from it (lost, recovered, unexpected, duplicated) and
-checks the fencing tokens (echomq_bench.measurement.historycheck), per fault
+checks the fencing tokens (echomq_bench.measurement.calllog_check), per fault
 kind.
 
-A scenario passes when its own checks, the audit and the history check
+A scenario passes when its own checks, the audit and the call-log check
 hold; for restart-nopersist, detecting the loss exactly is the pass.
 
 --soak DURATION runs the soak instead: one long load per build, struck by a
 seeded random schedule of process and network faults with recovery gaps
-between them, audited and its history checked at the end
+between them, audited and its call log checked at the end
 (echomq_bench.faults.soak). Given several --server, it soaks each build in
 turn with the same seed. It passes when nothing is lost, nothing is
-accepted twice, every call whose reply was lost is resolved and the history
+accepted twice, every call whose reply was lost is resolved and the call-log
 check holds.
 """
 
@@ -46,7 +46,7 @@ import argparse
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from echomq_bench.faults.historyrun import history_rows
+from echomq_bench.faults.calllog_run import call_log_rows
 from echomq_bench.faults.load import LoadSettings
 from echomq_bench.faults.runner import run_scenario
 from echomq_bench.faults.scenarios import FULL, QUICK, SCENARIOS
@@ -251,7 +251,7 @@ def _tidy(outcomes: list[ScenarioEntry]) -> list[dict[str, Any]]:
                                     ("unanswered", o.unanswered, "calls"),
                                     ("recovery", o.recovery_s, "s"), ("server_main_cpu", o.server_cpu, "share"),
                                     ("client_cpu", o.client_cpu, "cores"), ("passed", int(bool(o.passed)), "bool"),
-                                    *history_rows(o.history)):
+                                    *call_log_rows(o.history)):
             rows.append({"server": o.server, "build": o.build, "scenario": o.scenario,
                          "metric": metric, "value": value, "unit": unit})
     return rows

@@ -1,7 +1,7 @@
 """`echomq-bench reshard`: move a queue's cluster slot between two masters
 under load, key by key, and audit where every job went.
 
-The run itself (the cluster, the load, the moves, the audit and the history
+The run itself (the cluster, the load, the moves, the audit and the call-log
 check) is `echomq_bench.faults.reshard`, its verdict and record
 `echomq_bench.faults.reshard_result`; this module holds the command's
 arguments, writes the record and prints it as the report renders it.
@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     out = new_run_dir("reshard", args.out)
     results = [run_reshard(spec, queues=args.queues, claim_rate=args.claim_rate, moving_s=args.moving,
                            log=lambda text: print(text, file=sys.stderr, flush=True),
-                           history_dir=out / "history" / spec.name) for spec in specs]
+                           call_log_dir=out / "history" / spec.name)  # the folder name older runs have
+               for spec in specs]
     info = meta.collect([], queues=args.queues, claim_rate=args.claim_rate, moving_s=args.moving,
                         specs=[str(s) for s in specs])
     write_record(out, reshard_record(results, info))

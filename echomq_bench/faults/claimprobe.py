@@ -6,7 +6,7 @@ that reads the map again after a failure. The probe's Queue has a cluster
 client of its own and, once made, makes no other call through it: after the
 kill it serves again only because those calls read the map again themselves
 (`echomq.outcome.refresh_slots`). Its queue is its own, on the master that is
-killed, filled before the load starts, so the audit and the history check
+killed, filled before the load starts, so the audit and the call-log check
 never see its jobs.
 """
 

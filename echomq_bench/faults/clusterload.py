@@ -1,7 +1,7 @@
 """The failover's load: one producer, the consumers and a reaper on cluster
 clients (echomq_bench.load.engine), each in a thread of its own, each
-recording its calls in a history file of its own
-(echomq_bench.measurement.history). Their events go to the run's one
+recording its calls in a call-log file of its own
+(echomq_bench.measurement.calllog). Their events go to the run's one
 ledger recorder (echomq_bench.load.recorders) and, beside it, to a
 `LoadWatch`: the calls made, and when enqueues resumed after a kill.
 """
@@ -21,7 +21,7 @@ from echomq_bench.load.engine import (
     ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop, now, start_thread,
 )
 from echomq_bench.load.recorders import LedgerRecorder
-from echomq_bench.measurement.history import FaultNow, History, HistoryCalls
+from echomq_bench.measurement.calllog import CallLog, FaultNow, LoggedCalls
 from echomq_bench.servers import EmbeddedCluster
 
 __all__ = ["LoadWatch", "LoadPolicies", "ClusterLoad", "cluster_client", "LEASE_MS", "PAUSE_AFTER_ERROR_S"]
@@ -77,11 +77,11 @@ class LoadPolicies:
 
 class ClusterLoad:
     """One producer, the consumers and a reaper, each on its own cluster
-    client, each recording its calls in its own history file; `recorder`
+    client, each recording its calls in its own call-log file; `recorder`
     keeps the audit's books, `watch` the calls made and the resumption."""
 
     def __init__(self, cluster: EmbeddedCluster, names: list[str], rate: float, consumers: int,
-                 history_dir: Path, policies: LoadPolicies | None = None) -> None:
+                 call_log_dir: Path, policies: LoadPolicies | None = None) -> None:
         keys = [QueueKeys(n) for n in names]
         self.recorder, self.watch = LedgerRecorder(), LoadWatch()
 
@@ -91,12 +91,12 @@ class ClusterLoad:
 
         self.producer_stop, self.consumers_stop = Stop(), Stop()
         self.fault = FaultNow()
-        self.histories: list[History] = []
+        self.call_logs: list[CallLog] = []
 
-        def calls(process: str) -> HistoryCalls:
-            history = History(history_dir / f"{process}.jsonl")
-            self.histories.append(history)
-            return HistoryCalls(RedisCalls(cluster_client(cluster)), history, process, fault=self.fault)
+        def calls(process: str) -> LoggedCalls:
+            call_log = CallLog(call_log_dir / f"{process}.jsonl")
+            self.call_logs.append(call_log)
+            return LoggedCalls(RedisCalls(cluster_client(cluster)), call_log, process, fault=self.fault)
 
         chosen = policies or LoadPolicies.steady(rate)
         self.producer = Producer(calls("producer"), keys, chosen.producer, hear)
@@ -118,8 +118,8 @@ class ClusterLoad:
         self.consumers_stop.set()
         for t in self.threads:
             t.join()
-        for history in self.histories:
-            history.close()
+        for call_log in self.call_logs:
+            call_log.close()
 
 
 def cluster_client(cluster: EmbeddedCluster) -> redis.RedisCluster:

@@ -21,8 +21,8 @@ honestly instead of hiding it:
   delete never reached the replica: the job runs again).
 
 Apart from the audit, every role records each call's invocation and outcome
-to a history, stamped with the fault from the kill until the cluster is ok
-again, and the history check (echomq_bench.measurement.historycheck)
+to a call log, stamped with the fault from the kill until the cluster is ok
+again, and the call-log check (echomq_bench.measurement.calllog_check)
 classifies every job from it and checks the fencing tokens. A claim the old
 master acknowledged and never replicated hands its token out again: the
 fencing check says so.
@@ -57,8 +57,8 @@ from echomq_bench.load.audit import audit
 from echomq_bench.load.drain import drain, held_ids, places
 from echomq_bench.load.engine import now
 from echomq_bench.records.kinds.failover import FailoverRun
-from echomq_bench.measurement.history import History
-from echomq_bench.measurement.historycheck import check_files
+from echomq_bench.measurement.calllog import CallLog
+from echomq_bench.measurement.calllog_check import check_files
 from echomq_bench.progress import ProgressFn, silent
 from echomq_bench.servers import EmbeddedCluster, format_placements, spread_queues
 from echomq_bench.servers import BUILTIN_BINARIES, ServerError, ServerSpec, ServerSpecError
@@ -68,7 +68,7 @@ __all__ = ["failover_spec", "run_failover"]
 DEFAULT_NODE_TIMEOUT_MS = 1000
 CONSUMERS = 2
 DRAIN_S = 10.0  # at most, for the consumers to empty the queues after the load
-FAULT = "failover"   # the fault kind the history names, from the kill until every node is ok
+FAULT = "failover"   # the fault kind the call log names, from the kill until every node is ok
 
 
 def failover_spec(spec: ServerSpec, node_timeout_ms: int = DEFAULT_NODE_TIMEOUT_MS) -> ServerSpec:
@@ -115,25 +115,25 @@ def run_failover(
     before_s: float = 2.0,
     after_s: float = 2.0,
     log: ProgressFn | None = None,
-    history_dir: Path | None = None,
+    call_log_dir: Path | None = None,
 ) -> FailoverRun:
     """Start the cluster, load it, kill the master of queue 0, audit and
-    check the history (kept in `history_dir`, else in a temporary folder).
+    check the call log (kept in `call_log_dir`, else in a temporary folder).
     The cluster is stopped on the way out."""
     log = log or silent
     spec = failover_spec(spec)
     cluster = EmbeddedCluster(spec)
     try:
         with ExitStack() as stack:
-            if history_dir is None:
-                history_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="failover-history-")))
-            return _run(cluster, queues, rate, (before_s, after_s), log, history_dir, stack)
+            if call_log_dir is None:
+                call_log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="failover-call-log-")))
+            return _run(cluster, queues, rate, (before_s, after_s), log, call_log_dir, stack)
     finally:
         cluster.stop()
 
 
 def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float, float], log: ProgressFn,
-         history_dir: Path, stack: ExitStack) -> FailoverRun:
+         call_log_dir: Path, stack: ExitStack) -> FailoverRun:
     masters = cluster.masters()
     placements = spread_queues(cluster, queues, prefix="fo")
     log(format_placements(placements))
@@ -141,8 +141,8 @@ def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float
     victim = next(m for m in masters if m.name == placements[0].node)
     probe_queue = next(p.queue for p in spread_queues(cluster, len(masters), prefix="co") if p.node == victim.name)
     probe = stack.enter_context(ClaimProbe(cluster, probe_queue, probe_jobs(sum(load_s))))
-    load = ClusterLoad(cluster, names, rate, CONSUMERS, history_dir)
-    nemesis = History(history_dir / "nemesis.jsonl")
+    load = ClusterLoad(cluster, names, rate, CONSUMERS, call_log_dir)
+    nemesis = CallLog(call_log_dir / "nemesis.jsonl")
     t_load = now()
     load.start()
     time.sleep(load_s[0])
@@ -169,13 +169,13 @@ def _run(cluster: EmbeddedCluster, queues: int, rate: float, load_s: tuple[float
     load.stop()
     result = _result(cluster, names, (victim.name, new_master), times, load)
     answered = probe.answered_at - t_kill if probe.answered_at is not None else None
-    return replace(result, history=_history(cluster, names, history_dir), kill_to_claim_only_s=answered,
+    return replace(result, history=_call_log_check(cluster, names, call_log_dir), kill_to_claim_only_s=answered,
                    claim_only_failed=probe.failed_claims)
 
 
-def _history(cluster: EmbeddedCluster, names: list[str], history_dir: Path) -> dict[str, Any]:
-    """The history check against what each of the queues' sets holds now."""
-    return check_files(history_dir.glob("*.jsonl"), places(cluster_client(cluster), names)).to_dict()
+def _call_log_check(cluster: EmbeddedCluster, names: list[str], call_log_dir: Path) -> dict[str, Any]:
+    """The call-log check against what each of the queues' sets holds now."""
+    return check_files(call_log_dir.glob("*.jsonl"), places(cluster_client(cluster), names)).to_dict()
 
 
 @dataclass(frozen=True)

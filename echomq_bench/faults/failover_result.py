@@ -1,7 +1,7 @@
 """A failover run as it is written: `failover_record` the run's record,
 its runs (`echomq_bench.records.kinds.failover.FailoverRun`, which the run
 builds) in summary.json and one tidy row per cluster and figure; and the
-audit's and the history check's figures, which a reshard run's rows share."""
+audit's and the call-log check's figures, which a reshard run's rows share."""
 
 from __future__ import annotations
 
@@ -11,20 +11,22 @@ from echomq_bench.records.kinds.failover import FailoverRecord, FailoverRun
 from echomq_bench.records.kinds.faults import AuditEntry
 from echomq_bench.records.record import Record
 
-__all__ = ["failover_record", "audit_figures", "HISTORY_FIGURES"]
+__all__ = ["failover_record", "audit_figures", "CALL_LOG_FIGURES"]
 
-HISTORY_FIGURES = ("lost", "recovered", "unexpected", "duplicated", "token_fell", "stale_accepted", "lease_overlap")
+CALL_LOG_FIGURES = ("lost", "recovered", "unexpected", "duplicated", "token_fell", "stale_accepted", "lease_overlap")
 
 Figure = tuple[str, Any, str]   # metric, value, unit
 
 
-def audit_figures(audit: Mapping[str, Any], history: Mapping[str, Any]) -> Iterable[Figure]:
-    """A cluster run's audit (load.audit.AuditReport.to_dict()) and history check as tidy figures."""
+def audit_figures(audit: Mapping[str, Any], call_log_check: Mapping[str, Any]) -> Iterable[Figure]:
+    """A cluster run's audit (load.audit.AuditReport.to_dict()) and call-log check as tidy figures; the
+    latter's keep their `history_` names, which the tidy rows of older runs carry."""
     a = AuditEntry.from_record(audit)
     yield from (("enqueued", a.enqueued, "jobs"), ("lost", a.lost, "jobs"),
                 ("in_two_places", a.in_two_places, "jobs"), ("audit_passed", int(bool(a.passed)), "bool"))
-    yield from ((f"history_{k}", (history.get("counts") or {}).get(k), "jobs") for k in HISTORY_FIGURES)
-    yield "history_passed", int(bool(history.get("passed"))) if history else None, "bool"
+    counts = call_log_check.get("counts") or {}
+    yield from ((f"history_{k}", counts.get(k), "jobs") for k in CALL_LOG_FIGURES)
+    yield "history_passed", int(bool(call_log_check.get("passed"))) if call_log_check else None, "bool"
 
 
 def failover_record(runs: list[FailoverRun], info: dict[str, Any]) -> Record:

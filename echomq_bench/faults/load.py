@@ -1,7 +1,7 @@
 """The load under fire: the load engine's producer, consumer and pump, one
 process each, whose every event is written to an event log that survives
-SIGKILL, and whose every call is recorded in a history that does too
-(echomq_bench.measurement.history, durable: written before each call goes
+SIGKILL, and whose every call is recorded in a call log that does too
+(echomq_bench.measurement.calllog, durable: written before each call goes
 out and once its reply is in).
 
 A worker cannot hand its Ledger over when it is killed, so each one appends
@@ -17,9 +17,9 @@ by default): a complete that timed out may have landed, and resending it
 would turn its success into EMQSTALE. An unanswered call is logged as such
 and `Evidence.ledger` resolves it against what the server holds.
 
-The parent writes the nemesis's own history: each fault's window (`strike`)
+The parent writes the nemesis's own call log: each fault's window (`strike`)
 and the jobs it hit (`struck`); a shared `FaultFlag` names the fault striking
-now, so each worker stamps its history lines with it.
+now, so each worker stamps its call-log lines with it.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from echomq_bench.load.harness import Child, Harness
 from echomq_bench.load.engine import (
     ConsumerPolicy, Consumer, Event, Producer, ProducerPolicy, Pump, PumpPolicy, Stop,
 )
-from echomq_bench.measurement.history import History, HistoryCalls
+from echomq_bench.measurement.calllog import CallLog, LoggedCalls
 from echomq_bench.measurement.workdist import parse_dist
 
 __all__ = ["Reachable", "LoadSettings", "FaultLog", "FaultFlag", "Worker", "Fleet", "Answer", "Evidence", "read_logs",
@@ -195,7 +195,7 @@ class _Spawn:
     label: str
     queue: str
     log: Path
-    history: Path
+    call_log: Path
     seed: int
 
 
@@ -203,15 +203,15 @@ def _main(spawn: _Spawn, server: Reachable, settings: LoadSettings, stop: Any, p
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     log = _Log(spawn.log)
-    history = History(spawn.history, durable=True)
+    call_log = CallLog(spawn.call_log, durable=True)
     until = Stop(stop, alive=lambda: os.getppid() == parent)
     try:
         calls = _connect(server, settings, until, log)
         if calls is not None:
-            recorded = HistoryCalls(calls, history, spawn.label, fault=flag)
+            recorded = LoggedCalls(calls, call_log, spawn.label, fault=flag)
             _role(spawn.role, recorded, settings, spawn.queue, log, spawn.seed).run(until)
     finally:
-        history.close()
+        call_log.close()
 
 
 @dataclass
@@ -250,13 +250,13 @@ class Fleet:
         self.workers: list[Worker] = []
         self.rng = random.Random(seed)
         self.flag = FaultFlag(self.ctx, kinds)
-        self.history_dir = log_dir / "history"
-        self.nemesis = History(self.history_dir / "nemesis.jsonl")
+        self.call_log_dir = log_dir / "history"  # the folder name older results folders have
+        self.nemesis = CallLog(self.call_log_dir / "nemesis.jsonl")
 
     def start(self, role: str) -> Worker:
         index = sum(w.role == role for w in self.workers)
         path = self.log_dir / f"{role}-{index}.log"
-        spawn = _Spawn(role, f"{role}-{index}", self.queue_name, path, self.history_dir / f"{role}-{index}.jsonl",
+        spawn = _Spawn(role, f"{role}-{index}", self.queue_name, path, self.call_log_dir / f"{role}-{index}.jsonl",
                        self.rng.randrange(2**32))
         stop = self.producers_stop if role == "producer" else self.stop_event
         child = self.harness.fork(f"echomq-{role}-{index}", _main, spawn, self.server, self.settings, stop,
@@ -281,9 +281,9 @@ class Fleet:
         for job, token, t in jobs:
             self.nemesis.note("strike", kind, job, token, t)
 
-    def history_paths(self) -> list[Path]:
-        """The history's files: every worker's and the nemesis's (final once the fleet has stopped)."""
-        return sorted(self.history_dir.glob("*.jsonl"))
+    def call_log_paths(self) -> list[Path]:
+        """The call log's files: every worker's and the nemesis's (final once the fleet has stopped)."""
+        return sorted(self.call_log_dir.glob("*.jsonl"))
 
     def start_all(self) -> None:
         for _ in range(self.settings.producers):

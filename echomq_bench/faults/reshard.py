@@ -13,7 +13,7 @@ cannot do whole there.
 
 After a drain the client ledger is checked against the server's sets
 (`echomq_bench.load.audit`), every job row is looked for in a set and every
-set member for its row, and the history check classifies every job from
+set member for its row, and the call-log check classifies every job from
 the calls each role recorded, stamped with the fault while the slot moves.
 
 The command around it (arguments, the record, what it prints) is
@@ -39,7 +39,7 @@ from echomq_bench.load.audit import audit
 from echomq_bench.load.drain import drain, places
 from echomq_bench.load.engine import now
 from echomq_bench.load.policy import ConsumerPolicy, ProducerPolicy, PumpPolicy
-from echomq_bench.measurement.historycheck import check_files
+from echomq_bench.measurement.calllog_check import check_files
 from echomq_bench.progress import ProgressFn, silent
 from echomq_bench.records.kinds.reshard import ReshardRun
 from echomq_bench.servers import BUILTIN_BINARIES, EmbeddedCluster, ServerSpec, ServerSpecError
@@ -52,7 +52,7 @@ CONSUMERS = 2
 BACKLOG = 200  # pending jobs the producer keeps per queue: the rows a move splits from their sets
 LEASE_MS = 500
 MAX_ATTEMPTS = 3
-FAULT = "reshard"  # the fault kind the history names, while the slot moves
+FAULT = "reshard"  # the fault kind the call log names, while the slot moves
 KEYS_PER_MIGRATE = 1  # one, so that the queue spends most of the move split across two nodes
 LISTED_KEYS = 1000  # keys listed, then shuffled, at a time
 PAUSE_S = 0.005  # between MIGRATE calls: the load runs in the gaps
@@ -72,28 +72,28 @@ def reshard_spec(spec: ServerSpec) -> ServerSpec:
 
 
 def run_reshard(spec: ServerSpec, *, queues: int = 3, claim_rate: float = 300.0, moving_s: float = 3.0,
-                log: ProgressFn | None = None, history_dir: Path | None = None) -> ReshardRun:
+                log: ProgressFn | None = None, call_log_dir: Path | None = None) -> ReshardRun:
     """Start the cluster, load it, move queue 0's slot back and forth for
-    `moving_s`, drain, audit and check the history (kept in `history_dir`,
+    `moving_s`, drain, audit and check the call log (kept in `call_log_dir`,
     else in a temporary folder). The cluster is stopped on the way out."""
     log = log or silent
     cluster = EmbeddedCluster(reshard_spec(spec))
     try:
         with ExitStack() as stack:
-            if history_dir is None:
-                history_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="reshard-history-")))
-            history_dir.mkdir(parents=True, exist_ok=True)
-            return _run(cluster, queues, claim_rate, moving_s, log, history_dir)
+            if call_log_dir is None:
+                call_log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="reshard-call-log-")))
+            call_log_dir.mkdir(parents=True, exist_ok=True)
+            return _run(cluster, queues, claim_rate, moving_s, log, call_log_dir)
     finally:
         cluster.stop()
 
 
 def _run(cluster: EmbeddedCluster, queues: int, claim_rate: float, moving_s: float, log: ProgressFn,
-         history_dir: Path) -> ReshardRun:
+         call_log_dir: Path) -> ReshardRun:
     placements = spread_queues(cluster, queues, prefix="rs")
     log(format_placements(placements))
     names = [p.queue for p in placements]
-    load = ClusterLoad(cluster, names, claim_rate, CONSUMERS, history_dir, _policies(claim_rate))
+    load = ClusterLoad(cluster, names, claim_rate, CONSUMERS, call_log_dir, _policies(claim_rate))
     t_load = now()
     slot = queue_slot(names[0])
     load.start()
@@ -118,7 +118,7 @@ def _run(cluster: EmbeddedCluster, queues: int, claim_rate: float, moving_s: flo
         errors=dict(load.recorder.errors), ops=load.watch.ops, in_no_set=in_no_set, without_row=without_row,
         doubt_enqueue=doubts.enqueue, doubt_enqueue_found=doubts.enqueue_found, doubt_complete=doubts.complete,
         doubt_complete_gone=doubts.complete_gone, audit=audit(client, names, load.recorder.ledger).to_dict(),
-        history=check_files(history_dir.glob("*.jsonl"), final).to_dict()))
+        history=check_files(call_log_dir.glob("*.jsonl"), final).to_dict()))
 
 
 def _policies(claim_rate: float) -> LoadPolicies:

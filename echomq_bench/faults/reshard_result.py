@@ -18,7 +18,7 @@ __all__ = ["judged", "reshard_record"]
 
 def judged(run: ReshardRun) -> ReshardRun:
     """The run with its verdict: the audit passed, no job row stranded or set member without a row,
-    no move refused, and the history check passed."""
+    no move refused, and the call-log check passed."""
     return replace(run, passed=(bool(AuditEntry.from_record(run.audit).passed) and run.in_no_set == 0
                                 and run.without_row == 0 and run.move_refused is None
                                 and bool(run.history.get("passed", True))))

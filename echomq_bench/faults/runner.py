@@ -1,5 +1,5 @@
 """Running one fault scenario: its own server, the load forked around it, the fault
-injected, the queue drained, every job audited and the history checked;
+injected, the queue drained, every job audited and the call log checked;
 what it found is the record's `ScenarioEntry` (`echomq_bench.records.kinds.faults`).
 
 The scenarios themselves are `echomq_bench.faults.scenarios`; the load is
@@ -23,7 +23,7 @@ from echomq._instrument import QueueKeys
 from echomq_bench.errors import BenchError
 from echomq_bench.faults.ambiguous import Ambiguity, classify
 from echomq_bench.faults.base import Ctx, Injection, Plan, Scenario, active_tokens, held_attempts
-from echomq_bench.faults.historyrun import history_check, mark_struck
+from echomq_bench.faults.calllog_run import call_log_check, mark_struck
 from echomq_bench.faults.netscenarios import Through
 from echomq_bench.faults.proxy import FaultProxy
 from echomq_bench.faults.load import Evidence, Fleet, LoadSettings, read_logs
@@ -124,8 +124,8 @@ def _judge(scenario: Scenario, ctx: Ctx, injection: Injection, ev: Evidence) -> 
     own, recovery = scenario.check(ctx, injection, ev, held.ledger, held.report)
     # Elsewhere the classification is reported, not judged (see docs/guide/faults.md).
     ambiguous = [CheckEntry(held.ambiguity.ok, held.ambiguity.text())] if scenario.proxied else []
-    history, judged = history_check(ctx.fleet, ctx.admin, ctx.keys, scenario.expects_loss)
-    checks = own + ambiguous + held.checks + [history]
+    checked, judged = call_log_check(ctx.fleet, ctx.admin, ctx.keys, scenario.expects_loss)
+    checks = own + ambiguous + held.checks + [checked]
     report = held.report
     return dict(faults=injection.count, recovery_s=recovery, checks=tuple(checks), fault=injection.text,
                 jobs=report.enqueued, completed=report.completed, lost=report.lost,

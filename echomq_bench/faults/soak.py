@@ -1,6 +1,6 @@
 """The soak: one build under the steady fault load for a long while, struck
 by a seeded nemesis schedule (echomq_bench.faults.nemesis) that mixes
-process and network faults, then drained, audited and its history checked
+process and network faults, then drained, audited and its call log checked
 like every scenario.
 
 The load runs through a fault proxy the whole time, so a network fault can
@@ -34,7 +34,7 @@ from echomq_bench.errors import BenchError, SettingsError
 from echomq_bench.progress import ProgressFn
 from echomq_bench.faults.base import QUICK, Ctx, Injection, members
 from echomq_bench.faults.evidence import Evidence
-from echomq_bench.faults.historyrun import history_check, mark_struck
+from echomq_bench.faults.calllog_run import call_log_check, mark_struck
 from echomq_bench.faults.load import Fleet, LoadSettings, read_logs
 from echomq_bench.faults.nemesis import HOLD_S, KINDS, Fault, counts, schedule
 from echomq_bench.faults.netscenarios import BANDWIDTH, Through, net_latency, net_partition, net_reset, proxy_of
@@ -177,9 +177,9 @@ def _judge(ctx: Ctx, ev: Evidence, struck: list[Strike], times: tuple[float, flo
                           text, inj is not None and inj.count > 0, recovery_s(answered, start, end, limit))
               for (f, start, end, inj, text), limit in zip(struck, limits)]
     done = sum(f.injected for f in faults)
-    history, judged = history_check(ctx.fleet, ctx.admin, ctx.keys)
+    checked, judged = call_log_check(ctx.fleet, ctx.admin, ctx.keys)
     checks = [CheckEntry(done == len(struck), f"{done}/{len(struck)} scheduled faults injected"),
-              CheckEntry(held.ambiguity.ok, held.ambiguity.text()), *held.checks, history]
+              CheckEntry(held.ambiguity.ok, held.ambiguity.text()), *held.checks, checked]
     report = held.report
     return dict(faults=tuple(faults), timeline=tuple(per_second(answered, t0, t_end)), jobs=report.enqueued,
                 completed=report.completed, lost=report.lost, double_accepted=report.double_accepted,

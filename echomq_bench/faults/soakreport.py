@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from echomq_bench.faults.historyrun import history_rows
+from echomq_bench.faults.calllog_run import call_log_rows
 from echomq_bench.records.kinds.faults import FaultsRecord, SoakEntry
 from echomq_bench.records.record import Record
 
@@ -33,7 +33,7 @@ def soak_tables(results: Sequence[SoakEntry]) -> dict[str, list[dict[str, Any]]]
         who = {"server": r.server, "build": r.build}
         totals = [(m, getattr(r, m), unit) for m, unit in _TOTALS]
         totals += [("faults", sum(r.injected.values()), "faults"), ("passed", int(r.passed), "bool"),
-                   *history_rows(r.history)]
+                   *call_log_rows(r.history)]
         tables["faults"] += [{**who, "scenario": "soak", "metric": m, "value": v, "unit": u} for m, v, u in totals]
         tables["soak_faults"] += [{**who, "seed": r.seed, **f.to_record()} for f in r.faults]
         tables["soak_kinds"] += [{**who, **k.to_record()} for k in r.kinds]

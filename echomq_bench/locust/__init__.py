@@ -19,9 +19,9 @@ consumer user's task is one Consumer step, the producers and the pump are
 Producer and Pump roles in background greenlets.
 
 Modules: installed (the one scenario a process runs), options (command line -> Settings), wire (script calls on a held
-connection), calls (a user's one client over a wire: the engine's calls
+connection; cluster_wire the same routed by slot), calls (a user's one client over a wire: the engine's calls
 protocol, a zombie's complete and the crash notes, each call a Locust
-request; the books recorder), client (the books, the drain gate, the
+request), books (the books, the drain gate, the
 request names), session (one run in one process: producers, pump,
 zombies), report (settle, audit, steps, the run's record), control (Locust's
 events), users (the abstract users, their policy, and the shape).
@@ -42,7 +42,7 @@ __all__ = ["install", "controller", "Consumer", "ConsumerSteps", "EchoMQUser", "
 
 # Importing locust monkey-patches the whole process for gevent, so nothing
 # here imports it until a locustfile asks for a user or installs itself:
-# tests and tools may use echomq_bench.locust.report or .client without it.
+# tests and tools may use echomq_bench.locust.report or .books without it.
 _LAZY = {"Consumer": "users", "ConsumerSteps": "users", "EchoMQUser": "users", "Controller": "control"}
 
 

@@ -36,7 +36,7 @@ from gevent import GreenletExit
 from echomq import ServerUnavailableError, StaleTokenError
 from echomq._instrument import ScriptCall
 from echomq_bench.load.calls import is_error
-from echomq_bench.locust.client import (CRASH_RECORD_TTL_MS, CRASH_TO_CLAIM, DEADLINE_TO_CLAIM, RECOVERY_TYPE,
+from echomq_bench.locust.books import (CRASH_RECORD_TTL_MS, CRASH_TO_CLAIM, DEADLINE_TO_CLAIM, RECOVERY_TYPE,
                                         REQUEST_TYPE, Books, Claimed, Gate)
 from echomq_bench.locust.wire import AnyWire, Command, QueueWire
 

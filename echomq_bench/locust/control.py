@@ -11,10 +11,10 @@
                     ones on the wire finish; a master asks each worker to
                     drain and send its books (runner.send_message) and
                     waits for them
-    test_stop       the coordinator settles, audits, checks the history of
+    test_stop       the coordinator settles, audits, checks the call log of
                     every process, prints and writes the run's record into
-                    the folder test_start picked (the histories are in it);
-                    a failed audit or history check sets process_exit_code = 1
+                    the folder test_start picked (the call logs are in it);
+                    a failed audit or call-log check sets process_exit_code = 1
     quitting        the same when a run is cut short (Ctrl-C, SIGTERM)
     quit            an embedded server stops
 
@@ -45,8 +45,8 @@ from echomq_bench.records.meta import collect
 from echomq_bench.records.files import write_record
 from echomq_bench import servers
 from echomq_bench.measurement.serverstats import process_cpu_s, sample, usage
-from echomq_bench.locust.client import REQUEST_TYPE, Books
-from echomq_bench.locust.histories import check_run, final_places, held_ids, history_path, shipped
+from echomq_bench.locust.books import REQUEST_TYPE, Books
+from echomq_bench.locust.calllogs import call_log_path, check_run, final_places, held_ids, shipped
 from echomq_bench.locust.options import DEFAULTS, Settings, SettingsError, add_options
 from echomq_bench.locust.report import (Outcome, StepSample, load_shape, machine_busy_s, node_table, record_dir,
                                         request_rows, settle, step_table, timeline_rows)
@@ -81,7 +81,7 @@ class Controller:
         self.session: Session | None = None
         self.finished = True
         self.collected: dict[str, dict[str, Any]] = {}
-        self.histories: dict[str, dict[str, Any]] = {}   # worker -> its shipped history
+        self.call_logs: dict[str, dict[str, Any]] = {}   # worker -> its shipped call log
         self.initial: set[str] = set()                    # ids the queues held before the run
         self.expected: set[str] = set()
         self.books_in = Event()
@@ -204,14 +204,14 @@ class Controller:
             if self.session is not None:
                 self.session.close()
             self.run_dir = record_dir(options)
-            self.session = Session(environment, settings, run, history_path(self.run_dir, run.run_id, self.role))
+            self.session = Session(environment, settings, run, call_log_path(self.run_dir, run.run_id, self.role))
         except (BenchError, EchoMQError, OSError) as exc:
             log.error("echomq: cannot start the run: %s", exc)
             gevent.spawn(environment.runner.quit if getattr(options, "headless", False) else environment.runner.stop)
             return
         setattr(options, RUN_OPTION, run.to_option())
         self.finished = False
-        self.collected, self.histories, self.expected, self.samples = {}, {}, set(), []
+        self.collected, self.call_logs, self.expected, self.samples = {}, {}, set(), []
         self.sampler = None
         if self.role == "local":
             self.session.start_producers()
@@ -256,7 +256,7 @@ class Controller:
         self.initial = held_ids(self.admin, run.queues) if held else set()
         if held:
             log.warning("echomq: queue(s) %s already hold %d jobs; the audit counts them as unknown ids, the "
-                        "history check leaves them out",
+                        "call-log check leaves them out",
                         ",".join(run.queues), held)
 
     # -- the shape's samples -------------------------------------------------
@@ -318,16 +318,16 @@ class Controller:
         session = self.session
         if session is not None and session.run.run_id == run_id:
             session.drain(DRAIN_TIMEOUT_S)
-            books, history = session.books.to_message(), shipped(session.history)
+            books, call_log = session.books.to_message(), shipped(session.call_log)
         else:
-            books, history = Books().to_message(), {}  # joined after the run started: nothing to account for
-        environment.runner.send_message(BOOKS_MESSAGE, {"run_id": run_id, "books": books, **history})
+            books, call_log = Books().to_message(), {}  # joined after the run started: nothing to account for
+        environment.runner.send_message(BOOKS_MESSAGE, {"run_id": run_id, "books": books, **call_log})
 
     def on_books(self, environment: Any, msg: Any, **_: Any) -> None:
         if self.session is None or msg.data["run_id"] != self.session.run.run_id:
             return
         self.collected[msg.node_id] = msg.data["books"]
-        self.histories[msg.node_id] = msg.data
+        self.call_logs[msg.node_id] = msg.data
         if self.expected <= set(self.collected):
             self.books_in.set()
 
@@ -383,7 +383,7 @@ class Controller:
         run = RunEntry(session.run.run_id, tuple(session.run.queues), session.run.load_processes, self.role,
                        f"{self.server_version} ({server.describe()})", server.name, self.server_version)
         settings, stats = session.settings, self.environment.runner.stats
-        history = check_run(session.history, self.histories, folder, session.run.run_id,
+        checked = check_run(session.call_log, self.call_logs, folder, session.run.run_id,
                             final_places(self.admin, session.run.queues), self.initial)
         return Outcome(
             scenario=self.scenario, run=run, report=report, settled=settled, counters=dict(books.counters),
@@ -393,5 +393,5 @@ class Controller:
             meta=collect([server], scenario=self.scenario, **load_shape(self.environment.parsed_options),
                          **settings.describe()),
             nodes=node_table(self.placements, dict(books.completed), usages, seconds) if self.cluster else [],
-            history=history, requests=request_rows(stats), timeline=timeline_rows(stats),
+            call_log_check=checked, requests=request_rows(stats), timeline=timeline_rows(stats),
         )

@@ -1,6 +1,6 @@
 """The end of a run: settle calls whose replies never came, audit the books
 against the server, summarise the flow, the consumer steps, Locust's own
-stats per request name and the history check per fault kind, and make the
+stats per request name and the call-log check per fault kind, and make the
 run's record (kind `locust`, echomq_bench.records.kinds.locust), which the
 coordinator writes into the run's results folder."""
 
@@ -16,8 +16,8 @@ import redis
 from echomq_bench.load.audit import AuditReport, Ledger
 from echomq._instrument import QueueKeys
 from echomq_bench.measurement.serverstats import SATURATED, bound
-from echomq_bench.locust.client import Books
-from echomq_bench.measurement.historycheck import HistoryCheck
+from echomq_bench.locust.books import Books
+from echomq_bench.measurement.calllog_check import CallLogCheck
 from echomq_bench.records.kinds.faults import AuditEntry
 from echomq_bench.records.kinds.locust import LocustRecord, NodeEntry, RunEntry
 from echomq_bench.records.record import Record
@@ -140,14 +140,14 @@ class Outcome:
     steps: list[dict[str, Any]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     nodes: list[dict[str, Any]] = field(default_factory=list)  # on a cluster: one row per master
-    history: HistoryCheck | None = None
+    call_log_check: CallLogCheck | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)   # request_rows: Locust's stats per name
     timeline: list[dict[str, Any]] = field(default_factory=list)   # timeline_rows: per name and second
 
     @property
     def passed(self) -> bool:
-        history_ok = self.history is None or self.history.passed
-        return self.report.passed and self.missing_processes == 0 and history_ok
+        checked = self.call_log_check is None or self.call_log_check.passed
+        return self.report.passed and self.missing_processes == 0 and checked
 
     def record(self) -> Record:
         """What the run's results folder keeps: the summary typed, Locust's stats and the steps as tables."""
@@ -156,7 +156,7 @@ class Outcome:
             audit=AuditEntry.from_record(self.report.to_dict()), settled_unresolved=self.settled,
             missing_processes=self.missing_processes, flow=self.counters, seconds=self.seconds,
             cycles_per_s=self.cycles_per_s, recovery_ms=self.recovery,
-            history=self.history.to_dict() if self.history is not None else {},
+            history=self.call_log_check.to_dict() if self.call_log_check is not None else {},
             nodes=tuple(NodeEntry.from_record(n) for n in self.nodes))
         steps = [{"consumers": r["consumers"], "bound": r["bound"], "seconds": round(r["seconds"], 3),
                   "metric": metric, "value": round(r[metric], 4), "unit": unit}
@@ -198,8 +198,8 @@ class Outcome:
         if self.nodes:
             lines.append(format_nodes(self.nodes))
         lines.append(self.report.format())
-        if self.history is not None:
-            lines.append(self.history.format())
+        if self.call_log_check is not None:
+            lines.append(self.call_log_check.format())
         return "\n".join(lines)
 
 

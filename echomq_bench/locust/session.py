@@ -14,9 +14,9 @@ deployment has beside its workers, as the load engine's roles over
   is gone and complete anyway.
 
 Every call the roles and the zombies make is recorded in the process's
-history (echomq_bench.measurement.history), each greenlet a process of its
+call log (echomq_bench.measurement.calllog), each greenlet a process of its
 own; a crash is a nemesis strike on its job, a zombie's complete carries the
-fault `zombie`. The coordinator checks the merged history at the end.
+fault `zombie`. The coordinator checks the merged call log at the end.
 
 `RunInfo` is what the coordinator decides at test start (run id, server
 URL, queue names, how many processes load) and ships to workers inside
@@ -43,8 +43,8 @@ from echomq import EchoMQError
 from echomq_bench.load.engine import Producer, ProducerPolicy, Pump, PumpPolicy
 from echomq_bench.load.recorders import LedgerRecorder
 from echomq_bench.locust.calls import LocustCalls
-from echomq_bench.locust.client import Books, Claimed, Drained, Gate
-from echomq_bench.measurement.history import History, HistoryCalls
+from echomq_bench.locust.books import Books, Claimed, Drained, Gate
+from echomq_bench.measurement.calllog import CallLog, LoggedCalls
 from echomq_bench.locust.options import Settings
 from echomq_bench.locust.cluster_wire import ClusterRouter, is_cluster_url
 from echomq_bench.locust.wire import AnyWire, ConnectionFactory, QueueWire
@@ -91,7 +91,7 @@ class RunInfo:
 class Session:
     """The process's part of one run."""
 
-    def __init__(self, environment: Any, settings: Settings, run: RunInfo, history: Path | None = None) -> None:
+    def __init__(self, environment: Any, settings: Settings, run: RunInfo, call_log: Path | None = None) -> None:
         self.environment = environment
         self.settings = settings
         self.run = run
@@ -112,8 +112,8 @@ class Session:
         # Greenlets of one process: none is switched out inside the recorder, so it takes no lock.
         self.recorder = LedgerRecorder(self.books.ledger, self.books.counters, self.books.completed,
                                        lock=nullcontext())
-        # `history` None: a temporary file, shipped to the master with the books.
-        self.history = History(history, chunk=16384)
+        # `call_log` None: a temporary file, shipped to the master with the books.
+        self.call_log = CallLog(call_log, chunk=16384)
         self.node = f"{socket.gethostname()}.{os.getpid()}"
         self._actors = itertools.count()
 
@@ -127,9 +127,9 @@ class Session:
             self.wires.append(wire)
         return LocustCalls(self.environment, wire, self.books, self.gate, self.queue_names)
 
-    def recorded(self, calls: LocustCalls, role: str) -> HistoryCalls:
-        """The calls of one greenlet, recorded in the history as a process of their own."""
-        return HistoryCalls(calls, self.history, self.actor(role), unsent=(Drained,))
+    def recorded(self, calls: LocustCalls, role: str) -> LoggedCalls:
+        """The calls of one greenlet, recorded in the call log as a process of their own."""
+        return LoggedCalls(calls, self.call_log, self.actor(role), unsent=(Drained,))
 
     def actor(self, role: str) -> str:
         return f"{self.node}:{role}-{next(self._actors)}"
@@ -211,8 +211,8 @@ class Session:
         self._zombie_complete(client, q, job)
 
     def _zombie_complete(self, client: LocustCalls, q: QueueWire, job: Claimed) -> None:
-        """The zombie's complete, in the history with the fault that made it."""
-        h, process = self.history, self.actor("zombie")
+        """The zombie's complete, in the call log with the fault that made it."""
+        h, process = self.call_log, self.actor("zombie")
         h.line("invoke", process, "complete", job.id, job.token, fault="zombie")
         try:
             accepted = client.zombie_complete(q, job.id, job.token)
@@ -235,9 +235,9 @@ class Session:
         self.books.unresolved.extend(stuck)
         self.background.kill(block=True, timeout=5)
         self.drained_at = time.perf_counter()
-        self.history.flush()
+        self.call_log.flush()
 
     def close(self) -> None:
         for wire in self.wires:
             wire.close()
-        self.history.close()
+        self.call_log.close()

@@ -12,7 +12,7 @@ from locust.exception import StopUser
 
 from echomq_bench.load.engine import Consumer as ConsumerRole, ConsumerPolicy, Event
 from echomq_bench.locust.calls import LocustCalls
-from echomq_bench.locust.client import Claimed
+from echomq_bench.locust.books import Claimed
 from echomq_bench.locust.options import Settings
 
 __all__ = ["EchoMQUser", "Consumer", "ConsumerSteps", "BackoffPolicy", "consumer_policy"]
@@ -112,7 +112,7 @@ class Consumer(EchoMQUser):
                 self.crash(Claimed(event.job_id, b"", event.token, deadline))
 
     def crash(self, job: Claimed) -> None:
-        self.session.history.note("strike", "crash", job.id, job.token)
+        self.session.call_log.note("strike", "crash", job.id, job.token)
         self.client.note_crash(self.queue, job, time.time())
         if self.rng.random() < self.settings.zombie_share:
             self.session.spawn_zombie(self.queue, job)

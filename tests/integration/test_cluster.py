@@ -240,10 +240,10 @@ def test_failover_replica_takes_over_and_the_audit_accounts_for_every_job(build:
     report = AuditEntry.from_record(result.audit)
     assert (report.enqueued or 0) > 100 and (report.completed or 0) > 100
     assert report.passed, result.audit
-    # The history check, apart from the audit, with the jobs the failover touched counted under it.
-    history = result.history
-    assert history["passed"] is True, history
-    assert history["counts"]["ok"] > 100 and history["by_fault"]["failover"]["ok"] > 0, history
+    # The call-log check, apart from the audit, with the jobs the failover touched counted under it.
+    checked = result.history
+    assert checked["passed"] is True, checked
+    assert checked["counts"]["ok"] > 100 and checked["by_fault"]["failover"]["ok"] > 0, checked
     assert result.passed
 
 

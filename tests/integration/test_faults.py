@@ -1,5 +1,5 @@
 """`echomq-bench faults`: every scenario passes on every installed build in its quick
-form, its history check classifies every job ok (or explained by a lost reply
+form, its call-log check classifies every job ok (or explained by a lost reply
 or a refusal), the harness fails when jobs really are lost, and unanswered
 calls are resolved from the evidence, not guessed."""
 
@@ -47,10 +47,10 @@ def test_quick_faults_pass_on_every_installed_build(tmp_path: Path) -> None:
             assert e.ambiguous_resolved == e.ambiguous, (build, scenario, e.audit.ambiguous)
             assert e.audit.ambiguous["claim_gaps_unmatched"] == 0
             assert (e.ambiguous > 0) == (scenario != "net-latency"), (build, scenario, e.audit.ambiguous)
-        assert_history_ok(build, scenario, dict(e.history))
+        assert_call_log_ok(build, scenario, dict(e.history))
     assert (out / "meta.json").is_file() and (out / "faults.csv").is_file()
     assert "restart-nopersist" in done.stdout and "loss detected" in done.stdout
-    assert "the history check, jobs under each scenario's fault and not" in done.stdout
+    assert "the call-log check, jobs under each scenario's fault and not" in done.stdout
     assert sorted(p.name for p in (out / "logs" / f"{builds[0]}-crash" / "history").iterdir())[:2] == [
         "consumer-0.jsonl", "consumer-1.jsonl"]
 
@@ -59,20 +59,20 @@ def test_quick_faults_pass_on_every_installed_build(tmp_path: Path) -> None:
 ANSWERED = {"crash", "zombie", "script-flush", "net-latency"}
 
 
-def assert_history_ok(build: str, scenario: str, history: dict[str, object]) -> None:
-    """The history check, apart from the audit: nothing lost (but where a loss is the
+def assert_call_log_ok(build: str, scenario: str, checked: dict[str, object]) -> None:
+    """The call-log check, apart from the audit: nothing lost (but where a loss is the
     scenario), unexpected, duplicated or unfenced; every other job ok, or explained
     by a lost reply (recovered, indeterminate) or a refused enqueue."""
-    counts = history["counts"]
-    assert isinstance(counts, dict) and history["ok"] is True, (build, scenario, history)
+    counts = checked["counts"]
+    assert isinstance(counts, dict) and checked["ok"] is True, (build, scenario, checked)
     assert (counts["lost"] > 0) == (scenario == "restart-nopersist"), (build, scenario, counts)
     assert counts["unexpected"] == counts["duplicated"] == 0, (build, scenario, counts)
     assert counts["token_fell"] == counts["stale_accepted"] == counts["lease_overlap"] == 0, (build, scenario)
     explained = counts["ok"] + counts["lost"] + counts["recovered"] + counts["indeterminate"] + counts["refused"]
-    assert counts["ok"] > 0 and explained == history["jobs"], (build, scenario, counts)
+    assert counts["ok"] > 0 and explained == checked["jobs"], (build, scenario, counts)
     if scenario in ANSWERED:
-        assert counts["ok"] == history["jobs"], (build, scenario, counts)
-    by_fault = history["by_fault"]
+        assert counts["ok"] == checked["jobs"], (build, scenario, counts)
+    by_fault = checked["by_fault"]
     assert isinstance(by_fault, dict) and scenario in by_fault, (build, scenario, by_fault)
 
 
@@ -84,10 +84,10 @@ def test_harness_fails_when_jobs_are_lost(tmp_path: Path) -> None:
     assert outcome.lost > 0
     failed = [c.text for c in outcome.checks if not c.ok]
     assert failed[0] == f"audit: lost {outcome.lost}, in two places 0, unknown ids 0"
-    # The history check finds the loss on its own, from the calls' history and the sets at the end.
+    # The call-log check finds the loss on its own, from the calls' own log and the sets at the end.
     counts = outcome.history["counts"]
     assert len(failed) == 2 and outcome.history["ok"] is False and counts["lost"] > 0
-    assert failed[1].startswith(f"history check of {outcome.history['jobs']} jobs")
+    assert failed[1].startswith(f"call-log check of {outcome.history['jobs']} jobs")
     assert f"lost {counts['lost']}, unexpected 0, duplicated 0, token fell 0" in failed[1]
     assert outcome.history["by_fault"]["restart-nopersist"]["lost"] == counts["lost"]
 

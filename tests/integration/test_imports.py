@@ -25,8 +25,8 @@ def test_check_help_imports_no_command_module_but_its_own() -> None:
     assert done.stderr.strip().splitlines()[-1] == "['echomq_bench.commands.check']", done.stderr
 
 
-def test_the_history_checker_loads_neither_the_load_engine_nor_a_server_client() -> None:
-    done = _loaded_after("import sys, echomq_bench.measurement.historycheck; "
+def test_the_call_log_checker_loads_neither_the_load_engine_nor_a_server_client() -> None:
+    done = _loaded_after("import sys, echomq_bench.measurement.calllog_check; "
                          "print(sorted(m for m in sys.modules "
                          "if m.startswith(('echomq_bench.load', 'redis', 'echomq.'))))")
     assert done.returncode == 0, done.stderr

@@ -41,7 +41,7 @@ def test_a_locust_run_is_a_record_the_report_renders_and_the_history_lists(serve
     record = read_record(out)
     summary = LocustRecord.from_record(record.summary)
     assert record.kind == "locust" and summary.scenario == "claim_complete" and summary.passed
-    assert summary.audit.passed and summary.audit.completed and summary.history_passed is True
+    assert summary.audit.passed and summary.audit.completed and summary.call_log_passed is True
     # The results history finds the build's fingerprint in meta.json by the build's name.
     assert summary.run.build == record.meta["servers"][0]["name"] and summary.cycles_per_s > 0
     served = {(row["name"], row["metric"]): row["value"] for row in record.tables["requests"]}
@@ -57,7 +57,7 @@ def test_a_locust_run_is_a_record_the_report_renders_and_the_history_lists(serve
     dom = _chromium(tmp_path, "--dump-dom", (out / "report.html").as_uri()).stdout
     loaded = re.search(r'data-images-loaded="(\d+)/(\d+)"', dom)
     assert loaded and loaded.group(1) == loaded.group(2) and int(loaded.group(2)) >= 2, loaded
-    assert "Verdict: audit PASS, history check PASS." in dom
+    assert "Verdict: audit PASS, call-log check PASS." in dom
     assert "Requests per second over the run" in dom and "Latency percentiles per request name" in dom
 
     listed = bench("history", "--kind", "locust", "--out", str(tmp_path / "history"))

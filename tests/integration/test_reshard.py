@@ -174,7 +174,7 @@ def _finish_and_drain(cluster: EmbeddedCluster, move: SlotMove, queue: Queue, se
 
 @pytest.mark.parametrize("build", list(CLUSTER_WORDS))
 def test_moving_a_slot_under_load_loses_nothing_and_strands_nothing(build: str, tmp_path: Path) -> None:
-    result = run_reshard(parse_server_spec(build), queues=2, moving_s=1.0, history_dir=tmp_path)
+    result = run_reshard(parse_server_spec(build), queues=2, moving_s=1.0, call_log_dir=tmp_path)
     assert (result.moves or 0) >= 1 and (result.keys_moved or 0) > 0
     report = AuditEntry.from_record(result.audit)
     assert (report.lost, report.in_two_places, result.in_no_set, result.without_row) == (0, 0, 0, 0)

@@ -1,6 +1,6 @@
 """`echomq-bench faults --soak`: a short soak on one build injects exactly the
 faults its seed schedules, a process and a network one at least, loses
-nothing, accepts nothing twice, resolves every lost reply, passes its history
+nothing, accepts nothing twice, resolves every lost reply, passes its call-log
 check per fault kind and draws its timeline."""
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ def test_a_short_soak_injects_its_schedule_and_loses_nothing(tmp_path: Path) -> 
     assert soak["lost"] == 0 and soak["double_accepted"] == 0 and soak["jobs"] > 0
     assert soak["ambiguous_resolved"] == soak["ambiguous"] and soak["ambiguous_unresolved"] == 0
     assert sum(k["injected"] for k in soak["kinds"]) == len(plan)
-    history = soak["history"]
-    found = history["counts"]
-    assert history["ok"] is True and history["jobs"] == sum(found[k] for k in (
+    checked = soak["history"]  # the call-log check, under the key older records have
+    found = checked["counts"]
+    assert checked["ok"] is True and checked["jobs"] == sum(found[k] for k in (
         "ok", "recovered", "indeterminate", "refused")), found
     assert found["ok"] > 0 and found["lost"] == found["unexpected"] == found["duplicated"] == 0, found
     assert found["token_fell"] == found["stale_accepted"] == found["lease_overlap"] == 0, found
-    assert set(history["by_fault"]) <= {f.kind for f in plan} | {"none"} and len(history["by_fault"]) > 1
-    assert re.search(r"^history check +PASS$", done.stdout, re.M), done.stdout
-    assert "Soak: the history check per fault kind" in done.stdout
+    assert set(checked["by_fault"]) <= {f.kind for f in plan} | {"none"} and len(checked["by_fault"]) > 1
+    assert re.search(r"^call-log check +PASS$", done.stdout, re.M), done.stdout
+    assert "Soak: the call-log check per fault kind" in done.stdout
     # What it prints is the record: the soak's table, a row per figure.
     for figure, value in (("lost", 0), ("accepted twice", 0), ("calls whose reply was lost", soak["ambiguous"]),
                           ("lost replies resolved", soak["ambiguous"]), ("lost replies unresolved", 0),

@@ -168,14 +168,14 @@ def test_failover_prints_the_kill_the_times_the_doubts_and_the_audit(tmp_path: P
     assert "redis-cluster, e.g. refused: j1, j2" in text
 
 
-# -- the history check, in faults, the soak and failover ---------------------------------------------------------
+# -- the call-log check, in faults, the soak and failover --------------------------------------------------------
 
 
-def _history(kind: str) -> dict[str, Any]:
-    """A history check's record as the runs keep it: 10 jobs, 2 under `kind`, one of them recovered."""
+def _call_log_check(kind: str) -> dict[str, Any]:
+    """A call-log check's record as the runs keep it: 10 jobs, 2 under `kind`, one of them recovered."""
     import json
 
-    from echomq_bench.measurement.historycheck import check, parse
+    from echomq_bench.measurement.calllog_check import check, parse
 
     jobs = [f"JOB00000000{i:02d}0" for i in range(10)]
     lines = []
@@ -188,13 +188,13 @@ def _history(kind: str) -> dict[str, Any]:
     return {**result.to_dict(), "ok": result.passed, "expects_loss": False}
 
 
-def test_the_history_check_is_printed_per_fault_kind(tmp_path: Path) -> None:
+def test_the_call_log_check_is_printed_per_fault_kind(tmp_path: Path) -> None:
     from dataclasses import replace
 
     from echomq_bench.commands.faults import faults_record
     from echomq_bench.faults.soakreport import soak_record
 
-    crash = replace(_outcomes()[0], history=_history("crash"))
+    crash = replace(_outcomes()[0], history=_call_log_check("crash"))
     write_record(tmp_path / "faults", faults_record([crash], META, quick=True))
     text = record_text(tmp_path / "faults")
     _fits(text)
@@ -202,25 +202,25 @@ def test_the_history_check_is_printed_per_fault_kind(tmp_path: Path) -> None:
     assert _rows(text, "crash")[2] == ["crash", "under fault", "1", "0", "1", "0", "0", "0", "0", "0/0/0"]
     assert _rows(text, "crash")[3] == ["crash", "no fault", "8", "0", "0", "0", "0", "0", "0", "0/0/0"]
     assert "Lost, unexp., dup. and fencing must be 0." in " ".join(text.split())
-    soak = replace(_soak(), history=_history("zombie"))
+    soak = replace(_soak(), history=_call_log_check("zombie"))
     write_record(tmp_path / "soak", soak_record([soak], META))
     text = record_text(tmp_path / "soak")
     _fits(text)
-    assert _row(text, "history check") == ["history check", "PASS"]
+    assert _row(text, "call-log check") == ["call-log check", "PASS"]
     assert _row(text, "redis", "zombie", "1") == ["redis", "zombie", "1", "0", "1", "0", "0", "0", "0", "0/0/0"]
     assert _row(text, "redis", "none") == ["redis", "none", "8", "0", "0", "0", "0", "0", "0", "0/0/0"]
 
 
-def test_failover_prints_its_history_check(tmp_path: Path) -> None:
+def test_failover_prints_its_call_log_check(tmp_path: Path) -> None:
     from dataclasses import replace
 
     from echomq_bench.faults.failover_result import failover_record
 
-    result = replace(_failover_result(), history=_history("failover"))
+    result = replace(_failover_result(), history=_call_log_check("failover"))
     write_record(tmp_path, failover_record([result], META))
     text = record_text(tmp_path)
     _fits(text)
-    for figure, value in (("history check", "PASS"), ("jobs classified", "10"), ("recov.", "1"),
+    for figure, value in (("call-log check", "PASS"), ("jobs classified", "10"), ("recov.", "1"),
                           ("fencing", "0 / 0 / 0"), ("under the failover (kill to every node ok)", "ok 1, recovered 1"),
                           ("under no fault", "ok 8")):
         assert _row(text, figure) == [figure, value]

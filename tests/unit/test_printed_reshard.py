@@ -1,6 +1,6 @@
 """What `reshard` prints: its record as written, rendered by `record_text`.
 A small record built the way the command builds it: the moves, the strays,
-the audit and the history check are there, and a stray fails the run."""
+the audit and the call-log check are there, and a stray fails the run."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from echomq_bench.report.text import WIDTH
 
 META: dict[str, Any] = {"created_utc": "2026-12-03T10:00:00+00:00", "machine": {"cpu_model": "test", "cpu_count": 2},
                         "servers": [{"name": "redis", "version": "redis 7.0.15", "allocator": "jemalloc-5.3.0"}]}
-HISTORY = {"jobs": 1747, "counts": {"ok": 1733, "lost": 0, "recovered": 0, "unexpected": 0, "duplicated": 0,
-                                    "indeterminate": 14, "refused": 0, "token_fell": 0, "stale_accepted": 0,
-                                    "lease_overlap": 0},
-           "by_fault": {"reshard": {"ok": 179, "indeterminate": 14}, "none": {"ok": 1554}}, "passed": True}
+CALL_LOG_CHECK = {"jobs": 1747, "counts": {"ok": 1733, "lost": 0, "recovered": 0, "unexpected": 0, "duplicated": 0,
+                                           "indeterminate": 14, "refused": 0, "token_fell": 0, "stale_accepted": 0,
+                                           "lease_overlap": 0},
+                  "by_fault": {"reshard": {"ok": 179, "indeterminate": 14}, "none": {"ok": 1554}}, "passed": True}
 
 
 def _result() -> ReshardRun:
@@ -32,7 +32,7 @@ def _result() -> ReshardRun:
                       keys_moved=408, moving_s=3.17, move_refused=None, load_s=4.2,
                       errors={"ServerUnavailableError": 35}, ops=5155,
                       in_no_set=0, without_row=0, doubt_enqueue=14, doubt_enqueue_found=0, doubt_complete=0,
-                      doubt_complete_gone=0, audit=audit.to_dict(), history=HISTORY)
+                      doubt_complete_gone=0, audit=audit.to_dict(), history=CALL_LOG_CHECK)
 
 
 def _row(text: str, figure: str) -> list[str]:
@@ -40,7 +40,7 @@ def _row(text: str, figure: str) -> list[str]:
     return next(c for c in cells if c[0] == figure)
 
 
-def test_reshard_prints_the_moves_the_strays_the_audit_and_the_history(tmp_path: Path) -> None:
+def test_reshard_prints_the_moves_the_strays_the_audit_and_the_call_log_check(tmp_path: Path) -> None:
     write_record(tmp_path, reshard_record([judged(_result())], META))
     text = record_text(tmp_path)
     assert not [line for line in text.splitlines() if len(line) > WIDTH]

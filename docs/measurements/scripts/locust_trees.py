@@ -11,9 +11,10 @@ scenario starts itself. Rounds interleave the trees in rotating order, so a
 machine that changes speed during the run moves every tree alike. A tree's
 figure is the cycles/s the run's own summary prints ("flow: N completed in
 S s (R cycles/s ...)": completes accepted over the run, ramp-up and drain
-included), and the audit's and, where the tree has one, the history check's
-verdict. Results folders and the results history of the trees that keep
-them go to a temporary folder: nothing lands in results/.
+included), and the audit's and, where the tree has one, the call-log
+check's verdict ("history check" in trees before the rename). Results
+folders and the results history of the trees that keep them go to a
+temporary folder: nothing lands in results/.
 
 The last lines give each tree's median and range, and each tree's geometric
 mean ratio to the first tree's, round by round.
@@ -33,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 FLOW = re.compile(r"flow: (\d+) completed in ([\d.]+) s \((\d+) cycles/s")
-VERDICT = re.compile(r"^(audit|history check) (PASS|FAIL)", re.M)
+VERDICT = re.compile(r"^(audit|history check|call-log check) (PASS|FAIL)", re.M)
 
 
 def run_once(tree: Path, users: int, seconds: int, scratch: Path) -> tuple[int, str]:

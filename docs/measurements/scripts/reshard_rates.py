@@ -13,7 +13,7 @@ bury a job whose row has not arrived yet, writing a second row there.
 Each run is one `run_reshard` per cluster build, the command's own load and
 moves for --moving seconds; the two script sets alternate run by run. A
 run fails when the command would exit 1: a MIGRATE refused, a job lost or
-stranded, a history check that fails. Printed per build and script set: the
+stranded, a call-log check that fails. Printed per build and script set: the
 runs, the failures and why, and the failure rate with its exact
 (Clopper-Pearson) 95% interval: sensitivity for the planted scripts, one
 minus specificity for the shipped ones.
@@ -47,7 +47,7 @@ def why(result: ReshardRun) -> str:
         return "MIGRATE refused"
     if AuditEntry.from_record(result.audit).lost or result.in_no_set or result.without_row:
         return "lost or stranded"
-    return "audit or history"
+    return "audit or call log"
 
 
 def planted_scripts(rev: str, into: Path) -> Path:

@@ -1,6 +1,7 @@
 """A `failover` record: per cluster, the master killed, how long the cluster
 took to promote its replica and serve again, the calls that failed or were
-left in doubt, the audit of every job and the history check.
+left in doubt, the audit of every job and the call-log check (under the key
+`history`, as older records have it).
 
 summary.json holds `{"runs": [<FailoverRun.to_record()>, ...]}`; the tidy
 table `failover` a row per cluster and figure, which the headlines read.
@@ -42,7 +43,7 @@ class FailoverRun:
     doubt_complete: int
     doubt_complete_gone: int
     audit: Mapping[str, Any]         # load.audit.AuditReport.to_dict()
-    history: Mapping[str, Any] = field(default_factory=dict)   # the history check (measurement.historycheck)
+    history: Mapping[str, Any] = field(default_factory=dict)   # the call-log check (measurement.calllog_check)
     # The claim-only worker: None when none of its claims was answered after the kill; a record
     # written before the worker ran has no entry (`claim_only_recorded` is then False).
     kill_to_claim_only_s: float | None = None

@@ -1,5 +1,6 @@
 """A `faults` record: each fault scenario under load, the audit of every job
-and the history check per fault kind; or a soak's schedule of faults, its
+and the call-log check per fault kind (under the key `history`, as older
+records have it); or a soak's schedule of faults, its
 totals, recovery per fault kind and checks.
 
 summary.json is a `FaultsRecord`: `passed`, `quick`, `scenarios` (a
@@ -77,7 +78,7 @@ class ScenarioEntry(Entry):
     wall_s: float = 0.0
     skipped: str | None = None
     server_settings: Mapping[str, str] = field(default_factory=dict)
-    history: Mapping[str, Any] = field(default_factory=dict)     # measurement.historycheck's check
+    history: Mapping[str, Any] = field(default_factory=dict)     # the call-log check (measurement.calllog_check)
     checks: tuple[CheckEntry, ...] = many(CheckEntry)
 
     @property
@@ -117,7 +118,7 @@ class KindEntry(Entry):
 
 @dataclass(frozen=True)
 class SoakEntry(Entry):
-    """One build's soak: the schedule, the totals, the audit, the checks, the history check."""
+    """One build's soak: the schedule, the totals, the audit, the checks, the call-log check."""
 
     server: str
     build: str = ""
@@ -138,7 +139,7 @@ class SoakEntry(Entry):
     wall_s: float = 0.0
     audit: AuditEntry = one(AuditEntry, AuditEntry())
     server_settings: Mapping[str, str] = field(default_factory=dict)
-    history: Mapping[str, Any] = field(default_factory=dict)
+    history: Mapping[str, Any] = field(default_factory=dict)     # the call-log check (measurement.calllog_check)
     faults: tuple[StruckEntry, ...] = many(StruckEntry)
     checks: tuple[CheckEntry, ...] = many(CheckEntry)
     injected: Mapping[str, int] = field(default_factory=dict)   # faults injected by kind

@@ -3,8 +3,9 @@ or from the web UI, local or distributed (the master writes it).
 
 summary.json is a `LocustRecord`: the scenario, the verdict, the run (its
 id, queues, load processes, the server), the flow (completed, cycles/s),
-the audit of every job, the calls settled against the server, the history
-check and, on a cluster, a `NodeEntry` per master. Its tidy tables:
+the audit of every job, the calls settled against the server, the call-log
+check (under the key `history`, as older records have it) and, on a
+cluster, a `NodeEntry` per master. Its tidy tables:
 
     requests.csv   Locust's own stats per request type and name: requests,
                    failures, requests/s, mean, min, max and percentiles (ms)
@@ -72,12 +73,12 @@ class LocustRecord(Entry):
     seconds: float = 0.0            # from the start to the drain, ramp-up included
     cycles_per_s: float = 0.0       # completes accepted over `seconds`
     recovery_ms: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    history: Mapping[str, Any] = field(default_factory=dict)              # measurement.historycheck's check
+    history: Mapping[str, Any] = field(default_factory=dict)   # the call-log check (measurement.calllog_check)
     nodes: tuple[NodeEntry, ...] = many(NodeEntry, written_when_empty=False)
 
     @property
-    def history_passed(self) -> bool | None:
-        """The history check's verdict; None for a run that kept no history."""
+    def call_log_passed(self) -> bool | None:
+        """The call-log check's verdict; None for a run that kept no call log."""
         return None if not self.history else bool(self.history.get("passed"))
 
 
@@ -92,7 +93,7 @@ def request_figures(r: Record) -> dict[tuple[str, str], float]:
 
 
 def headlines(r: Record) -> Iterator[Headline]:
-    """Per scenario: cycles/s (and at each step), claim and complete latency, the audit and the history check.
+    """Per scenario: cycles/s (and at each step), claim and complete latency, the audit and the call-log check.
     A run of another scenario is another series, so each figure is named by its scenario."""
     record = LocustRecord.from_record(r.summary)
     run, name = record.run, f"locust.{record.scenario}"
@@ -102,7 +103,7 @@ def headlines(r: Record) -> Iterator[Headline]:
     steps = [(f"{name}.cycles_per_s_at_{int(row['consumers'])}", row.get("value"), "1/s", HIGHER)
              for row in r.tables.get("steps", ()) if row.get("metric") == "cycles_per_s"]
     checks = [(f"{name}.audit_passed", float(bool(record.audit.passed)), "pass", HIGHER)]
-    if record.history_passed is not None:
-        checks.append((f"{name}.history_passed", float(record.history_passed), "pass", HIGHER))
+    if record.call_log_passed is not None:  # the figure keeps the name its series has in the results history
+        checks.append((f"{name}.history_passed", float(record.call_log_passed), "pass", HIGHER))
     yield from each(run.build or run.server, run.version or None,
                     [(f"{name}.cycles_per_s", record.cycles_per_s, "1/s", HIGHER), *latency, *steps, *checks])

@@ -1,6 +1,7 @@
 """A `reshard` record: per cluster, a queue's slot moved between two masters
 under load, the calls refused meanwhile, where every job went (the audit,
-the rows in no set, the members without a row) and the history check.
+the rows in no set, the members without a row) and the call-log check (under
+the key `history`, as older records have it).
 
 summary.json holds `{"runs": [<ReshardRun>, ...]}`; the tidy table `reshard`
 a row per cluster and figure, which the headlines read.
@@ -39,7 +40,7 @@ class ReshardRun(Entry):
     doubt_enqueue_found: int | None = None
     doubt_complete: int | None = None
     doubt_complete_gone: int | None = None
-    history: Mapping[str, Any] = field(default_factory=dict)   # the history check (measurement.historycheck)
+    history: Mapping[str, Any] = field(default_factory=dict)   # the call-log check (measurement.calllog_check)
     audit: Mapping[str, Any] = field(default_factory=dict)     # load.audit.AuditReport.to_dict()
     passed: bool = False
 

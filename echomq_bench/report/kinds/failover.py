@@ -2,7 +2,7 @@
 promote a replica and serve again after a master was killed (the load's
 enqueues, and a worker that only claims and completes), which calls
 failed or were left in doubt, what the audit found of every job, and what
-the history check found, per fault kind.
+the call-log check found, per fault kind.
 
 Both tables have a row per figure and a column per cluster, so any number of
 clusters stays narrow; every figure is read from summary.json.
@@ -20,9 +20,9 @@ from echomq_bench.records.kinds.failover import FailoverRecord, FailoverRun
 from echomq_bench.report.audit import audit_of, audit_table, distinct
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
-from echomq_bench.report.historytables import LEGEND as HISTORY_LEGEND, verdict
+from echomq_bench.report.calllog_tables import LEGEND as CALL_LOG_LEGEND, verdict
 
-__all__ = ["section", "per_cluster", "HISTORY_ROWS"]
+__all__ = ["section", "per_cluster", "CALL_LOG_ROWS"]
 
 Part = TypeVar("Part")
 Row = tuple[str, Callable[[Mapping[str, Any]], Any]]
@@ -90,8 +90,8 @@ def _count(name: str) -> Callable[[Mapping[str, Any]], Any]:
     return lambda h: (h.get("counts") or {}).get(name, "?")
 
 
-HISTORY_ROWS: list[Row] = [
-    ("history check", lambda h: verdict({**h, "ok": h.get("passed")}) or "not recorded"),
+CALL_LOG_ROWS: list[Row] = [
+    ("call-log check", lambda h: verdict({**h, "ok": h.get("passed")}) or "not recorded"),
     ("jobs classified", lambda h: h.get("jobs", "?")),
     ("ok", _count("ok")), ("lost", _count("lost")), ("recov.", _count("recovered")),
     ("unexp.", _count("unexpected")), ("dup.", _count("duplicated")), ("unknown", _count("indeterminate")),
@@ -118,7 +118,7 @@ def _examples(runs: Sequence[FailoverRun]) -> list[str]:
                 out.append(f"{r.name}, e.g. {name}: {', '.join(map(str, ids[:5]))}")
         for name, ids in (r.history.get("examples") or {}).items():
             if ids:
-                out.append(f"{r.name}, history check, e.g. {name}: {', '.join(map(str, ids[:5]))}")
+                out.append(f"{r.name}, call-log check, e.g. {name}: {', '.join(map(str, ids[:5]))}")
     return out
 
 
@@ -136,9 +136,9 @@ def section(run: Run, out: Path) -> list[Block]:
               id="failover-audit"),
     ]
     if any(r.history for r in runs):
-        blocks += [Table(per_cluster(names, [r.history for r in runs], HISTORY_ROWS),
-                         "The history check of every job, per cluster", id="failover-history"),
-                   Notes([HISTORY_LEGEND])]
+        blocks += [Table(per_cluster(names, [r.history for r in runs], CALL_LOG_ROWS),
+                         "The call-log check of every job, per cluster", id="failover-call-log"),
+                   Notes([CALL_LOG_LEGEND])]
     examples = _examples(runs)
     if examples:
         blocks.append(Notes(examples))

@@ -1,5 +1,5 @@
 """A `faults` record: each fault under load, the audit of every job and the
-history check per fault kind; a soak's schedule, recovery and history check
+call-log check per fault kind; a soak's schedule, recovery and call-log check
 per fault kind, and timeline.
 
 Everything here is read from the record: summary.json holds each scenario's
@@ -20,8 +20,8 @@ from echomq_bench.records.kinds.faults import CheckEntry, FaultsRecord, Scenario
 from echomq_bench.report.audit import COUNTS, audit_table
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
-from echomq_bench.report.historytables import LEGEND as HISTORY_LEGEND, cells, verdict
-from echomq_bench.report.historytables import kinds as history_kinds
+from echomq_bench.report.calllog_tables import LEGEND as CALL_LOG_LEGEND, cells, verdict
+from echomq_bench.report.calllog_tables import kinds as call_log_kinds
 
 __all__ = ["section"]
 
@@ -59,11 +59,11 @@ def _fault_table(outcomes: list[ScenarioEntry]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _history_table(outcomes: list[ScenarioEntry]) -> pd.DataFrame:
+def _call_log_table(outcomes: list[ScenarioEntry]) -> pd.DataFrame:
     """Per scenario, the jobs its fault struck and the others, each classified."""
     rows = []
     for o in outcomes:
-        for kind, counts in history_kinds(o.history):
+        for kind, counts in call_log_kinds(o.history):
             rows.append({"scenario": o.scenario, "jobs": "no fault" if kind == "none" else "under fault",
                          **cells(counts)})
     return pd.DataFrame(rows)
@@ -90,10 +90,10 @@ def _server_blocks(server: str, outcomes: list[ScenarioEntry]) -> list[Block]:
     if ran:
         blocks += [Table(_fault_table(ran), f"{server}: the fault, the recovery, and calls refused or unanswered"),
                    Notes([LEGEND])]
-        history = _history_table(ran)
-        if len(history):
-            blocks += [Table(history, f"{server}: the history check, jobs under each scenario's fault and not"),
-                       Notes([HISTORY_LEGEND])]
+        checked = _call_log_table(ran)
+        if len(checked):
+            blocks += [Table(checked, f"{server}: the call-log check, jobs under each scenario's fault and not"),
+                       Notes([CALL_LOG_LEGEND])]
     blocks += _skipped(server, outcomes)
     lines = []
     for o in ran:
@@ -112,8 +112,8 @@ def _scenario_blocks(record: FaultsRecord) -> list[Block]:
     blocks: list[Block] = [Para(
         "Each scenario starts its own server, runs a steady load of producers, consumers and a pump, injects its "
         "fault, drains the queue and audits every job minted against the server's sets (echomq-bench faults); "
-        "apart from the audit, the history check classifies every job from the calls' own history. A scenario "
-        "passes when its own checks, the audit and the history check hold; for restart-nopersist, detecting the "
+        "apart from the audit, the call-log check classifies every job from the calls' own log. A scenario "
+        "passes when its own checks, the audit and the call-log check hold; for restart-nopersist, detecting the "
         "loss exactly is the pass.")]
     for server in servers:
         blocks += _server_blocks(server, [o for o in outcomes if o.server == server])
@@ -137,7 +137,7 @@ def _soak_totals(soaks: tuple[SoakEntry, ...]) -> pd.DataFrame:
         ("calls whose reply was lost", lambda s: s.ambiguous),
         ("lost replies resolved", lambda s: s.ambiguous_resolved),
         ("lost replies unresolved", lambda s: s.ambiguous_unresolved),
-        ("history check", lambda s: verdict(s.history) or "not recorded"),
+        ("call-log check", lambda s: verdict(s.history) or "not recorded"),
         ("verdict", lambda s: "PASS" if s.passed else "FAIL"),
     ]
     return pd.DataFrame([{"figure": name, **{s.server: str(get(s)) for s in soaks}} for name, get in figures])
@@ -149,9 +149,9 @@ def _soak_kinds(soaks: tuple[SoakEntry, ...]) -> pd.DataFrame:
                           "p99 s": _s(_num(k.recovery_p99_s))} for s in soaks for k in s.kinds])
 
 
-def _soak_history(soaks: tuple[SoakEntry, ...]) -> pd.DataFrame:
+def _soak_call_log(soaks: tuple[SoakEntry, ...]) -> pd.DataFrame:
     return pd.DataFrame([{"server": s.server, "fault": kind, **cells(counts)}
-                         for s in soaks for kind, counts in history_kinds(s.history)])
+                         for s in soaks for kind, counts in call_log_kinds(s.history)])
 
 
 def _num(value: Any) -> float | None:
@@ -167,9 +167,9 @@ def _soak_blocks(run: Run, soaks: tuple[SoakEntry, ...]) -> list[Block]:
     blocks: list[Block] = [
         Para(f"Soak: {float(first.duration_s):g} s per build under the steady load, seed "
              f"{first.seed} (replay with --seed {first.seed}), a random schedule of process and "
-             "network faults with recovery gaps, audited and its history checked at the end. It passes when "
+             "network faults with recovery gaps, audited and its call log checked at the end. It passes when "
              "nothing is lost, nothing is accepted twice, every call whose reply was lost is resolved and the "
-             "history check finds nothing lost, unexpected, duplicated or unfenced."),
+             "call-log check finds nothing lost, unexpected, duplicated or unfenced."),
         Table(_soak_totals(soaks), "Soak: faults, jobs and the audit per build", id="soak-table")]
     kinds = _soak_kinds(soaks)
     if len(kinds):
@@ -177,10 +177,10 @@ def _soak_blocks(run: Run, soaks: tuple[SoakEntry, ...]) -> list[Block]:
     means = first.recovery_means or "as docs/guide/faults.md defines it"
     blocks.append(Notes([f"Recovery runs from {means}; a fault the load did not recover from before the next one "
                          "counts as not recovered (no p50 or p99 without a recovered fault)."]))
-    history = _soak_history(soaks)
-    if len(history):
-        blocks += [Table(history, "Soak: the history check per fault kind (jobs under no fault: none)"),
-                   Notes([HISTORY_LEGEND])]
+    checked = _soak_call_log(soaks)
+    if len(checked):
+        blocks += [Table(checked, "Soak: the call-log check per fault kind (jobs under no fault: none)"),
+                   Notes([CALL_LOG_LEGEND])]
     for soak in soaks:
         blocks.append(Notes([f"Soak on {soak.server}:", *_check_lines(soak.checks)]))
         png = run.path / str(soak.chart)

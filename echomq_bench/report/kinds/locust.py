@@ -1,6 +1,6 @@
 """The report's section for a `locust` run: one Locust run of a scenario,
 read from its record alone. The verdict first (the audit of every job and
-the history check), then the run and its flow, Locust's own stats per
+the call-log check), then the run and its flow, Locust's own stats per
 request name, requests/s over the run and the latency percentiles per
 request name, and with --steps, cycles/s against consumers; on a cluster, a
 row per master.
@@ -23,7 +23,7 @@ from echomq_bench.report import charts
 from echomq_bench.report.audit import audit_table
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Image, Notes, Para, Table
-from echomq_bench.report.historytables import LEGEND as HISTORY_LEGEND, cells, kinds as history_kinds, verdict
+from echomq_bench.report.calllog_tables import LEGEND as CALL_LOG_LEGEND, cells, kinds as call_log_kinds, verdict
 
 __all__ = ["section", "verdict_line"]
 
@@ -36,11 +36,11 @@ ROUNDING = ("Latency: Locust's own stats. Locust rounds each response time befor
 
 
 def verdict_line(record: LocustRecord) -> str:
-    """`audit PASS, history check PASS`, and the workers whose books never came."""
-    history = {None: "not recorded", True: "PASS", False: "FAIL"}[record.history_passed]
+    """`audit PASS, call-log check PASS`, and the workers whose books never came."""
+    checked = {None: "not recorded", True: "PASS", False: "FAIL"}[record.call_log_passed]
     missing = (f"; the books of {record.missing_processes} worker(s) never came, so the audit cannot account for "
                "them" if record.missing_processes else "")
-    return f"audit {'PASS' if record.audit.passed else 'FAIL'}, history check {history}{missing}"
+    return f"audit {'PASS' if record.audit.passed else 'FAIL'}, call-log check {checked}{missing}"
 
 
 def _shape(run: Run) -> str:
@@ -139,10 +139,10 @@ def _checks(record: LocustRecord) -> list[Block]:
     blocks: list[Block] = [Table(audit_table([build], [record.audit]),
                                  "The audit of every job", id="locust-audit")]
     rows = [{"jobs": "no fault" if kind == "none" else f"under {kind}", **cells(counts)}
-            for kind, counts in history_kinds(record.history)]
+            for kind, counts in call_log_kinds(record.history)]
     if rows:
-        blocks += [Table(pd.DataFrame(rows), f"The history check: {verdict(record.history)}, jobs per fault kind",
-                         id="locust-history"), Notes([HISTORY_LEGEND])]
+        blocks += [Table(pd.DataFrame(rows), f"The call-log check: {verdict(record.history)}, jobs per fault kind",
+                         id="locust-call-log"), Notes([CALL_LOG_LEGEND])]
     if record.recovery_ms:
         blocks.append(Table(pd.DataFrame([{"recovery": name, **{k: f"{float(v):.1f}" for k, v in s.items()}}
                                           for name, s in record.recovery_ms.items()]),
@@ -166,7 +166,7 @@ def section(run: Run, out: Path) -> list[Block]:
         Para(f"Verdict: {verdict_line(record)}."),
         Para("Locust's users are consumers (one claim or complete in flight each); producers and the pump run "
              "beside them. When the run stops, the calls on the wire finish, the books are audited against the "
-             "server's sets and every process's history is checked apart from them."),
+             "server's sets and every process's call log is checked apart from them."),
         Table(_run_table(run, record), "The run", id="locust-run"),
         *_checks(record),
     ]

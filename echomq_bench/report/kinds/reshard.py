@@ -1,7 +1,7 @@
 """The report's section for a `reshard` run: a queue's slot moved between
 two masters, key by key, under load; how often and how much moved, which
 calls the cluster refused meanwhile, where every job went (the audit, the
-rows in no set, the members without a row), and the history check.
+rows in no set, the members without a row), and the call-log check.
 
 The tables have a row per figure and a column per cluster, as failover's;
 every figure is read from summary.json.
@@ -17,8 +17,8 @@ from echomq_bench.records.kinds.reshard import ReshardRecord, ReshardRun
 from echomq_bench.report.audit import audit_of, audit_table
 from echomq_bench.report.context import context_lines
 from echomq_bench.report.doc import Block, Heading, Notes, Para, Table
-from echomq_bench.report.historytables import LEGEND as HISTORY_LEGEND
-from echomq_bench.report.kinds.failover import HISTORY_ROWS, per_cluster
+from echomq_bench.report.calllog_tables import LEGEND as CALL_LOG_LEGEND
+from echomq_bench.report.kinds.failover import CALL_LOG_ROWS, per_cluster
 
 __all__ = ["section"]
 
@@ -65,8 +65,8 @@ def _faulted(h: Mapping[str, Any]) -> str:
 
 
 # Failover's rows but its fault's: the jobs whose calls met the slot moving.
-RESHARD_HISTORY_ROWS: list[Row] = [row for row in HISTORY_ROWS if not row[0].startswith("under the failover")]
-RESHARD_HISTORY_ROWS.insert(-1, ("while the slot moved", _faulted))
+RESHARD_CALL_LOG_ROWS: list[Row] = [row for row in CALL_LOG_ROWS if not row[0].startswith("under the failover")]
+RESHARD_CALL_LOG_ROWS.insert(-1, ("while the slot moved", _faulted))
 
 
 def section(run: Run, out: Path) -> list[Block]:
@@ -83,7 +83,7 @@ def section(run: Run, out: Path) -> list[Block]:
               id="reshard-audit"),
     ]
     if any(r.history for r in runs):
-        blocks += [Table(per_cluster(names, [r.history for r in runs], RESHARD_HISTORY_ROWS),
-                         "The history check of every job, per cluster", id="reshard-history"),
-                   Notes([HISTORY_LEGEND])]
+        blocks += [Table(per_cluster(names, [r.history for r in runs], RESHARD_CALL_LOG_ROWS),
+                         "The call-log check of every job, per cluster", id="reshard-call-log"),
+                   Notes([CALL_LOG_LEGEND])]
     return blocks + [Notes(context_lines(run, trials="one run of moves per cluster"))]

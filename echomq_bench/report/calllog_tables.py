@@ -1,6 +1,6 @@
-"""The history check as the report shows it (faults, the soak, failover):
+"""The call-log check as the report shows it (faults, the soak, failover):
 the Jepsen classification of every job and the fencing checks, read from
-the `history` entry a record keeps (echomq_bench.measurement.historycheck's
+the `history` entry a record keeps (echomq_bench.measurement.calllog_check's
 `to_dict`). A record written before the check existed has no entry and
 shows nothing."""
 
@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 __all__ = ["LEGEND", "COLUMNS", "cells", "verdict", "kinds"]
 
-LEGEND = ("history check, from the calls' own history alone (every call's invocation and outcome, the queue's sets "
+LEGEND = ("call-log check, from the calls' own log alone (every call's invocation and outcome, the queue's sets "
           "at the end): ok; lost (enqueue accepted, never completed, held nowhere); recov. (enqueue outcome unknown, "
           "yet delivered); unexp. (delivered with no enqueue); dup. (completed twice, or completed and still held); "
           "unknown (enqueue outcome unknown, never seen); refused (enqueue refused, never seen); fencing: tokens "
@@ -28,17 +28,17 @@ def cells(counts: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
-def verdict(history: Mapping[str, Any]) -> str:
-    if not history:
+def verdict(check: Mapping[str, Any]) -> str:
+    if not check:
         return ""
-    if history.get("expects_loss"):
-        return "PASS (loss found)" if history.get("ok") else "FAIL"
-    return "PASS" if history.get("ok", history.get("passed")) else "FAIL"
+    if check.get("expects_loss"):
+        return "PASS (loss found)" if check.get("ok") else "FAIL"
+    return "PASS" if check.get("ok", check.get("passed")) else "FAIL"
 
 
-def kinds(history: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+def kinds(check: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     """(fault kind, counts) in the record's order; `none` last."""
-    by_fault = history.get("by_fault") or {}
+    by_fault = check.get("by_fault") or {}
     if not isinstance(by_fault, Mapping):
         return []
     order = [k for k in by_fault if k != "none"] + (["none"] if "none" in by_fault else [])

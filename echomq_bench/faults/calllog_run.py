@@ -1,8 +1,8 @@
-"""The history check of a run under faults: the jobs each fault hit, the
+"""The call-log check of a run under faults: the jobs each fault hit, the
 queue's sets at the end, and the checker's verdict
-(echomq_bench.measurement.historycheck) as one more check of the run.
+(echomq_bench.measurement.calllog_check) as one more check of the run.
 
-The checker reads only the history files and the final sets: none of the
+The checker reads only the call-log files and the final sets: none of the
 evidence, ledger or audit the other checks use.
 """
 
@@ -16,10 +16,10 @@ from echomq._instrument import QueueKeys
 from echomq_bench.faults.base import Injection, Lease
 from echomq_bench.faults.load import Fleet
 from echomq_bench.load.drain import places
-from echomq_bench.measurement.historycheck import FAILING, HistoryCheck, check_files
+from echomq_bench.measurement.calllog_check import FAILING, CallLogCheck, check_files
 from echomq_bench.records.kinds.faults import CheckEntry
 
-__all__ = ["mark_struck", "history_check", "history_rows"]
+__all__ = ["mark_struck", "call_log_check", "call_log_rows"]
 
 
 def mark_struck(fleet: Fleet, kind: str, injection: Injection | None) -> None:
@@ -30,12 +30,12 @@ def mark_struck(fleet: Fleet, kind: str, injection: Injection | None) -> None:
     fleet.struck(kind, ((lease.jid, lease.token, lease.t) for lease in leases))
 
 
-def history_check(fleet: Fleet, admin: redis.Redis, keys: QueueKeys, expects_loss: bool = False
-                  ) -> tuple[CheckEntry, dict[str, Any]]:
+def call_log_check(fleet: Fleet, admin: redis.Redis, keys: QueueKeys, expects_loss: bool = False
+                   ) -> tuple[CheckEntry, dict[str, Any]]:
     """The check and the record of it; once the fleet has stopped. Where a
     loss is expected (a restart with nothing on disk), the check holds when
-    the history shows one and nothing else fails."""
-    result: HistoryCheck = check_files(fleet.history_paths(), places(admin, [keys]))
+    the call log shows one and nothing else fails."""
+    result: CallLogCheck = check_files(fleet.call_log_paths(), places(admin, [keys]))
     if expects_loss:
         others = [k for k in FAILING if k != "lost" and result.counts[k]]
         ok = result.counts["lost"] > 0 and not others and not result.unpaired
@@ -45,11 +45,12 @@ def history_check(fleet: Fleet, admin: redis.Redis, keys: QueueKeys, expects_los
     return CheckEntry(ok, text), {**result.to_dict(), "expects_loss": expects_loss, "ok": ok}
 
 
-def history_rows(history: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
-    """The history check's figures as tidy (metric, value, unit) rows; none when it did not run."""
-    counts = history.get("counts") or {}
+def call_log_rows(check: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+    """The call-log check's figures as tidy (metric, value, unit) rows; none when it did not run. The
+    metrics keep their `history_` names: faults.csv of older runs carries them."""
+    counts = check.get("counts") or {}
     if not counts:
         return []
     fencing = sum(int(counts.get(k, 0)) for k in ("token_fell", "stale_accepted", "lease_overlap"))
     return [*((f"history_{k}", counts.get(k, 0), "jobs") for k in ("lost", "recovered", "unexpected", "duplicated")),
-            ("history_fencing", fencing, "jobs"), ("history_passed", int(bool(history.get("ok"))), "bool")]
+            ("history_fencing", fencing, "jobs"), ("history_passed", int(bool(check.get("ok"))), "bool")]

@@ -1,4 +1,4 @@
-"""The three fencing checks of one job's history, pure.
+"""The three fencing checks of one job's call log, pure.
 
 Every comparison of two operations is by real-time order: `a` happened
 before `b` when a's outcome was known before b was invoked (a.t1 < b.t0),
@@ -15,7 +15,7 @@ on one clock. Then:
 A lease ends early only when its holder's complete or retry is accepted;
 otherwise only a reap ends it, at or after its deadline (claim's server time
 + lease_ms). With both claims' server times known the overlap is exact.
-Without them (every history recorded today) a claim's server time lies
+Without them (every call log recorded today) a claim's server time lies
 between its invoke and its reply, so an overlap is certain when the later
 claim's reply came less than lease_ms after the earlier claim was invoked,
 and impossible when the later claim was invoked lease_ms or more after the
@@ -45,12 +45,12 @@ class Op(NamedTuple):
     job: str | None
     token: int | None
     t0: float                 # invoked, monotonic s
-    t1: float                 # outcome known; inf when the history never says
+    t1: float                 # outcome known; inf when the call log never says
     type: str                 # ok, fail or info
     fault: str | None         # the fault named on its lines, the invoke's first
     server_ms: int | None = None
     lease_ms: int | None = None
-    clock: int = 0            # which clock t0 and t1 read (one per history file when clocks differ)
+    clock: int = 0            # which clock t0 and t1 read (one per call-log file when clocks differ)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""The history of a load: every operation's invocation and its outcome, one
-JSON object a line, for `echomq_bench.measurement.historycheck` to judge.
+"""The call log of a load: every operation's invocation and its outcome, one
+JSON object a line, for `echomq_bench.measurement.calllog_check` to judge.
 
     {"type":"invoke","process":"consumer-0","f":"claim","job":null,"token":null,"t":812.402113,
      "server_ms":null,"fault":null,"lease_ms":1000}
@@ -13,19 +13,19 @@ EMQSTALE, EMQKIND, EMQID/EMQARG, OOM, EMQDAMAGE; or never sent) or `info`
 time.monotonic(), one clock for every process of a machine. `server_ms` is
 the server's time where a reply carries it; no verb's reply does today, so
 the recorders write null and the checker approximates (see
-docs/design/history-check.md). `fault` is the fault striking when the line
+docs/design/call-log-check.md). `fault` is the fault striking when the line
 was written, as the caller's `fault()` says.
 
-`HistoryCalls` wraps any object with the load engine's calls protocol (call,
+`LoggedCalls` wraps any object with the load engine's calls protocol (call,
 pipeline, command) and records each script call it passes on; the engine
-itself never hears of it. A `History` is one file: lines are formatted when
+itself never hears of it. A `CallLog` is one file: lines are formatted when
 recorded and written in chunks, once at the end for a load nobody kills. A
 load whose processes may be SIGKILLed makes it `durable`: the buffer goes to
 the kernel before each call is sent and once its reply is in (two writes a
 round trip), so a kill loses no line of a call that may have run; a call in
 flight at the kill has its invoke and no outcome, and reads as unknown.
 
-A history that is not durable loses its buffer with its process anyway, so
+A call log that is not durable loses its buffer with its process anyway, so
 it writes no invoke lines: a call is one line, its outcome's, carrying the
 invoke's time as `t0` (and the fault striking then):
 
@@ -33,7 +33,7 @@ invoke's time as `t0` (and the fault striking then):
      "server_ms":null,"fault":null,"lease_ms":1000,"t0":812.402113}
 
 Half the lines of the paired form, formatted once: on a Locust process the
-history is on every call, and this is most of what it costs.
+call log is on every call, and this is most of what it costs.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from typing import IO, Any, Callable, Protocol, Sequence
 from echomq import InvalidArgumentError, KeyspaceDamageError, OutOfMemoryError, StaleTokenError, WrongKindError
 from echomq._instrument import ScriptCall
 
-__all__ = ["History", "HistoryCalls", "FaultNow", "CallsLike", "REFUSED", "clock"]
+__all__ = ["CallLog", "LoggedCalls", "FaultNow", "CallsLike", "REFUSED", "clock"]
 
 clock = time.monotonic
 
@@ -72,9 +72,9 @@ def _n(value: int | None) -> str:
     return "null" if value is None else str(int(value))
 
 
-class History:
-    """One file of history lines. `path` None: an anonymous temporary file,
-    read back with `read_bytes` (a Locust worker ships its history so)."""
+class CallLog:
+    """One file of call-log lines. `path` None: an anonymous temporary file,
+    read back with `read_bytes` (a Locust worker ships its call log so)."""
 
     def __init__(self, path: Path | None, *, durable: bool = False, chunk: int = 4096) -> None:
         self.path, self.durable, self.chunk = path, durable, chunk
@@ -104,9 +104,9 @@ class History:
             self.flush()
 
     def add(self, lines: list[str]) -> None:
-        """Record lines already formatted (HistoryCalls formats its own)."""
+        """Record lines already formatted (LoggedCalls formats its own)."""
         if self._fd is None:
-            return  # closed: the run's history is final
+            return  # closed: the run's call log is final
         self._lines += lines
         self.lines += len(lines)
         if len(self._lines) >= self.chunk:
@@ -119,7 +119,7 @@ class History:
         self.line("info", "nemesis", what, job, token, t=t, fault=fault)
 
     def sync(self) -> None:
-        """A call is about to go out, or its reply is in: a durable history
+        """A call is about to go out, or its reply is in: a durable call log
         puts its lines in the kernel now, so a kill loses neither an invoke of
         a call that may run nor the job and token a claim handed out."""
         if self.durable:
@@ -134,7 +134,7 @@ class History:
             data = data[os.write(self._fd, data):]
 
     def read_bytes(self) -> bytes:
-        """Everything recorded so far (a temporary history's way out)."""
+        """Everything recorded so far (a temporary call log's way out)."""
         self.flush()
         if self._spill is not None:
             self._spill.seek(0)
@@ -174,8 +174,8 @@ def _text(value: Any) -> str:
     return value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
 
 
-class HistoryCalls:
-    """A calls object that records into a History, as one `process`.
+class LoggedCalls:
+    """A calls object that records into a CallLog, as one `process`.
 
     `fault()` names the fault striking now (None: none); `unsent` are
     exceptions the wrapped calls raise before sending anything (a drain
@@ -185,15 +185,15 @@ class HistoryCalls:
     process is quoted once, and a call's job, token and members are read
     from its ARGV once for both of its lines."""
 
-    def __init__(self, calls: CallsLike, history: History, process: str,
+    def __init__(self, calls: CallsLike, call_log: CallLog, process: str,
                  fault: Callable[[], str | None] | None = None, unsent: tuple[type[BaseException], ...] = ()) -> None:
-        self.calls, self.history, self.process = calls, history, process
+        self.calls, self.call_log, self.process = calls, call_log, process
         self.fault = fault or (lambda: None)
         self.unsent = unsent
         self._process = _q(process)
 
     def call(self, call: ScriptCall) -> Any:
-        return self.pipeline((call,))[0] if self.history.durable else self._one(call)
+        return self.pipeline((call,))[0] if self.call_log.durable else self._one(call)
 
     def pipeline(self, calls: Sequence[ScriptCall]) -> list[Any]:
         named = [_argv(c) for c in calls]
@@ -207,7 +207,7 @@ class HistoryCalls:
         return replies
 
     def _one(self, call: ScriptCall) -> Any:
-        """One call of a history that is not durable: one line, written
+        """One call of a call log that is not durable: one line, written
         when its outcome is known (the hot path of a load: no lists)."""
         job, token, extra = _argv(call)
         t0, fault = clock(), self.fault()
@@ -219,19 +219,19 @@ class HistoryCalls:
         t = clock()
         job, token, value = _ok(call.verb, reply, job, token)
         extra += ',"t0":%.6f' % t0 if value is None else ',"t0":%.6f,"value":%s' % (t0, value)
-        self.history.add_line(_LINE % ("ok", self._process, call.verb, job, token, t, "null",
-                                       _q(self.fault() if fault is None else fault), extra))
+        self.call_log.add_line(_LINE % ("ok", self._process, call.verb, job, token, t, "null",
+                                        _q(self.fault() if fault is None else fault), extra))
         return reply
 
     def command(self, *args: Any) -> Any:
         return self.calls.command(*args)  # plain reads (a backlog's ZCARD) change nothing: not recorded
 
     def _invoke(self, calls: Sequence[ScriptCall], named: list[tuple[str, str, str]]) -> tuple[float, str | None]:
-        """The calls are about to go out: a durable history writes their
+        """The calls are about to go out: a durable call log writes their
         invoke lines now; any other keeps when and under which fault, for
         the outcome lines."""
         sent = (clock(), self.fault())
-        h = self.history
+        h = self.call_log
         if h.durable:
             t, fault, process = sent[0], _q(sent[1]), self._process
             h.add([_LINE % ("invoke", process, c.verb, job, token, t, "null", fault, extra)
@@ -241,9 +241,9 @@ class HistoryCalls:
 
     def _done(self, calls: Sequence[ScriptCall], named: list[tuple[str, str, str]], replies: Sequence[Any],
               sent: tuple[float, str | None]) -> None:
-        """The outcome lines; without a durable history each carries its
+        """The outcome lines; without a durable call log each carries its
         invoke as `t0` (and the fault striking then, if any)."""
-        h, t = self.history, clock()
+        h, t = self.call_log, clock()
         fault = _q(self.fault() if h.durable or sent[1] is None else sent[1])
         sent_at = "" if h.durable else ',"t0":%.6f' % sent[0]
         process = self._process

@@ -1,5 +1,5 @@
-"""The history checker on hand-made histories with known answers: each class,
-each fencing violation, a clean history; the recorder's lines read back; and
+"""The call-log checker on hand-made call logs with known answers: each class,
+each fencing violation, a clean call log; the recorder's lines read back; and
 the checker standing apart from the load engine and the server."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from echomq_bench.measurement.historycheck import CHECKS, CLASSES, HistoryCheck, check, check_files, parse
+from echomq_bench.measurement.calllog_check import CHECKS, CLASSES, CallLogCheck, check, check_files, parse
 from tests.helpers import ROOT
 
 A, B, C, D, E = "JOB000000000A0", "JOB000000000B0", "JOB000000000C0", "JOB000000000D0", "JOB000000000E0"
 EMPTY: dict[str, set[str]] = {}
 
 
-class Hist:
-    """A history written by hand: `op` records an invocation and its outcome."""
+class HandLog:
+    """A call log written by hand: `op` records an invocation and its outcome."""
 
     def __init__(self) -> None:
         self.files: dict[str, list[str]] = {}
@@ -46,16 +46,16 @@ class Hist:
         self.op("consumer", "claim", t + 0.01, t + 0.011, job=job, token=token, lease_ms=lease_ms)
         self.op("consumer", "complete", t + 0.02, t + 0.021, job=job, token=token)
 
-    def check(self, final: dict[str, set[str]] | None = None, **kw: Any) -> HistoryCheck:
+    def check(self, final: dict[str, set[str]] | None = None, **kw: Any) -> CallLogCheck:
         return check(parse(self.files.values()), final or EMPTY, **kw)
 
 
-def nonzero(result: HistoryCheck) -> dict[str, int]:
+def nonzero(result: CallLogCheck) -> dict[str, int]:
     return {k: v for k, v in result.counts.items() if v}
 
 
-def test_a_clean_history_is_all_ok() -> None:
-    h = Hist()
+def test_a_clean_call_log_is_all_ok() -> None:
+    h = HandLog()
     h.lifecycle(A, 1.0)
     h.lifecycle(B, 2.0)
     h.op("producer", "enqueue", 3.0, 3.001, job=C)          # still pending at the end
@@ -67,7 +67,7 @@ def test_a_clean_history_is_all_ok() -> None:
 
 
 def test_lost_is_an_accepted_enqueue_never_completed_and_held_nowhere() -> None:
-    h = Hist()
+    h = HandLog()
     h.op("producer", "enqueue", 1.0, 1.001, job=A)
     h.op("producer", "enqueue", 1.1, 1.101, job=B)
     h.op("consumer", "claim", 1.2, 1.201, job=B, token=1, lease_ms=1000)
@@ -78,7 +78,7 @@ def test_lost_is_an_accepted_enqueue_never_completed_and_held_nowhere() -> None:
 
 
 def test_a_complete_of_unknown_outcome_and_a_job_held_nowhere_is_completed() -> None:
-    h = Hist()
+    h = HandLog()
     h.op("producer", "enqueue", 1.0, 1.001, job=A)
     h.op("consumer", "claim", 1.2, 1.201, job=A, token=1, lease_ms=1000)
     h.op("consumer", "complete", 1.3, None, job=A, token=1)   # killed before the reply: no outcome line
@@ -87,7 +87,7 @@ def test_a_complete_of_unknown_outcome_and_a_job_held_nowhere_is_completed() -> 
 
 
 def test_recovered_indeterminate_and_refused_enqueues() -> None:
-    h = Hist()
+    h = HandLog()
     h.op("producer", "enqueue", 1.0, 1.5, out="info", job=A, error="ServerUnavailableError")   # yet claimed
     h.op("consumer", "claim", 2.0, 2.001, job=A, token=1, lease_ms=1000)
     h.op("consumer", "complete", 2.1, 2.101, job=A, token=1)
@@ -100,7 +100,7 @@ def test_recovered_indeterminate_and_refused_enqueues() -> None:
 
 
 def test_unexpected_jobs_came_from_no_enqueue_but_initial_ones_are_left_out() -> None:
-    h = Hist()
+    h = HandLog()
     h.lifecycle(A, 1.0)
     h.op("consumer", "claim", 2.0, 2.001, job=B, token=1, lease_ms=1000)   # never enqueued here
     h.op("producer", "enqueue", 3.0, 3.001, out="fail", job=C, error="OutOfMemoryError")
@@ -111,7 +111,7 @@ def test_unexpected_jobs_came_from_no_enqueue_but_initial_ones_are_left_out() ->
 
 
 def test_duplicated_is_two_accepted_completes_or_one_and_still_held() -> None:
-    h = Hist()
+    h = HandLog()
     h.lifecycle(A, 1.0)
     h.op("zombie", "complete", 1.05, 1.051, job=A, token=1)
     h.lifecycle(B, 2.0)
@@ -120,14 +120,14 @@ def test_duplicated_is_two_accepted_completes_or_one_and_still_held() -> None:
 
 
 def test_a_token_handed_out_twice_or_falling_is_caught() -> None:
-    h = Hist()
+    h = HandLog()
     h.op("producer", "enqueue", 1.0, 1.001, job=A)
     h.op("c1", "claim", 1.1, 1.101, job=A, token=2, lease_ms=1000)
     h.op("c2", "claim", 2.5, 2.501, job=A, token=1, lease_ms=1000)   # after the first, a smaller token
     h.op("c2", "complete", 2.6, 2.601, job=A, token=1)
     result = h.check()
     assert result.counts["token_fell"] == 1 and not result.passed
-    h = Hist()
+    h = HandLog()
     h.op("producer", "enqueue", 1.0, 1.001, job=B)
     h.op("c1", "claim", 1.1, 1.101, job=B, token=1, lease_ms=1000)
     h.op("c2", "claim", 2.5, 2.501, job=B, token=1, lease_ms=1000)   # the same token again
@@ -136,7 +136,7 @@ def test_a_token_handed_out_twice_or_falling_is_caught() -> None:
 
 
 def test_a_complete_accepted_after_a_newer_claim_is_stale() -> None:
-    h = Hist()
+    h = HandLog()
     h.op("producer", "enqueue", 1.0, 1.001, job=A)
     h.op("c1", "claim", 1.1, 1.101, job=A, token=1, lease_ms=1000)
     h.op("c2", "claim", 2.5, 2.501, job=A, token=2, lease_ms=1000)
@@ -145,7 +145,7 @@ def test_a_complete_accepted_after_a_newer_claim_is_stale() -> None:
     assert nonzero(result) == {"ok": 1, "stale_accepted": 1} and not result.passed
     assert result.examples["stale_accepted"] == [A]
     # Refused, as it must be: clean.
-    h = Hist()
+    h = HandLog()
     h.op("producer", "enqueue", 1.0, 1.001, job=B)
     h.op("c1", "claim", 1.1, 1.101, job=B, token=1, lease_ms=1000)
     h.op("c2", "claim", 2.5, 2.501, job=B, token=2, lease_ms=1000)
@@ -155,7 +155,7 @@ def test_a_complete_accepted_after_a_newer_claim_is_stale() -> None:
 
 
 def test_leases_overlap_when_the_next_claim_came_inside_the_first_lease() -> None:
-    h = Hist()
+    h = HandLog()
     h.op("producer", "enqueue", 1.0, 1.001, job=A)
     h.op("c1", "claim", 1.1, 1.101, job=A, token=1, lease_ms=1000)
     h.op("c2", "claim", 1.5, 1.501, job=A, token=2, lease_ms=1000)   # 0.4 s into a 1 s lease, nothing settled
@@ -166,7 +166,7 @@ def test_leases_overlap_when_the_next_claim_came_inside_the_first_lease() -> Non
 
 
 def test_leases_after_a_reap_or_an_accepted_retry_do_not_overlap() -> None:
-    h = Hist()
+    h = HandLog()
     h.op("producer", "enqueue", 1.0, 1.001, job=A)
     h.op("c1", "claim", 1.1, 1.101, job=A, token=1, lease_ms=1000)
     h.op("c2", "claim", 2.2, 2.201, job=A, token=2, lease_ms=1000)   # after the deadline: reaped
@@ -180,21 +180,21 @@ def test_leases_after_a_reap_or_an_accepted_retry_do_not_overlap() -> None:
 
 
 def test_an_overlap_too_close_to_tell_is_undecided_and_server_times_decide_exactly() -> None:
-    h = Hist()
+    h = HandLog()
     h.op("producer", "enqueue", 1.0, 1.001, job=A)
     h.op("c1", "claim", 1.1, 1.9, job=A, token=1, lease_ms=1000)     # a slow reply: 0.8 s of doubt
     h.op("c2", "claim", 2.2, 2.201, job=A, token=2, lease_ms=1000)
     h.op("c2", "complete", 2.3, 2.301, job=A, token=2)
     assert h.check().leases == {"exact": 0, "by_client": 0, "undecided": 1}
     # Within a millisecond of the lease: the server reads its clock in whole ms, so that may be a reap.
-    h = Hist()
+    h = HandLog()
     h.op("producer", "enqueue", 1.0, 1.001, job=A)
     h.op("c1", "claim", 1.1, 1.1001, job=A, token=1, lease_ms=300)
     h.op("c2", "claim", 1.3998, 1.3999, job=A, token=2, lease_ms=300)
     h.op("c2", "complete", 1.5, 1.501, job=A, token=2)
     result = h.check()
     assert result.counts["lease_overlap"] == 0 and result.leases["undecided"] == 1
-    h = Hist()
+    h = HandLog()
     h.op("producer", "enqueue", 1.0, 1.001, job=A)
     h.op("c1", "claim", 1.1, 1.9, job=A, token=1, lease_ms=1000, server_ms=1_000_000)
     h.op("c2", "claim", 2.2, 2.201, job=A, token=2, lease_ms=1000, server_ms=1_000_900)
@@ -204,7 +204,7 @@ def test_an_overlap_too_close_to_tell_is_undecided_and_server_times_decide_exact
 
 
 def test_jobs_are_counted_under_the_fault_that_struck_them() -> None:
-    h = Hist()
+    h = HandLog()
     h.lifecycle(A, 1.0)                                                # before any fault
     h.op("producer", "enqueue", 2.0, 2.001, job=B, fault="pause")      # sent while the server slept
     h.op("consumer", "claim", 3.0, 3.001, job=B, token=1, lease_ms=1000)
@@ -222,7 +222,7 @@ def test_jobs_are_counted_under_the_fault_that_struck_them() -> None:
 
 
 def test_clocks_of_different_machines_are_not_compared() -> None:
-    h = Hist()
+    h = HandLog()
     h.op("producer", "enqueue", 1.0, 1.001, job=A)
     h.op("c1", "claim", 1.1, 1.101, job=A, token=2, lease_ms=1000)
     h.op("c2", "claim", 9.5, 9.501, job=A, token=1, lease_ms=1000)   # another machine's clock
@@ -236,7 +236,7 @@ def test_the_recorder_writes_what_the_checker_reads(tmp_path: Path) -> None:
     from echomq._instrument import verbs
     from echomq.errors import ServerUnavailableError, StaleTokenError
     from echomq._instrument import QueueKeys
-    from echomq_bench.measurement.history import History, HistoryCalls
+    from echomq_bench.measurement.calllog import CallLog, LoggedCalls
 
     keys = QueueKeys("h")
     replies: list[Any] = [b"enqueued", [A.encode(), b"x", 1], StaleTokenError("stale"), b"ok", 3]
@@ -254,8 +254,8 @@ def test_the_recorder_writes_what_the_checker_reads(tmp_path: Path) -> None:
         def command(self, *args: Any) -> Any:
             return 0
 
-    history = History(tmp_path / "p.jsonl", durable=True)
-    calls = HistoryCalls(Calls(), history, "w-1", fault=lambda: "latency")
+    call_log = CallLog(tmp_path / "p.jsonl", durable=True)
+    calls = LoggedCalls(Calls(), call_log, "w-1", fault=lambda: "latency")
     calls.call(verbs.enqueue(keys, A, b"x"))
     calls.call(verbs.claim(keys, 500))
     with pytest.raises(StaleTokenError):
@@ -265,8 +265,8 @@ def test_the_recorder_writes_what_the_checker_reads(tmp_path: Path) -> None:
     with pytest.raises(ServerUnavailableError):
         calls.pipeline([verbs.enqueue(keys, B, b"x"), verbs.enqueue(keys, C, b"x")])
     assert calls.command("ZCARD", keys.pending) == 0
-    history.note("strike", "kill", A, 1)
-    history.close()
+    call_log.note("strike", "kill", A, 1)
+    call_log.close()
     lines = [json.loads(x) for x in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert len(lines) == 15 and all(x["fault"] == "latency" for x in lines[:14])
     assert lines[3] == {"type": "ok", "process": "w-1", "f": "claim", "job": A, "token": 1, "t": lines[3]["t"],
@@ -280,9 +280,9 @@ def test_the_recorder_writes_what_the_checker_reads(tmp_path: Path) -> None:
 
 def test_the_checker_imports_neither_the_load_engine_nor_a_server_client() -> None:
     folder = ROOT / "echomq_bench" / "measurement"
-    for name in ("historycheck.py", "historytokens.py"):
+    for name in ("calllog_check.py", "calllog_tokens.py"):
         tree = ast.parse((folder / name).read_text())
         imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert {m for m in imported if m.split(".")[0] in ("echomq", "redis", "locust", "gevent")} == set(), name
-        assert {m for m in imported if m.startswith("echomq_bench")} <= {"echomq_bench.measurement.historytokens"}
+        assert {m for m in imported if m.startswith("echomq_bench")} <= {"echomq_bench.measurement.calllog_tokens"}

@@ -1,16 +1,16 @@
-"""Where did every job go, by the history alone: the Jepsen total-queue
+"""Where did every job go, by the call log alone: the Jepsen total-queue
 classification and the fencing checks, pure (no server, no load engine).
 
-    check_files(paths, final={"pending": ids, "active": ids, ...}) -> HistoryCheck
+    check_files(paths, final={"pending": ids, "active": ids, ...}) -> CallLogCheck
 
-The history is JSONL files, one per process (echomq_bench.measurement.history
+The call log is JSONL files, one per process (echomq_bench.measurement.calllog
 writes them); `final` is what the queue's sets hold at the end, as plain sets
 of ids; `initial` the ids they held before the load began. Invocations and
 outcomes are paired per process: an outcome answers the oldest invocation
 of its verb and job still waiting. An invocation without an outcome (its
 process was killed) is an operation of unknown outcome. An outcome line
-with a `t0` is a whole operation by itself (a history that is not durable
-writes each call so: echomq_bench.measurement.history).
+with a `t0` is a whole operation by itself (a call log that is not durable
+writes each call so: echomq_bench.measurement.calllog).
 
 Every job an enqueue was invoked for, and every job seen without one, is one of:
 
@@ -28,7 +28,7 @@ Every job an enqueue was invoked for, and every job seen without one, is one of:
     refused        enqueue refused, and never seen
 
 and fails the run when lost, unexpected, duplicated or one of the fencing
-checks of echomq_bench.measurement.historytokens is found.
+checks of echomq_bench.measurement.calllog_tokens is found.
 
 A job is counted under a fault kind: the first fault named on its own lines
 (the one striking when its calls went out) or by a nemesis strike on it.
@@ -48,9 +48,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Iterable, Mapping, NamedTuple
 
-from echomq_bench.measurement.historytokens import Fencing, Op, fencing
+from echomq_bench.measurement.calllog_tokens import Fencing, Op, fencing
 
-__all__ = ["CLASSES", "CHECKS", "FAILING", "NONE", "Op", "Note", "Parsed", "HistoryCheck", "parse", "read_files",
+__all__ = ["CLASSES", "CHECKS", "FAILING", "NONE", "Op", "Note", "Parsed", "CallLogCheck", "parse", "read_files",
            "check", "check_files"]
 
 CLASSES = ("ok", "lost", "recovered", "unexpected", "duplicated", "indeterminate", "refused")
@@ -75,7 +75,7 @@ class Parsed:
     ops: list[Op] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     processes: int = 0
-    unreadable: int = 0     # lines that are not a history object
+    unreadable: int = 0     # lines that are not a call-log line
     unpaired: int = 0       # outcome lines with no invocation before them
 
 
@@ -195,8 +195,8 @@ def _kind(job: _Job, cls: str, windows: list[Note]) -> str:
 
 
 @dataclass(frozen=True)
-class HistoryCheck:
-    """The classification and the fencing checks of one run's history."""
+class CallLogCheck:
+    """The classification and the fencing checks of one run's call log."""
 
     jobs: int
     operations: int
@@ -220,7 +220,7 @@ class HistoryCheck:
     def text(self) -> str:
         """One line: the verdict's counts, then the rest of the classification."""
         rest = ", ".join(f"{k} {self.counts[k]}" for k in CLASSES if k not in FAILING)
-        return (f"history check of {self.jobs} jobs, {self.operations} operations: {self.found()} ({rest}"
+        return (f"call-log check of {self.jobs} jobs, {self.operations} operations: {self.found()} ({rest}"
                 + (f"; {self.unpaired} outcomes without an invocation" if self.unpaired else "") + ")")
 
     def to_dict(self) -> dict[str, Any]:
@@ -230,7 +230,7 @@ class HistoryCheck:
 
     def format(self) -> str:
         """The summary Locust prints: the verdict, the totals, one line per fault kind."""
-        lines = [f"history check {'PASS' if self.passed else 'FAIL'}: {self.text()}",
+        lines = [f"call-log check {'PASS' if self.passed else 'FAIL'}: {self.text()}",
                  f"  re-leases compared {sum(self.leases.values())}: {self.leases['exact']} by server time, "
                  f"{self.leases['by_client']} by the client's clock, {self.leases['undecided']} too close to tell"]
         for kind, counts in self.by_fault.items():
@@ -245,7 +245,7 @@ def _blank() -> dict[str, int]:
 
 
 def check(parsed: Parsed, final: Mapping[str, Collection[str]], initial: Collection[str] = frozenset(),
-          one_clock: bool = True) -> HistoryCheck:
+          one_clock: bool = True) -> CallLogCheck:
     """Classify every job and run the fencing checks. `one_clock`: every
     source read the same monotonic clock (one machine); else operations are
     ordered only within their own source."""
@@ -253,7 +253,7 @@ def check(parsed: Parsed, final: Mapping[str, Collection[str]], initial: Collect
     held = {j for ids in final.values() for j in ids} - initial
     jobs = _jobs(parsed, initial)
     for j in held - set(jobs):
-        jobs[j] = _Job()  # on the server at the end, never named in the history
+        jobs[j] = _Job()  # on the server at the end, never named in the call log
     windows = sorted((n for n in parsed.notes if n.what == "start"), key=lambda n: n.t)
     counts, by_fault = _blank(), {NONE: _blank()}
     examples: dict[str, list[str]] = {k: [] for k in (*CLASSES[1:], *CHECKS)}
@@ -271,11 +271,11 @@ def check(parsed: Parsed, final: Mapping[str, Collection[str]], initial: Collect
                 examples[name].append(jid)
     if not any(by_fault[NONE].values()):
         del by_fault[NONE]
-    return HistoryCheck(len(jobs), len(parsed.ops), parsed.processes, counts, by_fault, examples,
+    return CallLogCheck(len(jobs), len(parsed.ops), parsed.processes, counts, by_fault, examples,
                         {k: leases[k] for k in ("exact", "by_client", "undecided")}, parsed.unreadable,
                         parsed.unpaired, one_clock)
 
 
 def check_files(paths: Iterable[Path], final: Mapping[str, Collection[str]], initial: Collection[str] = frozenset(),
-                one_clock: bool = True) -> HistoryCheck:
+                one_clock: bool = True) -> CallLogCheck:
     return check(read_files(paths), final, initial, one_clock)
