@@ -45,7 +45,7 @@ __all__ = ["LocustCalls", "ZombieAccepted", "unresolved_ops"]
 Judge = Callable[[str, Any], tuple[str, "BaseException | None"]]  # (name, reply) -> name, failure
 Reply = TypeVar("Reply")
 Arg = TypeVar("Arg")
-_SETTLED = frozenset(("enqueue", "complete"))  # the verbs an unanswered call of leaves ops for
+_SETTLED = frozenset(("enqueue", "complete"))
 _NO_OPS: tuple[list[Any], ...] = ()
 _REFUSED = object()  # a zombie's complete answered EMQSTALE, as the fence should
 
@@ -54,11 +54,9 @@ class ZombieAccepted(AssertionError):
     """The fence failed: a complete with a superseded token was accepted."""
 
 
-def unresolved_ops(calls: Sequence[ScriptCall], names: Mapping[str, str]) -> Sequence[list[Any]]:
+def unresolved_ops(calls: Sequence[ScriptCall], names: Mapping[str, str]) -> list[list[Any]]:
     """What the audit must settle if these calls go unanswered: their
     enqueues (one op per queue) and completes, in the books' op form."""
-    if len(calls) == 1 and calls[0].verb not in _SETTLED:
-        return _NO_OPS  # a lone claim, retry or pump call (most calls): nothing to settle, nothing built
     enqueues: dict[str, list[str]] = {}
     ops: list[list[Any]] = []
     for c in calls:
@@ -86,8 +84,9 @@ class LocustCalls:
 
     def call(self, call: ScriptCall) -> Any:
         verb = call.verb
-        return self._measured(verb, unresolved_ops((call,), self.names), self.wire.call,
-                              call.evalsha(self._sha(verb)), _judge_one)
+        # Only enqueues and completes leave something for the audit to settle: a claim builds no ops.
+        ops = unresolved_ops((call,), self.names) if verb in _SETTLED else _NO_OPS
+        return self._measured(verb, ops, self.wire.call, call.evalsha(self._sha(verb)), _judge_one)
 
     def pipeline(self, calls: Sequence[ScriptCall]) -> list[Any]:
         cmds = [c.evalsha(self._sha(c.verb)) for c in calls]

@@ -209,15 +209,18 @@ class LoggedCalls:
     def _one(self, call: ScriptCall) -> Any:
         """One call of a call log that is not durable: one line, written
         when its outcome is known (the hot path of a load: no lists)."""
-        named = _argv(call)
+        job, token, extra = _argv(call)
         t0, fault = clock(), self.fault()
-        sent_at = ',"t0":%.6f' % t0
         try:
             reply = self.calls.call(call)
         except BaseException as exc:
-            self.call_log.add_line(self._line(call, named, exc, clock(), fault, sent_at))
+            self._done((call,), [(job, token, extra)], (exc,), (t0, fault))
             raise
-        self.call_log.add_line(self._line(call, named, reply, clock(), fault, sent_at))
+        t = clock()
+        job, token, value = _ok(call.verb, reply, job, token)
+        extra += ',"t0":%.6f' % t0 if value is None else ',"t0":%.6f,"value":%s' % (t0, value)
+        self.call_log.add_line(_LINE % ("ok", self._process, call.verb, job, token, t, "null",
+                                        _q(self.fault() if fault is None else fault), extra))
         return reply
 
     def command(self, *args: Any) -> Any:
@@ -241,28 +244,24 @@ class LoggedCalls:
         """The outcome lines; without a durable call log each carries its
         invoke as `t0` (and the fault striking then, if any)."""
         h, t = self.call_log, clock()
-        fault, sent_at = (None, "") if h.durable else (sent[1], ',"t0":%.6f' % sent[0])
-        h.add([self._line(c, n, reply, t, fault, sent_at) for c, n, reply in zip(calls, named, replies)])
+        fault = _q(self.fault() if h.durable or sent[1] is None else sent[1])
+        sent_at = "" if h.durable else ',"t0":%.6f' % sent[0]
+        process = self._process
+        lines = []
+        for c, (job, token, extra), reply in zip(calls, named, replies):
+            extra += sent_at
+            if isinstance(reply, BaseException):
+                sent_out = not isinstance(reply, self.unsent)
+                type_ = "fail" if isinstance(reply, REFUSED) or not sent_out else "info"
+                extra += ',"error":%s' % _q(type(reply).__name__ if sent_out else "not sent")
+            else:
+                type_ = "ok"
+                job, token, value = _ok(c.verb, reply, job, token)
+                if value is not None:
+                    extra += ',"value":%s' % value
+            lines.append(_LINE % (type_, process, c.verb, job, token, t, "null", fault, extra))
+        h.add(lines)
         h.sync()
-
-    def _line(self, call: ScriptCall, named: tuple[str, str, str], reply: Any, t: float, fault: str | None,
-              sent_at: str) -> str:
-        """A call's outcome line: its reply's job, token and value, or the
-        error that ended it; `fault` the one striking when it was sent (None:
-        the one striking now)."""
-        job, token, extra = named
-        extra += sent_at
-        if isinstance(reply, BaseException):
-            sent_out = not isinstance(reply, self.unsent)
-            type_ = "fail" if isinstance(reply, REFUSED) or not sent_out else "info"
-            extra += ',"error":%s' % _q(type(reply).__name__ if sent_out else "not sent")
-        else:
-            type_ = "ok"
-            job, token, value = _ok(call.verb, reply, job, token)
-            if value is not None:
-                extra += ',"value":%s' % value
-        return _LINE % (type_, self._process, call.verb, job, token, t, "null",
-                        _q(self.fault() if fault is None else fault), extra)
 
 
 def _argv(call: ScriptCall) -> tuple[str, str, str]:
