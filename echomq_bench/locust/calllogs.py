@@ -25,9 +25,8 @@ __all__ = ["call_log_path", "held_ids", "final_places", "shipped", "check_run"]
 
 
 def call_log_path(folder: Path, run_id: str, name: str) -> Path:
-    """Where one process's call log of one run goes: `history/<run>-<process>.jsonl` (the folder keeps
-    the name older results folders have)."""
-    return folder / "history" / f"{run_id}-{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.jsonl"
+    """Where one process's call log of one run goes: `call_log/<run>-<process>.jsonl`."""
+    return folder / "call_log" / f"{run_id}-{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.jsonl"
 
 
 def held_ids(client: Client, queues: Iterable[str]) -> set[str]:

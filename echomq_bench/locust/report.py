@@ -156,7 +156,7 @@ class Outcome:
             audit=AuditEntry.from_record(self.report.to_dict()), settled_unresolved=self.settled,
             missing_processes=self.missing_processes, flow=self.counters, seconds=self.seconds,
             cycles_per_s=self.cycles_per_s, recovery_ms=self.recovery,
-            history=self.call_log_check.to_dict() if self.call_log_check is not None else {},
+            call_log=self.call_log_check.to_dict() if self.call_log_check is not None else {},
             nodes=tuple(NodeEntry.from_record(n) for n in self.nodes))
         steps = [{"consumers": r["consumers"], "bound": r["bound"], "seconds": round(r["seconds"], 3),
                   "metric": metric, "value": round(r[metric], 4), "unit": unit}

@@ -49,7 +49,7 @@ def test_a_locust_run_is_a_record_the_report_renders_and_the_history_lists(serve
     assert sum(row["value"] for row in record.tables["timeline"] if row["name"] == "complete") == \
         served["complete", "requests"]
     assert record.meta["settings"]["users"] == 4
-    assert (out / "history" / f"{summary.run.run_id}-local.jsonl").is_file()
+    assert (out / "call_log" / f"{summary.run.run_id}-local.jsonl").is_file()
     # Locust's own CSVs stay where --csv put them; nothing of the record lands beside them.
     assert (tmp_path / "locust_stats.csv").is_file() and not (tmp_path / "audit.json").exists()
 

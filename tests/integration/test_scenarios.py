@@ -59,10 +59,10 @@ def test_scenario_headless_audit_passes(scenario: str, build: str, tmp_path: Pat
     a, flow = audit["audit"], audit["flow"]
     assert a["completed"] > 0 and a["lost"] == 0 and a["double_accepted"] == 0
     assert a["completed"] + a["pending"] + a["active"] + a["scheduled"] + a["dead"] == a["enqueued"]
-    checked = audit["history"]  # the call-log check, under the key older records have
+    checked = audit["call_log"]  # the call-log check
     assert checked["passed"] is True and checked["counts"]["ok"] > 0, checked
     assert checked["processes"] >= 8 + 2 and "call-log check PASS" in output
-    assert sorted((tmp_path / "record" / "history").glob(f"{audit['run']['run_id']}-local.jsonl"))
+    assert sorted((tmp_path / "record" / "call_log").glob(f"{audit['run']['run_id']}-local.jsonl"))
     if scenario == "crash_reap":
         assert checked["by_fault"]["crash"]["ok"] > 0  # a zombie's job was struck by its crash first
         assert checked["leases"]["by_client"] > 0
@@ -94,7 +94,7 @@ def test_broken_fence_fails_the_audit_and_the_exit_code(tmp_path: Path) -> None:
     assert code == 1, output[-4000:]
     assert "audit FAIL" in output
     # The call-log check finds it on its own: a zombie's complete accepted after a newer claim.
-    checked = audit["history"]
+    checked = audit["call_log"]
     assert checked["passed"] is False and checked["counts"]["stale_accepted"] > 0, checked
     assert checked["by_fault"]["crash"]["stale_accepted"] > 0 and "call-log check FAIL" in output
 
@@ -170,8 +170,8 @@ def distributed(tmp_path: Path, url: str, users: str, master_args: list[str],
     assert audit["audit"]["zombie_sent"] > 0 and audit["audit"]["zombie_accepted"] == 0
     assert audit["flow"]["reaped"] > 0  # the master's pump
     # Every load process's call log, shipped with its books, checked on one clock (one machine).
-    assert audit["history"]["passed"] is True and audit["history"]["one_clock"] is True
-    assert len(list((tmp_path / "record" / "history").glob(f"{audit['run']['run_id']}-*.jsonl"))) == 3
+    assert audit["call_log"]["passed"] is True and audit["call_log"]["one_clock"] is True
+    assert len(list((tmp_path / "record" / "call_log").glob(f"{audit['run']['run_id']}-*.jsonl"))) == 3
     return audit, output
 
 

@@ -52,7 +52,7 @@ def test_a_stepped_run_s_record_reads_back_and_gives_the_history_each_step(tmp_p
         f"locust.claim_complete.cycles_per_s_at_{n}": rate for n, rate in steps.items()}
     assert figures["locust.claim_complete.cycles_per_s"] == outcome.cycles_per_s
     assert figures["locust.claim_complete.complete.p99_ms"] == 3 and figures["locust.claim_complete.audit_passed"] == 1
-    assert "locust.claim_complete.history_passed" not in figures   # the run kept no call log: nothing to say
+    assert "locust.claim_complete.call_log_passed" not in figures   # the run kept no call log: nothing to say
     # A step whose client CPU was not read keeps no row for it, rather than an empty one.
     assert [r["consumers"] for r in record.tables["steps"] if r["metric"] == "client_cpu"] == [2]
 

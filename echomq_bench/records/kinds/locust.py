@@ -4,7 +4,7 @@ or from the web UI, local or distributed (the master writes it).
 summary.json is a `LocustRecord`: the scenario, the verdict, the run (its
 id, queues, load processes, the server), the flow (completed, cycles/s),
 the audit of every job, the calls settled against the server, the call-log
-check (under the key `history`, as older records have it) and, on a
+check (`call_log`) and, on a
 cluster, a `NodeEntry` per master. Its tidy tables:
 
     requests.csv   Locust's own stats per request type and name: requests,
@@ -73,13 +73,13 @@ class LocustRecord(Entry):
     seconds: float = 0.0            # from the start to the drain, ramp-up included
     cycles_per_s: float = 0.0       # completes accepted over `seconds`
     recovery_ms: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    history: Mapping[str, Any] = field(default_factory=dict)   # the call-log check (measurement.calllog_check)
+    call_log: Mapping[str, Any] = field(default_factory=dict)   # the call-log check (measurement.calllog_check)
     nodes: tuple[NodeEntry, ...] = many(NodeEntry, written_when_empty=False)
 
     @property
     def call_log_passed(self) -> bool | None:
         """The call-log check's verdict; None for a run that kept no call log."""
-        return None if not self.history else bool(self.history.get("passed"))
+        return None if not self.call_log else bool(self.call_log.get("passed"))
 
 
 RECORD = LocustRecord   # what summary.json holds, typed
@@ -103,7 +103,7 @@ def headlines(r: Record) -> Iterator[Headline]:
     steps = [(f"{name}.cycles_per_s_at_{int(row['consumers'])}", row.get("value"), "1/s", HIGHER)
              for row in r.tables.get("steps", ()) if row.get("metric") == "cycles_per_s"]
     checks = [(f"{name}.audit_passed", float(bool(record.audit.passed)), "pass", HIGHER)]
-    if record.call_log_passed is not None:  # the figure keeps the name its series has in the results history
-        checks.append((f"{name}.history_passed", float(record.call_log_passed), "pass", HIGHER))
+    if record.call_log_passed is not None:
+        checks.append((f"{name}.call_log_passed", float(record.call_log_passed), "pass", HIGHER))
     yield from each(run.build or run.server, run.version or None,
                     [(f"{name}.cycles_per_s", record.cycles_per_s, "1/s", HIGHER), *latency, *steps, *checks])

@@ -139,9 +139,9 @@ def _checks(record: LocustRecord) -> list[Block]:
     blocks: list[Block] = [Table(audit_table([build], [record.audit]),
                                  "The audit of every job", id="locust-audit")]
     rows = [{"jobs": "no fault" if kind == "none" else f"under {kind}", **cells(counts)}
-            for kind, counts in call_log_kinds(record.history)]
+            for kind, counts in call_log_kinds(record.call_log)]
     if rows:
-        blocks += [Table(pd.DataFrame(rows), f"The call-log check: {verdict(record.history)}, jobs per fault kind",
+        blocks += [Table(pd.DataFrame(rows), f"The call-log check: {verdict(record.call_log)}, jobs per fault kind",
                          id="locust-call-log"), Notes([CALL_LOG_LEGEND])]
     if record.recovery_ms:
         blocks.append(Table(pd.DataFrame([{"recovery": name, **{k: f"{float(v):.1f}" for k, v in s.items()}}
